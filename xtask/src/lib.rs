@@ -1,0 +1,1 @@
+//! xtask library (testbed, WAN emulator).
