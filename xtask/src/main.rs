@@ -1,1 +1,290 @@
-fn main() {}
+//! `cargo xtask`: MMS developer tasks (see the library docs of `xtask`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use xtask::testbed::{self, Direction, UpOptions};
+use xtask::topology::{self, Impairment};
+use xtask::{demo, deps, wanem};
+
+/// MMS developer tasks: testbed, demo, tests.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// The README's main job: bring up the 2x2 testbed, measure every path with iperf3, print a
+    /// goodput table, tear down.
+    Demo {
+        /// Name prefix of the demo's namespaces.
+        #[arg(long, default_value = "mmsdemo")]
+        prefix: String,
+        /// Seconds of traffic per path.
+        #[arg(long, default_value_t = 4)]
+        seconds: u32,
+    },
+    /// Run every test: unit, property, and netns integration tests (what CI runs).
+    Test {
+        /// Skip the netns integration tests (unit tests only).
+        #[arg(long)]
+        unit_only: bool,
+    },
+    /// Network-namespace testbed (DESIGN §5).
+    #[command(subcommand)]
+    Testbed(TestbedCmd),
+    /// The WAN emulator daemon (started by `testbed up` inside the inet namespace).
+    #[command(hide = true)]
+    Wanem {
+        /// TUN device to attach to.
+        #[arg(long)]
+        tun: String,
+        /// JSON config (reloaded on SIGHUP).
+        #[arg(long)]
+        config: PathBuf,
+        /// Where to write counters.
+        #[arg(long)]
+        stats: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+struct PrefixArg {
+    /// Name prefix of the testbed (1-12 of a-z, 0-9); namespaces are `<prefix>-inet`,
+    /// `<prefix>-gw<b>`, `<prefix>-h<b>`.
+    #[arg(long, default_value = "mms", env = "MMS_TESTBED_PREFIX")]
+    prefix: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum TestbedCmd {
+    /// Build a testbed from a topology file.
+    Up {
+        /// Topology TOML (see examples/testbed-*.toml).
+        #[arg(long)]
+        topology: PathBuf,
+        #[command(flatten)]
+        prefix: PrefixArg,
+        /// Also start one Open vSwitch (userspace datapath) per gateway.
+        #[arg(long)]
+        ovs: bool,
+    },
+    /// Remove a testbed completely (works after a crash too).
+    Down {
+        #[command(flatten)]
+        prefix: PrefixArg,
+    },
+    /// List testbeds, their namespaces, processes and links.
+    Status {
+        /// Only this prefix.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a link while traffic runs.
+    #[command(subcommand)]
+    Link(LinkCmd),
+}
+
+#[derive(Debug, Subcommand)]
+enum LinkCmd {
+    /// Cut a WAN port (both directions drop everything) until restored.
+    Cut {
+        /// Port in the paper's notation, e.g. `1a`.
+        port: String,
+        #[command(flatten)]
+        prefix: PrefixArg,
+    },
+    /// Restore a cut WAN port.
+    Restore {
+        /// Port, e.g. `1a`.
+        port: String,
+        #[command(flatten)]
+        prefix: PrefixArg,
+    },
+    /// Replace the impairment of an internet port (fields not given mean "none").
+    Set {
+        /// Port, e.g. `1a`.
+        port: String,
+        #[command(flatten)]
+        prefix: PrefixArg,
+        /// Which direction.
+        #[arg(long, value_enum, default_value = "both")]
+        dir: Direction,
+        /// Rate limit, Mbit/s.
+        #[arg(long)]
+        rate_mbit: Option<f64>,
+        /// One-way delay, ms.
+        #[arg(long)]
+        delay_ms: Option<f64>,
+        /// Jitter, ms.
+        #[arg(long)]
+        jitter_ms: Option<f64>,
+        /// Random loss, percent.
+        #[arg(long)]
+        loss_pct: Option<f64>,
+        /// Burst loss, percent.
+        #[arg(long)]
+        burst_loss_pct: Option<f64>,
+        /// Mean burst length, packets.
+        #[arg(long)]
+        burst_len_pkts: Option<f64>,
+        /// Queue limit, KiB.
+        #[arg(long)]
+        queue_kib: Option<u32>,
+    },
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Demo { prefix, seconds } => {
+            deps::ensure()?;
+            demo::run(&repo_root(), &prefix, seconds)
+        }
+        Cmd::Test { unit_only } => run_tests(unit_only),
+        Cmd::Wanem { tun, config, stats } => wanem::run(&tun, &config, &stats),
+        Cmd::Testbed(t) => testbed_cmd(t),
+    }
+}
+
+fn testbed_cmd(cmd: TestbedCmd) -> anyhow::Result<()> {
+    match cmd {
+        TestbedCmd::Up {
+            topology: path,
+            prefix,
+            ovs,
+        } => {
+            deps::ensure()?;
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("read {}", path.display()))?;
+            let topo = topology::parse(&text)?;
+            let state = testbed::up(
+                &topo,
+                &UpOptions {
+                    prefix: prefix.prefix,
+                    ovs,
+                },
+            )?;
+            println!(
+                "testbed {} is up: {} branches, {} ports{}",
+                state.prefix,
+                topo.branches.len(),
+                topo.ports().len(),
+                if ovs { ", OVS in every gateway" } else { "" }
+            );
+            Ok(())
+        }
+        TestbedCmd::Down { prefix } => {
+            testbed::down(&prefix.prefix)?;
+            println!("testbed {} is down", prefix.prefix);
+            Ok(())
+        }
+        TestbedCmd::Status { prefix, json } => {
+            let s = testbed::status(prefix.as_deref())?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                testbed::print_status(&s);
+            }
+            Ok(())
+        }
+        TestbedCmd::Link(LinkCmd::Cut { port, prefix }) => testbed::link_cut(&prefix.prefix, &port),
+        TestbedCmd::Link(LinkCmd::Restore { port, prefix }) => {
+            testbed::link_restore(&prefix.prefix, &port)
+        }
+        TestbedCmd::Link(LinkCmd::Set {
+            port,
+            prefix,
+            dir,
+            rate_mbit,
+            delay_ms,
+            jitter_ms,
+            loss_pct,
+            burst_loss_pct,
+            burst_len_pkts,
+            queue_kib,
+        }) => {
+            let imp = Impairment {
+                rate_mbit,
+                delay_ms,
+                jitter_ms,
+                loss_pct,
+                burst_loss_pct,
+                burst_len_pkts,
+                queue_kib,
+                reorder: None,
+            };
+            testbed::link_set(&prefix.prefix, &port, dir, &imp)
+        }
+    }
+}
+
+/// Runs one stage (a cargo command), printing its duration.
+fn stage(name: &str, args: &[&str]) -> anyhow::Result<()> {
+    let t = Instant::now();
+    println!("==> {name}: cargo {}", args.join(" "));
+    let status = Command::new(env!("CARGO"))
+        .args(args)
+        .current_dir(repo_root())
+        .status()
+        .with_context(|| format!("run cargo {}", args.join(" ")))?;
+    println!(
+        "==> {name}: {} in {:.0} s",
+        if status.success() { "ok" } else { "FAILED" },
+        t.elapsed().as_secs_f64()
+    );
+    if !status.success() {
+        bail!("stage {name} failed");
+    }
+    Ok(())
+}
+
+fn run_tests(unit_only: bool) -> anyhow::Result<()> {
+    let t = Instant::now();
+    if !unit_only {
+        deps::ensure()?;
+    }
+    // Unit, property and golden tests of every crate; netns tests of crates other than xtask
+    // (each test binary runs alone; tests that need namespaces serialise themselves).
+    stage(
+        "crate tests",
+        &["test", "--workspace", "--exclude", "xtask", "--all-targets"],
+    )?;
+    stage(
+        "xtask unit tests",
+        &["test", "-p", "xtask", "--lib", "--bins"],
+    )?;
+    if !unit_only {
+        // Testbed and emulator tests measure timing: one at a time.
+        stage(
+            "netns testbed tests",
+            &[
+                "test",
+                "-p",
+                "xtask",
+                "--test",
+                "*",
+                "--",
+                "--test-threads=1",
+            ],
+        )?;
+    }
+    println!("==> all tests passed in {:.0} s", t.elapsed().as_secs_f64());
+    Ok(())
+}

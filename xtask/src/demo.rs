@@ -1,0 +1,296 @@
+//! `cargo xtask demo`: the README's main command.
+//!
+//! For now (foundation issue): brings up the 2×2 testbed, sends iperf3 TCP from the LAN host of
+//! branch 1 to the LAN host of branch 2 over plain routing on each (uplink of 1, uplink of 2) path
+//! in turn and then over all paths at once, prints a goodput table and tears everything down. Each
+//! path is pinned with policy routing and NAT on the gateways: destination port 5201+i selects
+//! path i. The end-to-end issue turns this into the IPoMP demo.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::iperf;
+use crate::sh;
+use crate::testbed::{self, UpOptions};
+use crate::topology::{self, PortKind, ResolvedPort, Topology};
+
+/// First iperf3 port; path i uses `BASE_PORT + i`.
+const BASE_PORT: u16 = 5201;
+/// fwmark of gateway port k: `MARK_BASE + k` selects policy table 100 + k.
+const MARK_BASE: u32 = 0x100;
+
+/// One pinned path between the first LAN hosts of two branches.
+#[derive(Debug, Clone)]
+pub struct DemoPath {
+    /// Uplink at the source branch.
+    pub src: ResolvedPort,
+    /// Uplink at the destination branch.
+    pub dst: ResolvedPort,
+    /// iperf3 port that selects this path.
+    pub port: u16,
+}
+
+impl DemoPath {
+    /// `1a>2b`.
+    pub fn name(&self) -> String {
+        format!("{}>{}", self.src.id, self.dst.id)
+    }
+
+    /// The configured bottleneck in Mbit/s (None: unlimited).
+    pub fn bottleneck_mbit(&self, topo: &Topology) -> Option<f64> {
+        let pair = topo
+            .pairs
+            .iter()
+            .filter(|p| {
+                (p.from == self.src.id.to_string() && p.to == self.dst.id.to_string())
+                    || (p.both_directions
+                        && p.to == self.src.id.to_string()
+                        && p.from == self.dst.id.to_string())
+            })
+            .filter_map(|p| p.rate_mbit);
+        [self.src.up.rate_mbit, self.dst.down.rate_mbit]
+            .into_iter()
+            .flatten()
+            .chain(pair)
+            .reduce(f64::min)
+    }
+}
+
+/// Pins host-to-host paths from branch `a` to branch `b` with NAT and policy routing; returns them.
+pub fn pin_paths(prefix: &str, topo: &Topology, a: u8, b: u8) -> anyhow::Result<Vec<DemoPath>> {
+    let ports = topo.ports();
+    let of = |br: u8| -> Vec<ResolvedPort> {
+        ports
+            .iter()
+            .filter(|p| p.id.branch == br && p.kind == PortKind::Internet)
+            .cloned()
+            .collect()
+    };
+    let (srcs, dsts) = (of(a), of(b));
+    let mut paths = Vec::new();
+    for s in &srcs {
+        for d in &dsts {
+            let port = BASE_PORT + paths.len() as u16;
+            paths.push(DemoPath {
+                src: s.clone(),
+                dst: d.clone(),
+                port,
+            });
+        }
+    }
+    let h_b = testbed::host_addr(b, 0);
+    // Source gateway: mark by port (→ uplink table), DNAT to the peer's WAN address, SNAT.
+    let mut src_rules = String::new();
+    let mut src_nat = String::new();
+    for p in &paths {
+        let k = u32::from(p.src.id.port);
+        let _ = writeln!(
+            src_rules,
+            "  iifname \"lan0\" ip daddr {h_b} tcp dport {} meta mark set {:#x}",
+            p.port,
+            MARK_BASE + k
+        );
+        let _ = writeln!(
+            src_nat,
+            "  iifname \"lan0\" ip daddr {h_b} tcp dport {} dnat to {}",
+            p.port, p.dst.addr
+        );
+    }
+    let mut snat = String::new();
+    for s in &srcs {
+        let _ = writeln!(
+            snat,
+            "  oifname \"{}\" ip saddr {}/24 snat to {}",
+            s.gw_if,
+            topology::lan_addr(a, 0),
+            s.addr
+        );
+    }
+    let ruleset = format!(
+        "table ip mmsdemo {{\n chain pin {{\n  type filter hook prerouting priority mangle;\n{src_rules} }}\n \
+         chain prenat {{\n  type nat hook prerouting priority dstnat;\n{src_nat} }}\n \
+         chain postnat {{\n  type nat hook postrouting priority srcnat;\n{snat} }}\n}}\n"
+    );
+    let gw_a = testbed::ns_gw(prefix, a);
+    sh::nft(&gw_a, &ruleset)?;
+    let rules: Vec<String> = srcs
+        .iter()
+        .map(|s| {
+            let k = u32::from(s.id.port);
+            format!(
+                "rule add pref {} fwmark {:#x} table {}",
+                900 + k,
+                MARK_BASE + k,
+                100 + k
+            )
+        })
+        .collect();
+    sh::ip_batch(&gw_a, &rules)?;
+
+    // Destination gateway: DNAT to the host, replies leave by the port they came in on.
+    let lo = BASE_PORT;
+    let hi = BASE_PORT + paths.len() as u16 - 1;
+    let mut dst_mark = String::new();
+    let mut dst_nat = String::new();
+    for d in &dsts {
+        let j = u32::from(d.id.port);
+        let _ = writeln!(
+            dst_mark,
+            "  iifname \"{}\" ip daddr {} tcp dport {lo}-{hi} ct mark set {:#x}",
+            d.gw_if,
+            d.addr,
+            MARK_BASE + j
+        );
+        let _ = writeln!(
+            dst_nat,
+            "  iifname \"{}\" ip daddr {} tcp dport {lo}-{hi} dnat to {h_b}",
+            d.gw_if, d.addr
+        );
+    }
+    let ruleset = format!(
+        "table ip mmsdemo {{\n chain pin {{\n  type filter hook prerouting priority mangle;\n{dst_mark}  iifname \"lan0\" meta mark set ct mark\n }}\n \
+         chain prenat {{\n  type nat hook prerouting priority dstnat;\n{dst_nat} }}\n}}\n"
+    );
+    let gw_b = testbed::ns_gw(prefix, b);
+    sh::nft(&gw_b, &ruleset)?;
+    let rules: Vec<String> = dsts
+        .iter()
+        .map(|d| {
+            let j = u32::from(d.id.port);
+            format!(
+                "rule add pref {} fwmark {:#x} table {}",
+                900 + j,
+                MARK_BASE + j,
+                100 + j
+            )
+        })
+        .collect();
+    sh::ip_batch(&gw_b, &rules)?;
+    Ok(paths)
+}
+
+/// Result of one measured path.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    /// Path name, e.g. `1a>2b` or `all`.
+    pub path: String,
+    /// Configured bottleneck (Mbit/s), if any.
+    pub bottleneck_mbit: Option<f64>,
+    /// Measured receiver goodput (Mbit/s).
+    pub goodput_mbit: f64,
+}
+
+/// Measures each path alone, then all at once.
+pub fn measure(
+    prefix: &str,
+    topo: &Topology,
+    paths: &[DemoPath],
+    secs: u32,
+) -> anyhow::Result<Vec<Row>> {
+    let (h_a, h_b) = (
+        testbed::ns_host(prefix, 1, 0),
+        testbed::ns_host(prefix, 2, 0),
+    );
+    let dst = testbed::host_addr(2, 0).to_string();
+    let t = secs.to_string();
+    let mut rows = Vec::new();
+    for p in paths {
+        let server = iperf::Server::start(&h_b, p.port, None)?;
+        let v = iperf::client(
+            &h_a,
+            &["-c", &dst, "-p", &p.port.to_string(), "-t", &t, "-O", "1"],
+        )?;
+        server.wait(Duration::from_secs(2));
+        let mbps = iperf::tcp_received_mbps(&v).context("iperf3 gave no receiver rate")?;
+        rows.push(Row {
+            path: p.name(),
+            bottleneck_mbit: p.bottleneck_mbit(topo),
+            goodput_mbit: mbps,
+        });
+    }
+    // All paths at once.
+    let servers: Vec<iperf::Server> = paths
+        .iter()
+        .map(|p| iperf::Server::start(&h_b, p.port, None))
+        .collect::<anyhow::Result<_>>()?;
+    let handles: Vec<_> = paths
+        .iter()
+        .map(|p| {
+            let (h_a, dst, t, port) = (h_a.clone(), dst.clone(), t.clone(), p.port.to_string());
+            std::thread::spawn(move || {
+                iperf::client(&h_a, &["-c", &dst, "-p", &port, "-t", &t, "-O", "1"])
+            })
+        })
+        .collect();
+    let mut total = 0.0;
+    for h in handles {
+        let v = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("iperf3 thread panicked"))??;
+        total += iperf::tcp_received_mbps(&v).context("iperf3 gave no receiver rate")?;
+    }
+    drop(servers);
+    rows.push(Row {
+        path: "all at once".to_owned(),
+        bottleneck_mbit: None,
+        goodput_mbit: total,
+    });
+    Ok(rows)
+}
+
+/// Prints the goodput table.
+pub fn print_table(rows: &[Row]) {
+    println!(
+        "{:<14} {:>22} {:>16}",
+        "path", "configured Mbit/s", "goodput Mbit/s"
+    );
+    for r in rows {
+        let b = r
+            .bottleneck_mbit
+            .map_or("-".to_owned(), |b| format!("{b:.1}"));
+        println!("{:<14} {:>22} {:>16.1}", r.path, b, r.goodput_mbit);
+    }
+}
+
+/// The whole demo; always tears down.
+pub fn run(root: &Path, prefix: &str, secs: u32) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let file = root.join("examples/testbed-2x2.toml");
+    let text =
+        std::fs::read_to_string(&file).with_context(|| format!("read {}", file.display()))?;
+    let topo = topology::parse(&text)?;
+    println!(
+        "bringing up the 2x2 testbed (prefix {prefix}) from {}",
+        file.display()
+    );
+    testbed::up(
+        &topo,
+        &UpOptions {
+            prefix: prefix.to_owned(),
+            ovs: false,
+        },
+    )?;
+    let result = (|| {
+        let paths = pin_paths(prefix, &topo, 1, 2)?;
+        println!(
+            "iperf3 TCP from {} to {}, {secs} s per path, plain routing (no tunnel yet):",
+            testbed::host_addr(1, 0),
+            testbed::host_addr(2, 0)
+        );
+        let rows = measure(prefix, &topo, &paths, secs)?;
+        print_table(&rows);
+        if rows.iter().any(|r| r.goodput_mbit <= 0.0) {
+            bail!("a path carried no traffic");
+        }
+        Ok(())
+    })();
+    let down = testbed::down(prefix);
+    println!(
+        "testbed torn down; demo took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    result.and(down)
+}

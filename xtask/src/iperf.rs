@@ -1,0 +1,82 @@
+//! Running iperf3 between namespaces and reading its JSON.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::sh;
+
+/// An iperf3 server running in a namespace; stopped (by PID) on drop.
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+}
+
+impl Server {
+    /// Starts `iperf3 -s -1` (one test, then exit) in `ns` on `port`, with JSON output to
+    /// `json_out` if given.
+    pub fn start(
+        ns: &str,
+        port: u16,
+        json_out: Option<&std::path::Path>,
+    ) -> anyhow::Result<Server> {
+        let port_s = port.to_string();
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns, "iperf3", "-s", "-1", "-p", &port_s]);
+        if let Some(p) = json_out {
+            cmd.arg("--json").arg("--logfile").arg(p);
+        }
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start iperf3 server")?;
+        // Wait until it listens.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let out = sh::ns(ns, "ss", &["-Hltn", &format!("sport = :{port}")]).unwrap_or_default();
+            if !out.trim().is_empty() {
+                return Ok(Server { child });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!("iperf3 server in {ns} did not listen on {port}");
+    }
+
+    /// Waits for the one-off server to exit after its test (up to `timeout`).
+    pub fn wait(mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs an iperf3 client in `ns`; returns the parsed JSON.
+pub fn client(ns: &str, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let mut full = vec!["--json"];
+    full.extend_from_slice(args);
+    let out = sh::ns(ns, "iperf3", &full)?;
+    serde_json::from_str(&out).context("parse iperf3 JSON")
+}
+
+/// Receiver goodput in Mbit/s of a TCP test.
+pub fn tcp_received_mbps(v: &serde_json::Value) -> Option<f64> {
+    v.pointer("/end/sum_received/bits_per_second")?
+        .as_f64()
+        .map(|b| b / 1e6)
+}

@@ -1,0 +1,105 @@
+//! Running system commands (`ip`, `nft`, `iperf3`, OVS tools) with errors that say what failed.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context};
+
+/// Runs `prog args...`, returns stdout; a non-zero exit is an error carrying stderr.
+pub fn run(prog: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("spawn {prog}"))?;
+    if !out.status.success() {
+        bail!(
+            "`{prog} {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Like [`run`] but ignores failure (for best-effort clean-up); returns whether it succeeded.
+pub fn try_run(prog: &str, args: &[&str]) -> bool {
+    Command::new(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Runs `prog args...` inside network namespace `ns` (`ip netns exec`).
+pub fn ns(ns: &str, prog: &str, args: &[&str]) -> anyhow::Result<String> {
+    let mut full = vec!["netns", "exec", ns, prog];
+    full.extend_from_slice(args);
+    run("ip", &full)
+}
+
+/// Feeds `lines` to `ip -n <ns> -batch -` (one `ip` command per line, much faster than one
+/// process per command).
+pub fn ip_batch(ns: &str, lines: &[String]) -> anyhow::Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let mut child = Command::new("ip")
+        .args(["-n", ns, "-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("spawn ip -batch")?;
+    {
+        let stdin = child.stdin.as_mut().context("ip -batch stdin")?;
+        for l in lines {
+            writeln!(stdin, "{l}").context("write to ip -batch")?;
+        }
+    }
+    let out = child.wait_with_output().context("wait for ip -batch")?;
+    if !out.status.success() {
+        bail!(
+            "ip -n {ns} -batch failed: {}\ncommands:\n{}",
+            String::from_utf8_lossy(&out.stderr).trim(),
+            lines.join("\n")
+        );
+    }
+    Ok(())
+}
+
+/// Loads an nftables ruleset into namespace `ns` (`nft -f -`).
+pub fn nft(ns: &str, ruleset: &str) -> anyhow::Result<()> {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("spawn nft")?;
+    child
+        .stdin
+        .as_mut()
+        .context("nft stdin")?
+        .write_all(ruleset.as_bytes())
+        .context("write nft ruleset")?;
+    let out = child.wait_with_output().context("wait for nft")?;
+    if !out.status.success() {
+        bail!(
+            "nft -f in {ns} failed: {}\nruleset:\n{ruleset}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// True when `prog` is on PATH.
+pub fn have(prog: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(prog).is_file()))
+        .unwrap_or(false)
+}

@@ -1,0 +1,865 @@
+//! `cargo xtask testbed up|down|status|link`: the branches of DESIGN §5 in network namespaces.
+//!
+//! Namespaces of a testbed with prefix `P`: `P-inet` (the emulated internet and the carriers of
+//! leased lines, with the WAN emulator), `P-gw<b>` (gateway of branch b) and `P-h<b>`,
+//! `P-h<b>-<j>` (LAN hosts). Every veth is created directly inside its two namespaces, so no
+//! interface ever exists in the host namespace; inside the namespaces names follow DESIGN §2
+//! (`wan<k>`, `lan0`). Run state lives in `/run/mms-testbed/P/` (state.json, the emulator's config,
+//! logs, OVS databases). `down` finds everything by name and by the processes living in those
+//! namespaces, so it works even when the state file was never written.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+use crate::sh;
+use crate::topology::{self, Impairment, PortKind, PortRef, ResolvedPort, Topology};
+use crate::wanem::core::{EmuConfig, LinkConfig, PairConfig};
+
+/// Where run state of all testbeds lives.
+pub const STATE_ROOT: &str = "/run/mms-testbed";
+/// Routing table in `inet` whose default route is the emulator's TUN.
+const EMU_TABLE: u32 = 200;
+/// TUN device of the emulator inside `inet`.
+const EMU_TUN: &str = "emu0";
+/// Rule preference of the link-cut blackholes (before everything else).
+const PREF_CUT: u32 = 50;
+/// Rule preference of "came back from the emulator: route normally".
+const PREF_FROM_EMU: u32 = 100;
+/// First rule preference of the diversion rules (one preference per rule).
+const PREF_DIVERT: u32 = 1000;
+/// Policy routing table of gateway WAN port k: 100 + k (DESIGN §2).
+const GW_TABLE_BASE: u32 = 100;
+
+/// Persistent description of a running testbed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct State {
+    /// Name prefix.
+    pub prefix: String,
+    /// The topology it was built from (with run-time `link set` changes applied).
+    pub topology: Topology,
+    /// Ports currently cut.
+    pub cut: BTreeSet<String>,
+    /// Processes we started: name → PID.
+    pub pids: BTreeMap<String, u32>,
+    /// Whether OVS was started in each gateway.
+    pub ovs: bool,
+}
+
+/// Checks a prefix: 1..=12 of `[a-z0-9]`, so `P-` never matches another testbed's names.
+pub fn validate_prefix(prefix: &str) -> anyhow::Result<()> {
+    if prefix.is_empty()
+        || prefix.len() > 12
+        || !prefix
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    {
+        bail!("prefix {prefix:?} must be 1 to 12 characters of a-z and 0-9");
+    }
+    Ok(())
+}
+
+/// The state directory of testbed `prefix`.
+pub fn state_dir(prefix: &str) -> PathBuf {
+    Path::new(STATE_ROOT).join(prefix)
+}
+
+/// Names of the namespaces of a testbed.
+pub fn ns_inet(p: &str) -> String {
+    format!("{p}-inet")
+}
+/// Gateway namespace of branch `b`.
+pub fn ns_gw(p: &str, b: u8) -> String {
+    format!("{p}-gw{b}")
+}
+/// Namespace of LAN host `j` of branch `b`.
+pub fn ns_host(p: &str, b: u8, j: usize) -> String {
+    if j == 0 {
+        format!("{p}-h{b}")
+    } else {
+        format!("{p}-h{b}-{j}")
+    }
+}
+/// Address of LAN host `j` of branch `b`.
+pub fn host_addr(b: u8, j: usize) -> std::net::Ipv4Addr {
+    // j < MAX_HOSTS (200) so 10 + j fits.
+    topology::lan_addr(b, 10 + j as u8)
+}
+
+/// True when `name` is one of the namespace names testbed `prefix` uses.
+fn is_our_ns(prefix: &str, name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else {
+        return false;
+    };
+    if rest == "inet" {
+        return true;
+    }
+    let digits_then = |s: &str, tag: &str| -> bool {
+        s.strip_prefix(tag).is_some_and(|n| {
+            let mut parts = n.splitn(2, '-');
+            let b = parts.next().unwrap_or("");
+            let j = parts.next();
+            !b.is_empty()
+                && b.bytes().all(|c| c.is_ascii_digit())
+                && j.is_none_or(|j| !j.is_empty() && j.bytes().all(|c| c.is_ascii_digit()))
+        })
+    };
+    (digits_then(rest, "gw") && !rest.contains('-')) || digits_then(rest, "h")
+}
+
+/// All network namespaces on the machine.
+pub fn list_netns() -> anyhow::Result<Vec<String>> {
+    let out = sh::run("ip", &["netns", "list"])?;
+    Ok(out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Namespaces that belong to testbed `prefix`.
+pub fn our_netns(prefix: &str) -> anyhow::Result<Vec<String>> {
+    Ok(list_netns()?
+        .into_iter()
+        .filter(|n| is_our_ns(prefix, n))
+        .collect())
+}
+
+/// PIDs of processes living in namespace `ns`.
+pub fn ns_pids(ns: &str) -> Vec<u32> {
+    sh::run("ip", &["netns", "pids", ns])
+        .map(|o| {
+            o.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Sends SIGTERM, waits up to `grace`, then SIGKILL.
+pub fn stop_pids(pids: &[u32], grace: Duration) {
+    for &pid in pids {
+        // SAFETY: kill(2) with a PID we started (taken from our namespace or our pidfile).
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + grace;
+    while pids.iter().any(|&p| pid_alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &pid in pids.iter().filter(|&&p| pid_alive(p)) {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+}
+
+/// Reads the state of testbed `prefix`.
+pub fn load_state(prefix: &str) -> anyhow::Result<State> {
+    let path = state_dir(prefix).join("state.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("testbed {prefix:?} is not up (no {})", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))
+}
+
+fn save_state(state: &State) -> anyhow::Result<()> {
+    let dir = state_dir(&state.prefix);
+    let tmp = dir.join("state.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(state)?)?;
+    std::fs::rename(&tmp, dir.join("state.json"))?;
+    Ok(())
+}
+
+/// Options of `testbed up`.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    /// Name prefix.
+    pub prefix: String,
+    /// Start one OVS (userspace datapath) per gateway.
+    pub ovs: bool,
+}
+
+/// Builds the testbed. On error, everything built so far is removed.
+pub fn up(topo: &Topology, opts: &UpOptions) -> anyhow::Result<State> {
+    validate_prefix(&opts.prefix)?;
+    topo.validate()?;
+    let existing = our_netns(&opts.prefix)?;
+    if !existing.is_empty() || state_dir(&opts.prefix).exists() {
+        bail!(
+            "testbed {:?} already exists ({} namespaces); run `cargo xtask testbed down --prefix {}` first",
+            opts.prefix,
+            existing.len(),
+            opts.prefix
+        );
+    }
+    let result = build(topo, opts);
+    if result.is_err() {
+        let _ = down(&opts.prefix);
+    }
+    result
+}
+
+fn build(topo: &Topology, opts: &UpOptions) -> anyhow::Result<State> {
+    let p = opts.prefix.as_str();
+    let dir = state_dir(p);
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    let mut state = State {
+        prefix: p.to_owned(),
+        topology: topo.clone(),
+        cut: BTreeSet::new(),
+        pids: BTreeMap::new(),
+        ovs: opts.ovs,
+    };
+    save_state(&state)?;
+    allow_cubic()?;
+
+    let inet = ns_inet(p);
+    let ports = topo.ports();
+    let mut all_ns = vec![inet.clone()];
+    for b in &topo.branches {
+        all_ns.push(ns_gw(p, b.id));
+        for j in 0..b.hosts {
+            all_ns.push(ns_host(p, b.id, j));
+        }
+    }
+    for ns in &all_ns {
+        sh::run("ip", &["netns", "add", ns])?;
+        sh::ip_batch(ns, &["link set lo up".to_owned()])?;
+        let mut keys = vec![
+            "net.ipv4.tcp_congestion_control=cubic",
+            "net.ipv4.conf.all.rp_filter=0",
+            "net.ipv4.conf.default.rp_filter=0",
+        ];
+        if !ns.contains("-h") {
+            keys.push("net.ipv4.ip_forward=1");
+        }
+        let mut args = vec!["-qw"];
+        args.extend(keys);
+        sh::ns(ns, "sysctl", &args)?;
+    }
+
+    // WAN links: gateway wan<k> <-> inet.
+    let mut inet_cmds = Vec::new();
+    for port in &ports {
+        let gw = ns_gw(p, port.id.branch);
+        sh::ip_batch(
+            &inet,
+            &[format!(
+                "link add {} type veth peer name {} netns {gw}",
+                port.inet_if, port.gw_if
+            )],
+        )?;
+        inet_cmds.push(format!(
+            "addr add {}/{} dev {}",
+            port.next_hop, port.prefix_len, port.inet_if
+        ));
+        inet_cmds.push(format!("link set {} up", port.inet_if));
+    }
+    sh::ip_batch(&inet, &inet_cmds)?;
+
+    for b in &topo.branches {
+        let gw = ns_gw(p, b.id);
+        let mut cmds = Vec::new();
+        let mine: Vec<&ResolvedPort> = ports.iter().filter(|x| x.id.branch == b.id).collect();
+        for (k, port) in mine.iter().enumerate() {
+            let table = GW_TABLE_BASE + k as u32;
+            cmds.push(format!(
+                "addr add {}/{} dev {}",
+                port.addr, port.prefix_len, port.gw_if
+            ));
+            cmds.push(format!("link set {} up", port.gw_if));
+            cmds.push(format!(
+                "route add default via {} dev {} table {table}",
+                port.next_hop, port.gw_if
+            ));
+            cmds.push(format!(
+                "rule add pref {} from {} table {table}",
+                1000 + k,
+                port.addr
+            ));
+            if port.kind == PortKind::Leased {
+                // The other end of the line is reached through this port in the main table too.
+                if let Some(other) = ports
+                    .iter()
+                    .find(|o| o.leased_line == port.leased_line && o.id.branch != port.id.branch)
+                {
+                    cmds.push(format!(
+                        "route add {}/{} via {} dev {}",
+                        other.network(),
+                        other.prefix_len,
+                        port.next_hop,
+                        port.gw_if
+                    ));
+                }
+            }
+        }
+        if let Some(first) = mine.iter().find(|x| x.kind == PortKind::Internet) {
+            cmds.push(format!(
+                "route add default via {} dev {}",
+                first.next_hop, first.gw_if
+            ));
+        }
+        // LAN: bridge lan0 with the hosts' veths.
+        cmds.push("link add lan0 type bridge".to_owned());
+        cmds.push(format!(
+            "addr add {}/24 dev lan0",
+            topology::lan_addr(b.id, 1)
+        ));
+        cmds.push("link set lan0 up".to_owned());
+        for j in 0..b.hosts {
+            let h = ns_host(p, b.id, j);
+            cmds.push(format!(
+                "link add lanh{j} type veth peer name eth0 netns {h}"
+            ));
+            cmds.push(format!("link set lanh{j} master lan0"));
+            cmds.push(format!("link set lanh{j} up"));
+        }
+        sh::ip_batch(&gw, &cmds)?;
+        for j in 0..b.hosts {
+            let h = ns_host(p, b.id, j);
+            sh::ip_batch(
+                &h,
+                &[
+                    format!("addr add {}/24 dev eth0", host_addr(b.id, j)),
+                    "link set eth0 up".to_owned(),
+                    format!("route add default via {}", topology::lan_addr(b.id, 1)),
+                ],
+            )?;
+        }
+    }
+
+    // Carrier isolation of leased lines: a line's /29 talks only to itself.
+    let mut nft = String::from("table ip mmstb {\n chain forward {\n  type filter hook forward priority 0; policy accept;\n");
+    for (i, _) in topo.leased.iter().enumerate() {
+        let net = format!("198.19.{}.0/29", 200 + i);
+        let _ = writeln!(nft, "  ip saddr {net} ip daddr != {net} drop");
+        let _ = writeln!(nft, "  ip daddr {net} ip saddr != {net} drop");
+    }
+    nft.push_str(" }\n}\n");
+    sh::nft(&inet, &nft)?;
+
+    // The WAN emulator.
+    sh::ip_batch(
+        &inet,
+        &[
+            format!("tuntap add dev {EMU_TUN} mode tun"),
+            format!("link set {EMU_TUN} mtu 65535 up"),
+            format!("route add default dev {EMU_TUN} table {EMU_TABLE}"),
+            format!("rule add pref {PREF_FROM_EMU} iif {EMU_TUN} lookup main"),
+        ],
+    )?;
+    sh::ns(
+        &inet,
+        "sysctl",
+        &["-qw", &format!("net.ipv4.conf.{EMU_TUN}.rp_filter=0")],
+    )?;
+    write_emu_config(&state)?;
+    let pid = spawn_wanem(&state)?;
+    state.pids.insert("wanem".to_owned(), pid);
+    save_state(&state)?;
+    sync_diversion(&state)?;
+
+    if opts.ovs {
+        for b in &topo.branches {
+            let (db, vs) = crate::ovs::start(p, b.id, &dir)?;
+            state.pids.insert(format!("ovsdb-server-gw{}", b.id), db);
+            state.pids.insert(format!("ovs-vswitchd-gw{}", b.id), vs);
+            save_state(&state)?;
+            // DESIGN §4: a kernel TCP stack sending into OVS through a veth needs tx offload off.
+            let gw = ns_gw(p, b.id);
+            for port in ports.iter().filter(|x| x.id.branch == b.id) {
+                sh::ns(&gw, "ethtool", &["-K", &port.gw_if, "tx", "off"])?;
+                sh::ns(&inet, "ethtool", &["-K", &port.inet_if, "tx", "off"])?;
+            }
+        }
+    }
+    save_state(&state)?;
+    Ok(state)
+}
+
+/// Lets namespaces pick cubic (DESIGN §4): adds it to the global allowed list once.
+fn allow_cubic() -> anyhow::Result<()> {
+    let path = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+    let cur = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
+    if !cur.split_whitespace().any(|c| c == "cubic") {
+        std::fs::write(path, format!("{} cubic", cur.trim()))
+            .with_context(|| format!("add cubic to {path}"))?;
+    }
+    Ok(())
+}
+
+fn spawn_wanem(state: &State) -> anyhow::Result<u32> {
+    let dir = state_dir(&state.prefix);
+    let exe = std::env::current_exe().context("locate the xtask binary")?;
+    let log = std::fs::File::create(dir.join("wanem.log"))?;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns_inet(&state.prefix)])
+        .arg(&exe)
+        .args(["wanem", "--tun", EMU_TUN, "--config"])
+        .arg(dir.join("wanem.json"))
+        .arg("--stats")
+        .arg(dir.join("wanem-stats.json"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    // SAFETY: setsid() is async-signal-safe; it detaches the emulator from our session so a
+    // Ctrl-C of `testbed up` does not kill it.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().context("start the WAN emulator")?;
+    let pid = child.id();
+    // Wait until it attached to the TUN (the device shows a carrier), or died.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = sh::run(
+            "ip",
+            &["-n", &ns_inet(&state.prefix), "link", "show", EMU_TUN],
+        )?;
+        if !out.contains("NO-CARRIER") {
+            return Ok(pid);
+        }
+        if !pid_alive(pid) || Instant::now() > deadline {
+            let log = std::fs::read_to_string(dir.join("wanem.log")).unwrap_or_default();
+            bail!("the WAN emulator did not start: {log}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Writes the emulator's JSON config from the state's topology.
+fn write_emu_config(state: &State) -> anyhow::Result<()> {
+    let cfg = emu_config(&state.topology);
+    let dir = state_dir(&state.prefix);
+    let tmp = dir.join("wanem.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&cfg)?)?;
+    std::fs::rename(&tmp, dir.join("wanem.json"))?;
+    Ok(())
+}
+
+/// The emulator config of a topology.
+pub fn emu_config(topo: &Topology) -> EmuConfig {
+    let ports = topo.ports();
+    let links = ports
+        .iter()
+        .filter(|p| !(p.up.is_none() && p.down.is_none()))
+        .map(|p| LinkConfig {
+            name: p.id.to_string(),
+            network: p.network(),
+            prefix_len: p.prefix_len,
+            up: p.up.clone(),
+            down: p.down.clone(),
+        })
+        .collect();
+    let addr = |r: &str| {
+        let r = PortRef::parse(r)?;
+        ports.iter().find(|p| p.id == r).map(|p| p.addr)
+    };
+    let mut pairs = Vec::new();
+    for pair in &topo.pairs {
+        let (Some(a), Some(b)) = (addr(&pair.from), addr(&pair.to)) else {
+            continue;
+        };
+        let imp = pair.impairment();
+        if imp.is_none() {
+            continue;
+        }
+        pairs.push(PairConfig {
+            src: a,
+            dst: b,
+            imp: imp.clone(),
+        });
+        if pair.both_directions {
+            pairs.push(PairConfig {
+                src: b,
+                dst: a,
+                imp,
+            });
+        }
+    }
+    EmuConfig {
+        links,
+        pairs,
+        seed: 0x6d6d_7300,
+    }
+}
+
+/// The diversion rules (`ip rule` selectors) that send impaired traffic to the emulator.
+fn diversion_selectors(topo: &Topology) -> Vec<String> {
+    let cfg = emu_config(topo);
+    let mut sel = Vec::new();
+    for l in &cfg.links {
+        if !l.up.is_none() {
+            sel.push(format!("from {}/{}", l.network, l.prefix_len));
+        }
+        if !l.down.is_none() {
+            sel.push(format!("to {}/{}", l.network, l.prefix_len));
+        }
+    }
+    for pr in &cfg.pairs {
+        sel.push(format!("from {}/32 to {}/32", pr.src, pr.dst));
+    }
+    sel
+}
+
+#[derive(Debug, Deserialize)]
+struct RuleJson {
+    priority: Option<u32>,
+}
+
+/// Makes the `inet` diversion rules match the state's topology.
+fn sync_diversion(state: &State) -> anyhow::Result<()> {
+    let inet = ns_inet(&state.prefix);
+    let out = sh::run("ip", &["-n", &inet, "-j", "rule", "show"])?;
+    let rules: Vec<RuleJson> = serde_json::from_str(&out).context("parse ip -j rule")?;
+    let mut cmds: Vec<String> = rules
+        .iter()
+        .filter_map(|r| r.priority)
+        .filter(|&p| p >= PREF_DIVERT)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|p| format!("rule del pref {p}"))
+        .collect();
+    for (i, sel) in diversion_selectors(&state.topology).iter().enumerate() {
+        cmds.push(format!(
+            "rule add pref {} {sel} lookup {EMU_TABLE}",
+            PREF_DIVERT + i as u32
+        ));
+    }
+    sh::ip_batch(&inet, &cmds)
+}
+
+fn port_of(state: &State, name: &str) -> anyhow::Result<ResolvedPort> {
+    let r = PortRef::parse(name).with_context(|| format!("{name:?} is not a port like `1a`"))?;
+    state
+        .topology
+        .ports()
+        .into_iter()
+        .find(|p| p.id == r)
+        .with_context(|| format!("port {name} does not exist in testbed {}", state.prefix))
+}
+
+/// Cuts (blackholes both directions of) WAN port `name` while everything keeps running.
+pub fn link_cut(prefix: &str, name: &str) -> anyhow::Result<()> {
+    let mut state = load_state(prefix)?;
+    let port = port_of(&state, name)?;
+    let net = format!("{}/{}", port.network(), port.prefix_len);
+    if state.cut.insert(port.id.to_string()) {
+        sh::ip_batch(
+            &ns_inet(prefix),
+            &[
+                format!("rule add pref {PREF_CUT} from {net} blackhole"),
+                format!("rule add pref {PREF_CUT} to {net} blackhole"),
+            ],
+        )?;
+        save_state(&state)?;
+    }
+    Ok(())
+}
+
+/// Restores a cut port.
+pub fn link_restore(prefix: &str, name: &str) -> anyhow::Result<()> {
+    let mut state = load_state(prefix)?;
+    let port = port_of(&state, name)?;
+    let net = format!("{}/{}", port.network(), port.prefix_len);
+    if state.cut.remove(&port.id.to_string()) {
+        sh::ip_batch(
+            &ns_inet(prefix),
+            &[
+                format!("rule del pref {PREF_CUT} from {net} blackhole"),
+                format!("rule del pref {PREF_CUT} to {net} blackhole"),
+            ],
+        )?;
+        save_state(&state)?;
+    }
+    Ok(())
+}
+
+/// Which direction(s) `link set` changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Direction {
+    /// Gateway → network.
+    Up,
+    /// Network → gateway.
+    Down,
+    /// Both.
+    Both,
+}
+
+/// Replaces the impairment of an internet port's direction(s) while traffic runs.
+pub fn link_set(prefix: &str, name: &str, dir: Direction, imp: &Impairment) -> anyhow::Result<()> {
+    let mut state = load_state(prefix)?;
+    let port = port_of(&state, name)?;
+    imp.validate(name)?;
+    if port.kind != PortKind::Internet {
+        bail!("port {name} is a leased line end; set it in the topology file");
+    }
+    let branch = state
+        .topology
+        .branches
+        .iter_mut()
+        .find(|b| b.id == port.id.branch)
+        .context("branch vanished")?;
+    let wan = branch
+        .wan
+        .get_mut(usize::from(port.id.port))
+        .context("port vanished")?;
+    // The per-direction tables win over the shared fields, so write both directions explicitly.
+    let (up, down) = (wan.up_impairment(), wan.down_impairment());
+    *wan = crate::topology::WanPort {
+        up: if dir != Direction::Down {
+            imp.clone()
+        } else {
+            up
+        },
+        down: if dir != Direction::Up {
+            imp.clone()
+        } else {
+            down
+        },
+        ..Default::default()
+    };
+    save_state(&state)?;
+    write_emu_config(&state)?;
+    if let Some(&pid) = state.pids.get("wanem") {
+        // SAFETY: kill(2) on the emulator PID we started.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGHUP) };
+    }
+    sync_diversion(&state)
+}
+
+/// Removes testbed `prefix` completely: processes in its namespaces (by PID), the namespaces
+/// (and with them every veth), and the state directory. Works without a state file.
+pub fn down(prefix: &str) -> anyhow::Result<()> {
+    validate_prefix(prefix)?;
+    let namespaces = our_netns(prefix)?;
+    let mut pids: Vec<u32> = namespaces.iter().flat_map(|n| ns_pids(n)).collect();
+    if let Ok(state) = load_state(prefix) {
+        pids.extend(
+            state
+                .pids
+                .values()
+                .copied()
+                .filter(|&p| pid_alive(p) && in_our_ns(prefix, p)),
+        );
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    stop_pids(&pids, Duration::from_secs(3));
+    let mut errors = Vec::new();
+    for ns in &namespaces {
+        if let Err(e) = sh::run("ip", &["netns", "del", ns]) {
+            errors.push(format!("{e:#}"));
+        }
+    }
+    let dir = state_dir(prefix);
+    if dir.exists() {
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            errors.push(format!("remove {}: {e}", dir.display()));
+        }
+    }
+    if !errors.is_empty() {
+        bail!("testbed down {prefix}: {}", errors.join("; "));
+    }
+    Ok(())
+}
+
+/// True when process `pid` runs in one of testbed `prefix`'s namespaces (so it is ours to stop).
+fn in_our_ns(prefix: &str, pid: u32) -> bool {
+    our_netns(prefix)
+        .unwrap_or_default()
+        .iter()
+        .any(|n| ns_pids(n).contains(&pid))
+}
+
+/// What `status` reports about one testbed.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    /// Prefix.
+    pub prefix: String,
+    /// Whether a state file exists.
+    pub has_state: bool,
+    /// Namespaces that exist.
+    pub namespaces: Vec<String>,
+    /// Processes in those namespaces: PID → command name.
+    pub processes: BTreeMap<u32, String>,
+    /// Cut ports.
+    pub cut: Vec<String>,
+    /// Ports with their addresses and impairments (from the state file).
+    pub ports: Vec<ResolvedPort>,
+    /// Emulator counters, if it wrote them.
+    pub wanem: Option<serde_json::Value>,
+}
+
+/// Status of every testbed found (by state directory or by namespace names), or of one.
+pub fn status(only: Option<&str>) -> anyhow::Result<Vec<Status>> {
+    let mut prefixes = BTreeSet::new();
+    if let Ok(rd) = std::fs::read_dir(STATE_ROOT) {
+        for e in rd.flatten() {
+            prefixes.insert(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    for n in list_netns()? {
+        if let Some((p, _)) = n.split_once('-') {
+            if validate_prefix(p).is_ok() && is_our_ns(p, &n) {
+                prefixes.insert(p.to_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for p in prefixes {
+        if only.is_some_and(|o| o != p) {
+            continue;
+        }
+        let namespaces = our_netns(&p)?;
+        let mut processes = BTreeMap::new();
+        for n in &namespaces {
+            for pid in ns_pids(n) {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                processes.insert(pid, comm.trim().to_owned());
+            }
+        }
+        let state = load_state(&p).ok();
+        let wanem = std::fs::read_to_string(state_dir(&p).join("wanem-stats.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        out.push(Status {
+            prefix: p.clone(),
+            has_state: state.is_some(),
+            namespaces,
+            processes,
+            cut: state
+                .as_ref()
+                .map(|s| s.cut.iter().cloned().collect())
+                .unwrap_or_default(),
+            ports: state.map(|s| s.topology.ports()).unwrap_or_default(),
+            wanem,
+        });
+    }
+    Ok(out)
+}
+
+/// Human-readable status.
+pub fn print_status(all: &[Status]) {
+    if all.is_empty() {
+        println!("no testbed is up");
+    }
+    for s in all {
+        println!(
+            "testbed {} ({} namespaces, {} processes{})",
+            s.prefix,
+            s.namespaces.len(),
+            s.processes.len(),
+            if s.has_state {
+                ""
+            } else {
+                ", no state file: run `down`"
+            }
+        );
+        for n in &s.namespaces {
+            println!("  netns {n}");
+        }
+        for (pid, comm) in &s.processes {
+            println!("  pid {pid} {comm}");
+        }
+        for port in &s.ports {
+            let cut = if s.cut.contains(&port.id.to_string()) {
+                " CUT"
+            } else {
+                ""
+            };
+            println!(
+                "  port {} {:?} {} via {} up={} down={}{cut}",
+                port.id,
+                port.kind,
+                port.addr,
+                port.next_hop,
+                describe(&port.up),
+                describe(&port.down)
+            );
+        }
+    }
+}
+
+/// Short text of an impairment, e.g. `40Mbit/10ms`.
+pub fn describe(imp: &Impairment) -> String {
+    if imp.is_none() {
+        return "-".to_owned();
+    }
+    let mut parts = Vec::new();
+    if let Some(r) = imp.rate_mbit {
+        parts.push(format!("{r}Mbit"));
+    }
+    if let Some(d) = imp.delay_ms.filter(|d| *d > 0.0) {
+        parts.push(format!("{d}ms"));
+    }
+    if let Some(j) = imp.jitter_ms.filter(|d| *d > 0.0) {
+        parts.push(format!("±{j}ms"));
+    }
+    if let Some(l) = imp.loss_pct.filter(|d| *d > 0.0) {
+        parts.push(format!("{l}%loss"));
+    }
+    if let Some(l) = imp.burst_loss_pct.filter(|d| *d > 0.0) {
+        parts.push(format!("{l}%burst"));
+    }
+    parts.join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_names_are_recognised_exactly() {
+        assert!(is_our_ns("mms", "mms-inet"));
+        assert!(is_our_ns("mms", "mms-gw1"));
+        assert!(is_our_ns("mms", "mms-h12"));
+        assert!(is_our_ns("mms", "mms-h1-3"));
+        assert!(!is_our_ns("mms", "mmsx-gw1"));
+        assert!(!is_our_ns("mms", "mms-gw1-2"));
+        assert!(!is_our_ns("mms", "mms-h"));
+        assert!(!is_our_ns("mms", "mms-hx"));
+        assert!(!is_our_ns("mms", "other"));
+        assert!(!is_our_ns("mms", "mms-inet2"));
+    }
+
+    #[test]
+    fn prefixes_are_checked() {
+        assert!(validate_prefix("mms").is_ok());
+        assert!(validate_prefix("t1234").is_ok());
+        assert!(validate_prefix("").is_err());
+        assert!(validate_prefix("a-b").is_err());
+        assert!(validate_prefix("ABC").is_err());
+        assert!(validate_prefix("abcdefghijklm").is_err());
+    }
+
+    #[test]
+    fn unimpaired_topology_diverts_nothing() {
+        let t = topology::parse("[[branch]]\nid = 1\nwan = [{}, {}]\n").unwrap();
+        assert!(diversion_selectors(&t).is_empty());
+        let t = topology::parse(
+            "[[branch]]\nid = 1\nwan = [{ up = { delay_ms = 5 } }, {}]\n\
+             [[branch]]\nid = 2\nwan = [{}]\n[[pair]]\nfrom = \"1b\"\nto = \"2a\"\nrate_mbit = 5\n",
+        )
+        .unwrap();
+        assert_eq!(
+            diversion_selectors(&t),
+            vec![
+                "from 198.18.10.0/24".to_owned(),
+                "from 198.18.11.2/32 to 198.18.20.2/32".to_owned(),
+                "from 198.18.20.2/32 to 198.18.11.2/32".to_owned(),
+            ]
+        );
+    }
+}
