@@ -34,6 +34,9 @@ const PREF_CUT: u32 = 50;
 const PREF_FROM_EMU: u32 = 100;
 /// First rule preference of the diversion rules (one preference per rule).
 const PREF_DIVERT: u32 = 1000;
+/// End (exclusive) of the diversion rules' preferences; the kernel's own `main` (32766) and
+/// `default` (32767) rules lie beyond and are never touched.
+const PREF_DIVERT_END: u32 = 10_000;
 /// Policy routing table of gateway WAN port k: 100 + k (DESIGN §2).
 const GW_TABLE_BASE: u32 = 100;
 
@@ -526,12 +529,16 @@ fn sync_diversion(state: &State) -> anyhow::Result<()> {
     let mut cmds: Vec<String> = rules
         .iter()
         .filter_map(|r| r.priority)
-        .filter(|&p| p >= PREF_DIVERT)
+        .filter(|p| (PREF_DIVERT..PREF_DIVERT_END).contains(p))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .map(|p| format!("rule del pref {p}"))
         .collect();
-    for (i, sel) in diversion_selectors(&state.topology).iter().enumerate() {
+    let selectors = diversion_selectors(&state.topology);
+    if selectors.len() > (PREF_DIVERT_END - PREF_DIVERT) as usize {
+        bail!("{} diversion rules are more than the emulator supports", selectors.len());
+    }
+    for (i, sel) in selectors.iter().enumerate() {
         cmds.push(format!(
             "rule add pref {} {sel} lookup {EMU_TABLE}",
             PREF_DIVERT + i as u32

@@ -2,6 +2,25 @@
 //!
 //! Its five modules are named after the paper: UI (inventory and API), PC (path configuration), SDC
 //! (statistics), OFC (OpenFlow controller, over [`ofproto`]) and PM (priority). Path computation and
-//! the flow compiler are pure; the OpenFlow server, REST API and CLI are thin drivers.
+//! the flow compiler are pure; the OpenFlow server, REST API and CLI are thin drivers (not built yet).
 //!
-//! Status: built under issue #5; this crate holds only the binary's command line so far.
+//! Pure core modules (no IO, no clock, deterministic iteration; see `docs/controller.md`):
+//! - [`inventory`] (UI's data model): branches, LAN prefixes, WAN ports, validation, TOML/JSON.
+//! - [`path_group`] (PC, manual form): member paths in the paper's notation (`1a>4a>4b>2a`), path
+//!   groups per ordered branch pair, path codes `0xBASG`, the TOML form of the paper's Table II.
+//! - [`path_config`] (PC, automatic form): enumerate member paths, max-flow (Edmonds-Karp) group
+//!   selection, MDI compatibility (seed 001 eq. 1), semi-permanent replacement.
+//! - [`swap`] (the flow compiler for the OFC): inventory + path groups → the exact flow table of
+//!   every gateway OVS (IP address swapping, seed 000 §III), cookies, install order.
+//! - [`priority`] (PM): hop-count and Type I / Type II priority as DSCP marks and flow priorities.
+//!
+//! Call order: load an [`inventory::Inventory`], build [`path_group::PathGroups`] (manually from
+//! TOML or with [`path_config::PathConfigurator`]), then [`swap::compile`] → [`swap::FlowTables`] and
+//! [`swap::install_plan`] for the OFC.
+#![forbid(unsafe_code)]
+
+pub mod inventory;
+pub mod path_config;
+pub mod path_group;
+pub mod priority;
+pub mod swap;

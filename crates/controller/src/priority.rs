@@ -1,0 +1,124 @@
+//! Priority management: the PM module (seed 000 §II-A, §IV "Priority Management", Fig. 6).
+//!
+//! Two orders, both strict: Type I (internal, high priority) before Type II (internal, best
+//! effort), and within a class shorter member paths (fewer WAN hops) before longer ones, so that
+//! multi-WAN-hop subflows only use bandwidth that direct subflows leave (Fig. 6: without it, two
+//! paths per pair give 2c/3 instead of c).
+//!
+//! OVS netdev cannot queue by priority (DESIGN §4: `set_queue` is lost, meters only drop), so
+//! priority is carried as DSCP in the outer header and applied by the gateways: `mmsg` queues by
+//! class, and a strict-priority qdisc on each WAN egress maps DSCP to [`band`]s (transit traffic
+//! never reaches the MPA, only the OVS, so its mark must be in the packet).
+//!
+//! Contract with the MPA: sockets of Type I connections set DSCP [`TYPE_I_MARK`]; anything else is
+//! Type II. The source OFS entry of a member path matches the mark and rewrites DSCP to
+//! [`dscp`]`(class, hops)` of that member path; transits keep it.
+//!
+//! | class   | WAN hops | DSCP      | band |
+//! |---------|----------|-----------|------|
+//! | Type I  | 1        | 46 (EF)   | 0    |
+//! | Type I  | 2        | 34 (AF41) | 1    |
+//! | Type II | 1        | 18 (AF21) | 2    |
+//! | Type II | 2        | 10 (AF11) | 3    |
+//! | other (Type III, unmarked) | - | any | 4 |
+//!
+//! OpenFlow priorities: swap entries `SWAP_BASE + 100 × (3 − hops)` (direct 1200, one transit
+//! 1100), Type I source entries one above their Type II sibling, patch flows [`PATCH_PRIORITY`].
+//! Swap matches are disjoint, so flow priority does not change forwarding; it orders dumps and
+//! statistics, and keeps a more specific Type I entry above the catch-all of its member path.
+use serde::{Deserialize, Serialize};
+
+/// The internal traffic classes that travel through the swap flows (Type III bypasses them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TrafficClass {
+    /// Type I: internal, highest priority.
+    TypeI,
+    /// Type II: internal, below Type I.
+    TypeII,
+}
+
+/// DSCP that the MPA sets on the sockets of Type I connections (EF).
+pub const TYPE_I_MARK: u8 = 46;
+
+/// Most WAN hops the tables distinguish; longer paths share the last value.
+pub const MAX_PRIORITY_HOPS: usize = 2;
+
+/// OpenFlow priority of the patch flows between `mpa_k` and `wan_k` (below every swap entry,
+/// above the table-miss priority 0).
+pub const PATCH_PRIORITY: u16 = 10;
+
+/// Base OpenFlow priority of swap entries.
+pub const SWAP_BASE: u16 = 1000;
+
+fn clamp_hops(wan_hops: usize) -> u16 {
+    // `wan_hops.clamp(1, 2)` fits in u16.
+    u16::try_from(wan_hops.clamp(1, MAX_PRIORITY_HOPS)).unwrap_or(1)
+}
+
+/// The DSCP of a member path with `wan_hops` WAN hops carrying `class`.
+pub fn dscp(class: TrafficClass, wan_hops: usize) -> u8 {
+    match (class, clamp_hops(wan_hops)) {
+        (TrafficClass::TypeI, 1) => 46,
+        (TrafficClass::TypeI, _) => 34,
+        (TrafficClass::TypeII, 1) => 18,
+        (TrafficClass::TypeII, _) => 10,
+    }
+}
+
+/// The strict-priority band (0 = served first) of `class` on a path of `wan_hops` hops.
+pub fn band(class: TrafficClass, wan_hops: usize) -> u8 {
+    let class_rank = match class {
+        TrafficClass::TypeI => 0,
+        TrafficClass::TypeII => 1,
+    };
+    // clamp_hops is 1..=2, so this is 0..=3.
+    class_rank * 2 + u8::try_from(clamp_hops(wan_hops) - 1).unwrap_or(1)
+}
+
+/// The band of a packet carrying `dscp` on a WAN egress: the table above, 4 for anything else.
+pub fn band_for_dscp(dscp_value: u8) -> u8 {
+    match dscp_value {
+        46 => 0,
+        34 => 1,
+        18 => 2,
+        10 => 3,
+        _ => 4,
+    }
+}
+
+/// OpenFlow priority of a swap entry on a member path of `wan_hops` hops; `type_i` for the source
+/// entry that matches [`TYPE_I_MARK`].
+pub fn swap_priority(wan_hops: usize, type_i: bool) -> u16 {
+    let hops = clamp_hops(wan_hops);
+    let base = SWAP_BASE + 100 * (u16::try_from(MAX_PRIORITY_HOPS).unwrap_or(2) + 1 - hops);
+    if type_i {
+        base + 10
+    } else {
+        base
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shorter_and_type_i_first() {
+        use TrafficClass::*;
+        assert!(band(TypeI, 1) < band(TypeI, 2));
+        assert!(band(TypeI, 2) < band(TypeII, 1));
+        assert!(band(TypeII, 1) < band(TypeII, 2));
+        for c in [TypeI, TypeII] {
+            for h in 1..=3 {
+                assert_eq!(band_for_dscp(dscp(c, h)), band(c, h));
+                assert!(dscp(c, h) < 64);
+            }
+        }
+        assert_eq!(band_for_dscp(0), 4);
+        assert_eq!(dscp(TypeI, 1), TYPE_I_MARK);
+        assert!(swap_priority(1, false) > swap_priority(2, true));
+        assert!(swap_priority(2, false) > PATCH_PRIORITY);
+        assert_eq!(swap_priority(1, false), 1200);
+        assert_eq!(swap_priority(2, false), 1100);
+    }
+}
