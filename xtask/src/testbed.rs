@@ -536,7 +536,10 @@ fn sync_diversion(state: &State) -> anyhow::Result<()> {
         .collect();
     let selectors = diversion_selectors(&state.topology);
     if selectors.len() > (PREF_DIVERT_END - PREF_DIVERT) as usize {
-        bail!("{} diversion rules are more than the emulator supports", selectors.len());
+        bail!(
+            "{} diversion rules are more than the emulator supports",
+            selectors.len()
+        );
     }
     for (i, sel) in selectors.iter().enumerate() {
         cmds.push(format!(

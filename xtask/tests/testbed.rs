@@ -3,6 +3,13 @@
 //! (`--test-threads=1`: they measure timing). Every test uses its own prefix and removes its
 //! testbed even when it fails.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // a test crate
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
@@ -152,8 +159,31 @@ fn ping_avg_ms(ns: &str, args: &[&str]) -> (f64, f64) {
     (avg, loss)
 }
 
-/// Starts a one-off iperf3 server in `ns` writing JSON to a file; returns (child, file).
-fn iperf_server(ns: &str, port: u16, extra: &[&str]) -> (std::process::Child, PathBuf) {
+/// A one-off iperf3 server; on drop it gets a few seconds to finish, then is killed and reaped.
+struct Server(std::process::Child);
+
+impl Server {
+    fn finish(&mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        while self.0.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.finish(Duration::from_secs(5));
+    }
+}
+
+/// Starts a one-off iperf3 server in `ns` writing JSON to a file; returns (server, file).
+fn iperf_server(ns: &str, port: u16, extra: &[&str]) -> (Server, PathBuf) {
     let file = std::env::temp_dir().join(format!("{ns}-{port}.json"));
     let _ = std::fs::remove_file(&file);
     let mut args = vec!["netns", "exec", ns, "iperf3", "-s", "-1", "--json", "-p"];
@@ -166,6 +196,7 @@ fn iperf_server(ns: &str, port: u16, extra: &[&str]) -> (std::process::Child, Pa
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
+    let mut child = Server(child);
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         let out = sh(
@@ -181,6 +212,9 @@ fn iperf_server(ns: &str, port: u16, extra: &[&str]) -> (std::process::Child, Pa
         );
         if !out.stdout.is_empty() {
             return (child, file);
+        }
+        if child.0.try_wait().unwrap().is_some() {
+            break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -470,10 +504,7 @@ fn tcp_transfer_stalls_on_cut_and_resumes_on_restore() {
     std::thread::sleep(Duration::from_secs(3));
     xtask_ok(&["testbed", "link", "restore", "1a", "--prefix", &p]);
     let _ = client.join().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while server.try_wait().unwrap().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    server.finish(Duration::from_secs(10));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let _ = std::fs::remove_file(&file);
     // Receiver-side intervals: (start, end, bytes).
