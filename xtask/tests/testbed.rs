@@ -550,3 +550,35 @@ fn tcp_transfer_stalls_on_cut_and_resumes_on_restore() {
         "no traffic after restore: {intervals:?}"
     );
 }
+
+#[test]
+fn leased_line_is_emulated_and_private() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = prefix("d");
+    let topo = "[[branch]]\nid = 1\nwan = [{}]\n[[branch]]\nid = 2\nwan = [{}]\n\
+                [[leased]]\nbetween = [1, 2]\ndelay_ms = 5\n";
+    let tb = Testbed::up(&p, topo, &[]);
+    let gw1 = tb.ns("gw1");
+    // 1c (198.19.200.2) to 2c (198.19.200.6): 5 ms up at one end, 5 ms down at the other, twice.
+    let (rtt, loss) = ping_avg_ms(&gw1, &["-c", "10", "-i", "0.05", "198.19.200.6"]);
+    eprintln!("measured: leased line RTT {rtt:.2} ms (configured 20 ms)");
+    assert_eq!(loss, 0.0);
+    assert!(
+        (18.0..=22.0).contains(&rtt),
+        "leased RTT {rtt} ms, expected 20 ± 2"
+    );
+    // The carrier does not carry leased-line addresses to the internet, nor the reverse.
+    let (_, loss) = ping_avg_ms(
+        &gw1,
+        &["-c", "2", "-W", "1", "-I", "198.19.200.2", "198.18.20.2"],
+    );
+    assert_eq!(loss, 100.0, "a leased line reached the internet");
+    let (_, loss) = ping_avg_ms(
+        &gw1,
+        &["-c", "2", "-W", "1", "-I", "198.18.10.2", "198.19.200.6"],
+    );
+    assert_eq!(loss, 100.0, "the internet reached a leased line");
+    // The internet still works beside it.
+    let (_, loss) = ping_avg_ms(&gw1, &["-c", "2", "-i", "0.2", "198.18.20.2"]);
+    assert_eq!(loss, 0.0);
+}
