@@ -1,0 +1,221 @@
+//! The multipath agent (MPA, seed 000 §II-B) sender-side decision for one packet, tying the
+//! [`Classifier`] (TC), the [`FlowTable`] and one [`Scheduler`] per remote branch together.
+//!
+//! Call order for the driver: [`Agent::new`] from the validated config; per packet read from TUN,
+//! [`Agent::route`] (→ which connection and class, or why to drop); on connection events
+//! [`Agent::set_group_up`]; with measurements [`Agent::set_group_rate`]; at [`Agent::poll_timeout`],
+//! [`Agent::handle_timeout`]. Then the packet goes to that connection's [`crate::queue`] and out through
+//! [`crate::framing`].
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use thiserror::Error;
+
+use crate::classifier::{Classifier, PacketInfo, ParseError};
+use crate::config::Config;
+use crate::flow_table::{Assignment, FlowTable, MAX_FLOWS};
+use crate::path_group::PathGroups;
+use crate::scheduler::Scheduler;
+use crate::{BranchId, Class, PathGroupId};
+
+/// Where one packet goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// The destination branch.
+    pub branch: BranchId,
+    /// The path group (the connection is (branch, group, class)).
+    pub group: PathGroupId,
+    /// Type I or Type II.
+    pub class: Class,
+    /// How the group was decided (for stats: new flows, moves, untracked).
+    pub assignment: Assignment,
+    /// The parsed header fields (`info.ect()` for the queue's ECN decision).
+    pub info: PacketInfo,
+}
+
+/// Why a packet from TUN is not tunnelled (count per variant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum RouteError {
+    /// Not a parseable IP packet (untrusted LAN input).
+    #[error("malformed packet: {0}")]
+    Malformed(#[from] ParseError),
+    /// Type III: the destination is in no remote branch (should have been routed out a WAN port).
+    #[error("destination is not in any remote branch (Type III)")]
+    External,
+    /// No path group towards the branch is up.
+    #[error("no path group to branch {0} is up")]
+    NoGroupUp(BranchId),
+}
+
+/// The sender-side MPA core.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    classifier: Classifier,
+    flows: FlowTable,
+    branches: BTreeMap<BranchId, Scheduler>,
+}
+
+impl Agent {
+    /// Builds the core from a validated config. Every path group starts down.
+    pub fn new(config: &Config) -> Self {
+        let branches = config
+            .remote
+            .iter()
+            .filter_map(|r| {
+                let b = BranchId::new(r.id)?;
+                let groups = PathGroups::new(&r.path_groups);
+                Some((b, Scheduler::new(groups, config.selection_policy)))
+            })
+            .collect();
+        Agent {
+            classifier: Classifier::new(config),
+            flows: FlowTable::new(config.flow_idle_timeout(), MAX_FLOWS),
+            branches,
+        }
+    }
+
+    /// Decides where one packet read from TUN goes (for a virtio frame, pass the IP packet after the
+    /// virtio header).
+    pub fn route(&mut self, now: Instant, packet: &[u8]) -> Result<Route, RouteError> {
+        let c = self.classifier.classify(packet)?;
+        let (Some(branch), Class::TypeI | Class::TypeII) = (c.dst_branch, c.class) else {
+            return Err(RouteError::External);
+        };
+        let sched = self
+            .branches
+            .get_mut(&branch)
+            .ok_or(RouteError::NoGroupUp(branch))?;
+        let (group, assignment) = self
+            .flows
+            .assign(now, c.info.flow, branch, packet.len(), sched)
+            .ok_or(RouteError::NoGroupUp(branch))?;
+        Ok(Route {
+            branch,
+            group,
+            class: c.class,
+            assignment,
+            info: c.info,
+        })
+    }
+
+    /// Marks a path group towards `branch` up or down (its connections established or lost);
+    /// returns whether anything changed.
+    pub fn set_group_up(&mut self, branch: BranchId, group: PathGroupId, up: bool) -> bool {
+        self.branches
+            .get_mut(&branch)
+            .is_some_and(|s| s.set_up(group, up))
+    }
+
+    /// Records the measured throughput of a path group (for the `throughput` policy).
+    pub fn set_group_rate(
+        &mut self,
+        branch: BranchId,
+        group: PathGroupId,
+        bytes_per_s: u64,
+    ) -> bool {
+        self.branches
+            .get_mut(&branch)
+            .is_some_and(|s| s.set_rate(group, bytes_per_s))
+    }
+
+    /// The scheduler (and groups) towards `branch`.
+    pub fn scheduler(&self, branch: BranchId) -> Option<&Scheduler> {
+        self.branches.get(&branch)
+    }
+
+    /// The flow table.
+    pub fn flows(&self) -> &FlowTable {
+        &self.flows
+    }
+
+    /// The classifier.
+    pub fn classifier(&self) -> &Classifier {
+        &self.classifier
+    }
+
+    /// When [`Agent::handle_timeout`] should next run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.flows.poll_timeout()
+    }
+
+    /// Runs due timers (idle flow expiry); returns how many flows were forgotten.
+    pub fn handle_timeout(&mut self, now: Instant) -> usize {
+        self.flows.handle_timeout(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent() -> Agent {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/mmsg-branch1.toml"
+        ))
+        .unwrap();
+        Agent::new(&Config::parse(&text).unwrap())
+    }
+
+    fn udp(tos: u8, dst: [u8; 4], sport: u16) -> Vec<u8> {
+        let mut p = vec![0u8; 28];
+        p[0] = 0x45;
+        p[1] = tos;
+        p[2..4].copy_from_slice(&28u16.to_be_bytes());
+        p[9] = 17;
+        p[12..16].copy_from_slice(&[198, 19, 1, 10]);
+        p[16..20].copy_from_slice(&dst);
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[22..24].copy_from_slice(&9u16.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn routes_and_refusals() {
+        let now = Instant::now();
+        let b2 = BranchId::new(2).unwrap();
+        let g0 = PathGroupId::new(0).unwrap();
+        let mut a = agent();
+        // Groups start down.
+        assert_eq!(
+            a.route(now, &udp(0, [198, 19, 2, 9], 1)),
+            Err(RouteError::NoGroupUp(b2))
+        );
+        assert!(a.set_group_up(b2, g0, true));
+        assert!(!a.set_group_up(b2, g0, true));
+        assert!(
+            !a.set_group_up(BranchId::new(9).unwrap(), g0, true),
+            "unknown branch"
+        );
+        let r = a.route(now, &udp(0xB8, [198, 19, 2, 9], 1)).unwrap();
+        assert_eq!((r.branch, r.group, r.class), (b2, g0, Class::TypeI));
+        assert_eq!(r.assignment, Assignment::New);
+        let r = a.route(now, &udp(0, [198, 19, 2, 9], 2)).unwrap();
+        assert_eq!(r.class, Class::TypeII);
+        assert_eq!(
+            a.route(now, &udp(0, [8, 8, 8, 8], 1)),
+            Err(RouteError::External)
+        );
+        assert_eq!(
+            a.route(now, &[0x45, 0, 0]),
+            Err(RouteError::Malformed(ParseError::Truncated))
+        );
+        assert_eq!(a.flows().len(), 2);
+        assert!(a.set_group_rate(b2, g0, 1_000_000));
+        assert_eq!(
+            a.scheduler(b2)
+                .unwrap()
+                .groups()
+                .get(g0)
+                .unwrap()
+                .rate_bytes_per_s,
+            1_000_000
+        );
+        assert!(a.poll_timeout().is_some());
+        assert_eq!(
+            a.handle_timeout(now + std::time::Duration::from_secs(61)),
+            2
+        );
+    }
+}

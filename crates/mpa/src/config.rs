@@ -1,0 +1,647 @@
+//! The static gateway configuration (issue #4 "Static config"): what an MMSG needs with no controller.
+//!
+//! Seed 000 §IV (UI): branch ids, access ports with their public addresses and kinds (leased line or
+//! public internet), remote branches, and (PC) the path groups between each pair of branches. Also the
+//! TC's rules (§II-A) and the MPA's group selection policy (§III-A: "round robin or ... average
+//! throughput").
+//!
+//! TOML via serde with `deny_unknown_fields`, a default per optional field, units in the names
+//! (`_s`, `_ms`). [`Config::parse`] parses and then [`Config::validate`]s, which reports every problem
+//! with the offending key spelled as in the file, e.g. `remote[1].path_groups[2].id: 17 is out of
+//! range 0..=15`. Examples: `examples/mmsg-branch1.toml`, `examples/mmsg-branch2.toml`.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use ipnet::{IpNet, Ipv4Net};
+use serde::{Deserialize, Deserializer};
+use thiserror::Error;
+
+use crate::{BranchId, Class, PathGroupId};
+
+/// Most WAN ports one gateway may have: the in-kernel MPTCP path manager takes at most 8 endpoints
+/// per namespace (DESIGN §4), and n×m subflows must stay within its 8-subflow limit + 1.
+pub const MAX_WAN_PORTS: usize = 8;
+/// Largest path group weight. Weights are relative; 1000 gives 0.1% resolution and keeps the smooth
+/// WRR sums far from overflow (16 groups × 1000 fits an i64 trivially).
+pub const MAX_WEIGHT: u32 = 1_000;
+/// Most classifier rules. They are matched linearly per new packet; 256 rules of a few comparisons
+/// each stay well under a microsecond.
+pub const MAX_RULES: usize = 256;
+/// Most LAN prefixes per branch (own or remote). The destination lookup is a linear longest-prefix
+/// scan over all remote prefixes (≤ 14 × 64 = 896 entries × 24 B ≈ 21 KiB).
+pub const MAX_PREFIXES_PER_BRANCH: usize = 64;
+/// Longest flow idle timeout accepted (a day).
+pub const MAX_FLOW_IDLE_TIMEOUT_S: u64 = 86_400;
+
+/// A configuration that could not be used.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// Not valid TOML, or not this schema (unknown key, wrong type, missing required key). The
+    /// message names the key and the line.
+    #[error("{0}")]
+    Parse(#[from] toml::de::Error),
+    /// The file parsed but some values are out of range or inconsistent.
+    #[error("{0}")]
+    Invalid(#[from] ValidationError),
+}
+
+/// Every problem [`Config::validate`] found, one per line.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub struct ValidationError {
+    /// The problems, in file order.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One invalid value: the key as spelled in the file and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The offending key, e.g. `remote[1].path_groups[2].id`.
+    pub key: String,
+    /// What is wrong, e.g. `17 is out of range 0..=15`.
+    pub reason: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key, self.reason)
+    }
+}
+
+/// The whole gateway configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// This branch's id, 1..=15 (the first nibble of the ports it listens on).
+    pub branch_id: u8,
+    /// The prefixes of this branch's LAN (inner source addresses).
+    pub lan_prefixes: Vec<IpNet>,
+    /// The WAN ports (uplinks), in port order: `wan[k]` is port k.
+    pub wan: Vec<WanPort>,
+    /// The other branches this gateway tunnels to.
+    #[serde(default)]
+    pub remote: Vec<RemoteBranch>,
+    /// How new flows get a path group. Default: `wrr`.
+    #[serde(default)]
+    pub selection_policy: SelectionPolicy,
+    /// A flow without packets for this long is forgotten (its next packet may pick a new group).
+    /// Default: 60.
+    #[serde(default = "default_flow_idle_timeout_s")]
+    pub flow_idle_timeout_s: u64,
+    /// The TC's rules.
+    #[serde(default)]
+    pub classifier: ClassifierConfig,
+    /// The per-connection queues.
+    #[serde(default)]
+    pub queue: QueueConfig,
+}
+
+fn default_flow_idle_timeout_s() -> u64 {
+    60
+}
+
+/// One WAN port (uplink) of this gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WanPort {
+    /// The interface name (at most 15 bytes, IFNAMSIZ - 1), e.g. `wan0`.
+    pub name: String,
+    /// The public address with its prefix length, e.g. `198.18.10.2/24`. The MPA's sockets bind it.
+    pub address: Ipv4Net,
+    /// The next hop on this port, inside `address`'s network.
+    pub gateway: Ipv4Addr,
+    /// What kind of access this is. Default: `internet`.
+    #[serde(default)]
+    pub kind: WanKind,
+}
+
+/// The kind of a WAN port (seed 000 §II-A: Type I prefers leased lines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WanKind {
+    /// A public internet access (xDSL, PON, cable, LTE ...).
+    #[default]
+    Internet,
+    /// A leased line: carries Type I first, Type II only with spare capacity.
+    Leased,
+}
+
+/// Another branch.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteBranch {
+    /// Its branch id, 1..=15, not ours.
+    pub id: u8,
+    /// The public addresses of its WAN ports (the MPTCP subflow destinations), in port order.
+    pub wan_addresses: Vec<Ipv4Addr>,
+    /// The prefixes of its LAN: inner destinations in them are tunnelled to this branch.
+    pub lan_prefixes: Vec<IpNet>,
+    /// The path groups to it (one MPTCP connection per group and class). Default: group 0, weight 1.
+    #[serde(default = "default_path_groups")]
+    pub path_groups: Vec<PathGroupConfig>,
+}
+
+fn default_path_groups() -> Vec<PathGroupConfig> {
+    vec![PathGroupConfig { id: 0, weight: 1 }]
+}
+
+/// One path group towards a remote branch (seed 000 §III-A).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathGroupConfig {
+    /// The path group id, 0..=15 (the last nibble of the outer TCP port).
+    pub id: u8,
+    /// Relative share of new flows under `wrr`, 1..=1000. Default: 1.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+/// How a new flow picks its path group (seed 000 §III-A, seed 001 §III-C).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SelectionPolicy {
+    /// Round robin over the groups that are up.
+    Rr,
+    /// Smooth weighted round robin (nginx) on the configured weights.
+    #[default]
+    Wrr,
+    /// Smooth weighted round robin on the measured throughput of each group (weights until measured).
+    Throughput,
+}
+
+/// The TC's configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassifierConfig {
+    /// The class of inter-branch traffic no rule matches. Default: `type2`.
+    #[serde(default = "default_class")]
+    pub default_class: TunnelClass,
+    /// Rules, first match wins.
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+impl Default for ClassifierConfig {
+    fn default() -> Self {
+        Self {
+            default_class: default_class(),
+            rules: Vec::new(),
+        }
+    }
+}
+
+fn default_class() -> TunnelClass {
+    TunnelClass::Type2
+}
+
+/// A class that can be tunnelled (Type III is decided by the destination, not by rules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TunnelClass {
+    /// Type I.
+    Type1,
+    /// Type II.
+    Type2,
+}
+
+impl From<TunnelClass> for Class {
+    fn from(c: TunnelClass) -> Class {
+        match c {
+            TunnelClass::Type1 => Class::TypeI,
+            TunnelClass::Type2 => Class::TypeII,
+        }
+    }
+}
+
+/// One classifier rule: every non-empty criterion must match (AND); within a list any entry may
+/// match (OR). A rule needs at least one criterion.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// A name for logs and stats. Default: empty.
+    #[serde(default)]
+    pub name: String,
+    /// The class of matching packets.
+    pub class: TunnelClass,
+    /// DSCP values (0..=63).
+    #[serde(default)]
+    pub dscp: Vec<u8>,
+    /// The IP protocol number (6 TCP, 17 UDP, 1 ICMP, ...).
+    #[serde(default)]
+    pub ip_protocol: Option<u8>,
+    /// Inner source prefixes.
+    #[serde(default)]
+    pub src_prefixes: Vec<IpNet>,
+    /// Inner destination prefixes.
+    #[serde(default)]
+    pub dst_prefixes: Vec<IpNet>,
+    /// Source ports or ranges (`80`, `"5000-5999"`); only TCP, UDP, UDP-Lite, SCTP have ports.
+    #[serde(default)]
+    pub src_ports: Vec<PortRange>,
+    /// Destination ports or ranges.
+    #[serde(default)]
+    pub dst_ports: Vec<PortRange>,
+}
+
+/// An inclusive port range, written `443` or `"5000-5999"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange {
+    /// First port.
+    pub lo: u16,
+    /// Last port (≥ `lo`).
+    pub hi: u16,
+}
+
+impl PortRange {
+    /// Whether `port` is in the range.
+    pub fn contains(self, port: u16) -> bool {
+        (self.lo..=self.hi).contains(&port)
+    }
+}
+
+impl<'de> Deserialize<'de> for PortRange {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            One(u16),
+            Text(String),
+        }
+        let bad = |s: &str| {
+            serde::de::Error::custom(format!(
+                "invalid port range {s:?}: expected a port 0..=65535 or \"LO-HI\" with LO <= HI"
+            ))
+        };
+        match Raw::deserialize(d)? {
+            Raw::One(p) => Ok(PortRange { lo: p, hi: p }),
+            Raw::Text(s) => {
+                let (lo, hi) = match s.split_once('-') {
+                    Some((a, b)) => (a.trim(), b.trim()),
+                    None => (s.trim(), s.trim()),
+                };
+                let lo: u16 = lo.parse().map_err(|_| bad(&s))?;
+                let hi: u16 = hi.parse().map_err(|_| bad(&s))?;
+                if lo > hi {
+                    return Err(bad(&s));
+                }
+                Ok(PortRange { lo, hi })
+            }
+        }
+    }
+}
+
+/// The per-connection queues' AQM (see [`crate::queue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    /// CoDel target sojourn time. Default: 5 (RFC 8289).
+    #[serde(default = "default_codel_target_ms")]
+    pub codel_target_ms: u64,
+    /// CoDel interval, about one worst-case RTT. Default: 100 (RFC 8289).
+    #[serde(default = "default_codel_interval_ms")]
+    pub codel_interval_ms: u64,
+    /// CE-mark ECN-capable inner packets instead of dropping them. Default: true.
+    #[serde(default = "default_true")]
+    pub ecn: bool,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            codel_target_ms: default_codel_target_ms(),
+            codel_interval_ms: default_codel_interval_ms(),
+            ecn: true,
+        }
+    }
+}
+
+fn default_codel_target_ms() -> u64 {
+    5
+}
+fn default_codel_interval_ms() -> u64 {
+    100
+}
+fn default_true() -> bool {
+    true
+}
+
+impl Config {
+    /// Parses TOML and validates it.
+    pub fn parse(toml_text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(toml_text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// This branch's id (valid after [`Config::validate`]).
+    pub fn branch(&self) -> Option<BranchId> {
+        BranchId::new(self.branch_id)
+    }
+
+    /// The flow idle timeout.
+    pub fn flow_idle_timeout(&self) -> Duration {
+        Duration::from_secs(self.flow_idle_timeout_s)
+    }
+
+    /// The local WAN ports (indices into `wan`) whose subflows should carry `class` (seed 000 §II-A):
+    /// Type I uses the leased lines when there are any, else every port; Type II uses every port
+    /// (it reaches the leased lines' spare capacity only because Type I goes first at every queue;
+    /// between sockets of different classes that priority must come from the egress qdisc). Type III
+    /// is never tunnelled: none.
+    pub fn uplinks_for(&self, class: Class) -> Vec<usize> {
+        let all = || (0..self.wan.len()).collect::<Vec<_>>();
+        match class {
+            Class::TypeI => {
+                let leased: Vec<usize> = self
+                    .wan
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| w.kind == WanKind::Leased)
+                    .map(|(i, _)| i)
+                    .collect();
+                if leased.is_empty() {
+                    all()
+                } else {
+                    leased
+                }
+            }
+            Class::TypeII => all(),
+            Class::TypeIII => Vec::new(),
+        }
+    }
+
+    /// Checks every range and cross-reference; reports all problems, each with its key.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let mut p = Problems::default();
+        if BranchId::new(self.branch_id).is_none() {
+            p.push(
+                "branch_id",
+                format!("{} is out of range 1..=15", self.branch_id),
+            );
+        }
+        check_prefixes(&mut p, "lan_prefixes", &self.lan_prefixes);
+
+        if self.wan.is_empty() {
+            p.push("wan", "at least one WAN port is required".into());
+        }
+        if self.wan.len() > MAX_WAN_PORTS {
+            p.push(
+                "wan",
+                format!("{} WAN ports, at most {MAX_WAN_PORTS}", self.wan.len()),
+            );
+        }
+        let mut names = BTreeSet::new();
+        let mut addrs = BTreeSet::new();
+        for (i, w) in self.wan.iter().enumerate() {
+            if w.name.is_empty() || w.name.len() > 15 {
+                p.push(
+                    format!("wan[{i}].name"),
+                    format!("{:?} must be 1..=15 bytes (an interface name)", w.name),
+                );
+            }
+            if !names.insert(w.name.as_str()) {
+                p.push(
+                    format!("wan[{i}].name"),
+                    format!("{:?} is used twice", w.name),
+                );
+            }
+            if !addrs.insert(w.address.addr()) {
+                p.push(
+                    format!("wan[{i}].address"),
+                    format!("{} is used twice", w.address.addr()),
+                );
+            }
+            if !w.address.contains(&w.gateway) || w.gateway == w.address.addr() {
+                p.push(
+                    format!("wan[{i}].gateway"),
+                    format!(
+                        "{} is not another address in {}",
+                        w.gateway,
+                        w.address.trunc()
+                    ),
+                );
+            }
+        }
+
+        let mut ids = BTreeSet::new();
+        let mut remote_prefixes: Vec<(String, IpNet)> = Vec::new();
+        for (r, remote) in self.remote.iter().enumerate() {
+            let key = format!("remote[{r}]");
+            if BranchId::new(remote.id).is_none() {
+                p.push(
+                    format!("{key}.id"),
+                    format!("{} is out of range 1..=15", remote.id),
+                );
+            } else if remote.id == self.branch_id {
+                p.push(
+                    format!("{key}.id"),
+                    format!("{} is this branch's own id", remote.id),
+                );
+            } else if !ids.insert(remote.id) {
+                p.push(
+                    format!("{key}.id"),
+                    format!("branch {} is configured twice", remote.id),
+                );
+            }
+            if remote.wan_addresses.is_empty() || remote.wan_addresses.len() > MAX_WAN_PORTS {
+                p.push(
+                    format!("{key}.wan_addresses"),
+                    format!(
+                        "{} addresses, need 1..={MAX_WAN_PORTS}",
+                        remote.wan_addresses.len()
+                    ),
+                );
+            }
+            let mut seen = BTreeSet::new();
+            for (a, addr) in remote.wan_addresses.iter().enumerate() {
+                if !seen.insert(addr) {
+                    p.push(
+                        format!("{key}.wan_addresses[{a}]"),
+                        format!("{addr} is listed twice"),
+                    );
+                } else if addrs.contains(addr) {
+                    p.push(
+                        format!("{key}.wan_addresses[{a}]"),
+                        format!("{addr} is one of this gateway's own WAN addresses"),
+                    );
+                }
+            }
+            let pkey = format!("{key}.lan_prefixes");
+            check_prefixes(&mut p, &pkey, &remote.lan_prefixes);
+            for (i, net) in remote.lan_prefixes.iter().enumerate() {
+                let k = format!("{pkey}[{i}]");
+                for own in &self.lan_prefixes {
+                    if own.contains(net) || net.contains(own) {
+                        p.push(k.clone(), format!("{net} overlaps own lan_prefixes {own}"));
+                    }
+                }
+                if let Some((other, _)) = remote_prefixes.iter().find(|(_, n)| n == net) {
+                    p.push(k.clone(), format!("{net} is also {other}"));
+                }
+                remote_prefixes.push((k, *net));
+            }
+            if remote.path_groups.is_empty() {
+                p.push(
+                    format!("{key}.path_groups"),
+                    "at least one path group is required".into(),
+                );
+            }
+            let mut groups = BTreeSet::new();
+            for (g, group) in remote.path_groups.iter().enumerate() {
+                let gkey = format!("{key}.path_groups[{g}]");
+                if PathGroupId::new(group.id).is_none() {
+                    p.push(
+                        format!("{gkey}.id"),
+                        format!("{} is out of range 0..={}", group.id, PathGroupId::MAX),
+                    );
+                } else if !groups.insert(group.id) {
+                    p.push(
+                        format!("{gkey}.id"),
+                        format!("path group {} is configured twice", group.id),
+                    );
+                }
+                if !(1..=MAX_WEIGHT).contains(&group.weight) {
+                    p.push(
+                        format!("{gkey}.weight"),
+                        format!("{} is out of range 1..={MAX_WEIGHT}", group.weight),
+                    );
+                }
+            }
+        }
+
+        if !(1..=MAX_FLOW_IDLE_TIMEOUT_S).contains(&self.flow_idle_timeout_s) {
+            p.push(
+                "flow_idle_timeout_s",
+                format!(
+                    "{} is out of range 1..={MAX_FLOW_IDLE_TIMEOUT_S}",
+                    self.flow_idle_timeout_s
+                ),
+            );
+        }
+
+        if self.classifier.rules.len() > MAX_RULES {
+            p.push(
+                "classifier.rules",
+                format!("{} rules, at most {MAX_RULES}", self.classifier.rules.len()),
+            );
+        }
+        for (i, rule) in self.classifier.rules.iter().enumerate() {
+            let key = format!("classifier.rules[{i}]");
+            for (d, dscp) in rule.dscp.iter().enumerate() {
+                if *dscp > 63 {
+                    p.push(
+                        format!("{key}.dscp[{d}]"),
+                        format!("{dscp} is out of range 0..=63"),
+                    );
+                }
+            }
+            let has_criteria = !rule.dscp.is_empty()
+                || rule.ip_protocol.is_some()
+                || !rule.src_prefixes.is_empty()
+                || !rule.dst_prefixes.is_empty()
+                || !rule.src_ports.is_empty()
+                || !rule.dst_ports.is_empty();
+            if !has_criteria {
+                p.push(
+                    key.clone(),
+                    "has no match criteria (use classifier.default_class for a catch-all)".into(),
+                );
+            }
+            if let Some(proto) = rule.ip_protocol {
+                let has_ports = !rule.src_ports.is_empty() || !rule.dst_ports.is_empty();
+                if has_ports && !crate::classifier::has_ports(proto) {
+                    p.push(
+                        format!("{key}.ip_protocol"),
+                        format!("protocol {proto} has no ports, but the rule matches ports"),
+                    );
+                }
+            }
+        }
+
+        let q = &self.queue;
+        if q.codel_target_ms == 0 || q.codel_target_ms >= q.codel_interval_ms {
+            p.push(
+                "queue.codel_target_ms",
+                format!(
+                    "{} must be above 0 and below queue.codel_interval_ms ({})",
+                    q.codel_target_ms, q.codel_interval_ms
+                ),
+            );
+        }
+        if q.codel_interval_ms > 10_000 {
+            p.push(
+                "queue.codel_interval_ms",
+                format!("{} is out of range 1..=10000", q.codel_interval_ms),
+            );
+        }
+
+        p.finish()
+    }
+}
+
+fn check_prefixes(p: &mut Problems, key: &str, nets: &[IpNet]) {
+    if nets.is_empty() {
+        p.push(key, "at least one prefix is required".into());
+    }
+    if nets.len() > MAX_PREFIXES_PER_BRANCH {
+        p.push(
+            key,
+            format!("{} prefixes, at most {MAX_PREFIXES_PER_BRANCH}", nets.len()),
+        );
+    }
+    for (i, net) in nets.iter().enumerate() {
+        if net.trunc() != *net {
+            p.push(
+                format!("{key}[{i}]"),
+                format!("{net} has host bits set (did you mean {}?)", net.trunc()),
+            );
+        }
+        if net.prefix_len() == 0 {
+            p.push(
+                format!("{key}[{i}]"),
+                format!("{net} would tunnel everything"),
+            );
+        }
+    }
+}
+
+#[derive(Default)]
+struct Problems(Vec<Problem>);
+
+impl Problems {
+    fn push(&mut self, key: impl Into<String>, reason: String) {
+        self.0.push(Problem {
+            key: key.into(),
+            reason,
+        });
+    }
+
+    fn finish(self) -> Result<(), ValidationError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationError { problems: self.0 })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,314 @@
+//! Config tests: every example parses and validates, unknown keys are rejected everywhere, and
+//! validation names the offending key.
+
+use super::*;
+use std::path::PathBuf;
+
+fn examples_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// Every `examples/mmsg-*.toml`, with its text.
+fn examples() -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(examples_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("mmsg-") && name.ends_with(".toml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            out.push((path, text));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn every_example_parses_and_validates() {
+    let all = examples();
+    assert!(
+        all.len() >= 2,
+        "expected the branch1 and branch2 examples, found {all:?}"
+    );
+    for (path, text) in &all {
+        if let Err(e) = Config::parse(text) {
+            panic!("{}: {e}", path.display());
+        }
+    }
+}
+
+#[test]
+fn testbed_examples_match_each_other() {
+    let c1 =
+        Config::parse(&std::fs::read_to_string(examples_dir().join("mmsg-branch1.toml")).unwrap())
+            .unwrap();
+    let c2 =
+        Config::parse(&std::fs::read_to_string(examples_dir().join("mmsg-branch2.toml")).unwrap())
+            .unwrap();
+    for (me, peer) in [(&c1, &c2), (&c2, &c1)] {
+        let b = me.branch_id;
+        // DESIGN §5: WAN port k of branch b = 198.18.(10b+k).2/24 via .1; LAN = 198.19.b.0/24.
+        for (k, w) in me.wan.iter().enumerate() {
+            let third = 10 * b + k as u8;
+            assert_eq!(
+                w.address,
+                format!("198.18.{third}.2/24").parse::<Ipv4Net>().unwrap()
+            );
+            assert_eq!(w.gateway, Ipv4Addr::new(198, 18, third, 1));
+        }
+        assert_eq!(
+            me.lan_prefixes,
+            vec![format!("198.19.{b}.0/24").parse::<IpNet>().unwrap()]
+        );
+        let remote = &me.remote[0];
+        assert_eq!(remote.id, peer.branch_id);
+        let peer_addrs: Vec<Ipv4Addr> = peer.wan.iter().map(|w| w.address.addr()).collect();
+        assert_eq!(remote.wan_addresses, peer_addrs);
+        assert_eq!(remote.lan_prefixes, peer.lan_prefixes);
+    }
+}
+
+/// Adds `bogus_key = 1` to the table at `path` (array elements by index).
+fn insert_unknown(value: &mut toml::Value, path: &[String]) {
+    let mut v = value;
+    for seg in path {
+        v = match v {
+            toml::Value::Table(t) => t.get_mut(seg).unwrap(),
+            toml::Value::Array(a) => &mut a[seg.parse::<usize>().unwrap()],
+            _ => unreachable!(),
+        };
+    }
+    v.as_table_mut()
+        .unwrap()
+        .insert("bogus_key".into(), toml::Value::Integer(1));
+}
+
+/// The paths of every table in `value` (the root is the empty path).
+fn table_paths(value: &toml::Value, here: Vec<String>, out: &mut Vec<Vec<String>>) {
+    match value {
+        toml::Value::Table(t) => {
+            out.push(here.clone());
+            for (k, v) in t {
+                let mut p = here.clone();
+                p.push(k.clone());
+                table_paths(v, p, out);
+            }
+        }
+        toml::Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                let mut p = here.clone();
+                p.push(i.to_string());
+                table_paths(v, p, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn unknown_keys_are_rejected_in_every_table() {
+    for (path, text) in examples() {
+        let value: toml::Value = toml::from_str(&text).unwrap();
+        let mut tables = Vec::new();
+        table_paths(&value, Vec::new(), &mut tables);
+        // root, wan×2, remote, its path groups×2, classifier, its rules×3, queue.
+        assert!(tables.len() >= 10, "{}: {tables:?}", path.display());
+        for t in tables {
+            let mut v = value.clone();
+            insert_unknown(&mut v, &t);
+            let text = toml::to_string(&v).unwrap();
+            match Config::parse(&text) {
+                Err(ConfigError::Parse(e)) => {
+                    assert!(
+                        e.to_string().contains("bogus_key"),
+                        "{}: {t:?}: {e}",
+                        path.display()
+                    )
+                }
+                other => panic!("{}: {t:?}: unknown key accepted: {other:?}", path.display()),
+            }
+        }
+    }
+}
+
+const MINIMAL: &str = r#"
+branch_id = 1
+lan_prefixes = ["198.19.1.0/24"]
+[[wan]]
+name = "wan0"
+address = "198.18.10.2/24"
+gateway = "198.18.10.1"
+"#;
+
+#[test]
+fn defaults_apply() {
+    let c = Config::parse(MINIMAL).unwrap();
+    assert_eq!(c.selection_policy, SelectionPolicy::Wrr);
+    assert_eq!(c.flow_idle_timeout_s, 60);
+    assert_eq!(c.wan[0].kind, WanKind::Internet);
+    assert_eq!(c.classifier.default_class, TunnelClass::Type2);
+    assert_eq!(
+        c.queue,
+        QueueConfig {
+            codel_target_ms: 5,
+            codel_interval_ms: 100,
+            ecn: true
+        }
+    );
+    let c = Config::parse(&format!(
+        "{MINIMAL}\n[[remote]]\nid = 2\nwan_addresses = [\"198.18.20.2\"]\nlan_prefixes = [\"198.19.2.0/24\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.remote[0].path_groups,
+        vec![PathGroupConfig { id: 0, weight: 1 }]
+    );
+}
+
+fn problems(text: &str) -> Vec<String> {
+    match Config::parse(text) {
+        Err(ConfigError::Invalid(v)) => v.problems.iter().map(ToString::to_string).collect(),
+        other => panic!("expected validation errors, got {other:?}"),
+    }
+}
+
+#[test]
+fn validation_names_the_offending_key() {
+    let text = format!(
+        r#"{MINIMAL}
+[[remote]]
+id = 2
+wan_addresses = ["198.18.20.2"]
+lan_prefixes = ["198.19.2.0/24"]
+
+[[remote]]
+id = 3
+wan_addresses = ["198.18.30.2", "198.18.30.2"]
+lan_prefixes = ["198.19.3.1/24", "198.19.1.0/25"]
+[[remote.path_groups]]
+id = 0
+[[remote.path_groups]]
+id = 0
+weight = 0
+[[remote.path_groups]]
+id = 17
+"#
+    );
+    let p = problems(&text);
+    assert_eq!(
+        p,
+        vec![
+            "remote[1].wan_addresses[1]: 198.18.30.2 is listed twice",
+            "remote[1].lan_prefixes[0]: 198.19.3.1/24 has host bits set (did you mean 198.19.3.0/24?)",
+            "remote[1].lan_prefixes[1]: 198.19.1.0/25 overlaps own lan_prefixes 198.19.1.0/24",
+            "remote[1].path_groups[1].id: path group 0 is configured twice",
+            "remote[1].path_groups[1].weight: 0 is out of range 1..=1000",
+            "remote[1].path_groups[2].id: 17 is out of range 0..=15",
+        ]
+    );
+}
+
+#[test]
+fn validation_of_ids_wan_and_rules() {
+    let text = r#"
+branch_id = 16
+lan_prefixes = ["198.19.1.0/24"]
+flow_idle_timeout_s = 0
+[[wan]]
+name = "wan0"
+address = "198.18.10.2/24"
+gateway = "198.18.11.1"
+[[wan]]
+name = "wan0"
+address = "198.18.10.2/24"
+gateway = "198.18.10.1"
+[[remote]]
+id = 16
+wan_addresses = []
+lan_prefixes = ["198.19.2.0/24"]
+[[remote]]
+id = 2
+wan_addresses = ["198.18.10.2"]
+lan_prefixes = ["198.19.2.0/24"]
+[[classifier.rules]]
+class = "type1"
+[[classifier.rules]]
+class = "type1"
+dscp = [64]
+ip_protocol = 1
+dst_ports = [22]
+[queue]
+codel_target_ms = 100
+"#;
+    assert_eq!(
+        problems(text),
+        vec![
+            "branch_id: 16 is out of range 1..=15",
+            "wan[0].gateway: 198.18.11.1 is not another address in 198.18.10.0/24",
+            "wan[1].name: \"wan0\" is used twice",
+            "wan[1].address: 198.18.10.2 is used twice",
+            "remote[0].id: 16 is out of range 1..=15",
+            "remote[0].wan_addresses: 0 addresses, need 1..=8",
+            "remote[1].wan_addresses[0]: 198.18.10.2 is one of this gateway's own WAN addresses",
+            "remote[1].lan_prefixes[0]: 198.19.2.0/24 is also remote[0].lan_prefixes[0]",
+            "flow_idle_timeout_s: 0 is out of range 1..=86400",
+            "classifier.rules[0]: has no match criteria (use classifier.default_class for a catch-all)",
+            "classifier.rules[1].dscp[0]: 64 is out of range 0..=63",
+            "classifier.rules[1].ip_protocol: protocol 1 has no ports, but the rule matches ports",
+            "queue.codel_target_ms: 100 must be above 0 and below queue.codel_interval_ms (100)",
+        ]
+    );
+}
+
+#[test]
+fn parse_errors_name_the_key() {
+    let e = Config::parse(&format!("{MINIMAL}\nselection_policy = \"fastest\"\n")).unwrap_err();
+    assert!(e.to_string().contains("selection_policy"), "{e}");
+    let e = Config::parse(&format!(
+        "{MINIMAL}\n[[classifier.rules]]\nclass = \"type1\"\ndst_ports = [\"90-80\"]\n"
+    ))
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("invalid port range \"90-80\""),
+        "{e}"
+    );
+    let e = Config::parse(&MINIMAL.replace("branch_id = 1", "")).unwrap_err();
+    assert!(e.to_string().contains("branch_id"), "{e}");
+}
+
+#[test]
+fn port_ranges() {
+    #[derive(Deserialize)]
+    struct P {
+        p: Vec<PortRange>,
+    }
+    let p: P = toml::from_str(r#"p = [22, "80", "5000-5999", " 1 - 2 "]"#).unwrap();
+    assert_eq!(
+        p.p,
+        vec![
+            PortRange { lo: 22, hi: 22 },
+            PortRange { lo: 80, hi: 80 },
+            PortRange { lo: 5000, hi: 5999 },
+            PortRange { lo: 1, hi: 2 },
+        ]
+    );
+    assert!(p.p[2].contains(5999) && !p.p[2].contains(6000));
+    assert!(toml::from_str::<P>(r#"p = [70000]"#).is_err());
+    assert!(toml::from_str::<P>(r#"p = ["x"]"#).is_err());
+}
+
+#[test]
+fn type1_prefers_leased_uplinks() {
+    let mut c = Config::parse(MINIMAL).unwrap();
+    assert_eq!(c.uplinks_for(Class::TypeI), vec![0]);
+    c.wan.push(WanPort {
+        name: "lease0".into(),
+        address: "198.19.201.1/30".parse().unwrap(),
+        gateway: "198.19.201.2".parse().unwrap(),
+        kind: WanKind::Leased,
+    });
+    c.validate().unwrap();
+    assert_eq!(c.uplinks_for(Class::TypeI), vec![1]);
+    assert_eq!(c.uplinks_for(Class::TypeII), vec![0, 1]);
+    assert!(c.uplinks_for(Class::TypeIII).is_empty());
+}

@@ -1,0 +1,351 @@
+//! The MPA's flow table (seed 000 §III-A: "when a new ... connection ... the MPA at the source MMSG
+//! selects one path group"): each inner 5-tuple flow keeps the path group it was given, so its packets
+//! travel one MPTCP connection and are never reordered by the tunnel.
+//!
+//! A flow moves only when its group is down (then it is reassigned on its next packet); a group coming
+//! back up takes new flows only. Flows idle for the configured timeout are forgotten by
+//! [`FlowTable::handle_timeout`], which the driver calls at [`FlowTable::poll_timeout`].
+//!
+//! The table is bounded by [`MAX_FLOWS`]. When it is full (after expiring idle flows), a new flow is
+//! not stored: it gets a group by a stable hash of its 5-tuple ([`Assignment::Untracked`]), which
+//! keeps its packets on one group as long as the set of up groups does not change.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::classifier::FlowKey;
+use crate::scheduler::Scheduler;
+use crate::{BranchId, PathGroupId};
+
+/// Most flows remembered. 65,536 concurrent flows is far beyond a branch office (hundreds of hosts ×
+/// tens of flows). Worst case memory: the std (hashbrown) table rounds 65,536 / (7/8) up to 131,072
+/// buckets of `size_of::<(FlowKey, FlowEntry)>()` (80 B on x86-64) + 1 control byte ≈ **10.6 MiB**,
+/// allocated once at start-up by [`FlowTable::new`].
+pub const MAX_FLOWS: usize = 65_536;
+
+/// How often idle flows are swept. Each sweep scans the table (≤ 65,536 entries, well under a
+/// millisecond); once a second keeps a flow's actual lifetime within 1 s of its timeout.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What the table knows about one flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowEntry {
+    /// The destination branch.
+    pub branch: BranchId,
+    /// The path group the flow is pinned to.
+    pub group: PathGroupId,
+    /// When its last packet was seen.
+    pub last_seen: Instant,
+    /// Packets seen.
+    pub packets: u64,
+    /// Bytes seen.
+    pub bytes: u64,
+}
+
+/// How a packet's group was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assignment {
+    /// A known flow on its group.
+    Existing,
+    /// A new (or expired) flow: the scheduler chose.
+    New,
+    /// A known flow whose group is down: the scheduler chose a new one.
+    Moved {
+        /// The group it was on.
+        from: PathGroupId,
+    },
+    /// The table is full: a stable hash of the flow chose, nothing was stored.
+    Untracked,
+}
+
+/// The bounded flow table.
+#[derive(Debug, Clone)]
+pub struct FlowTable {
+    flows: HashMap<FlowKey, FlowEntry>,
+    idle_timeout: Duration,
+    max_flows: usize,
+    next_sweep: Option<Instant>,
+}
+
+impl FlowTable {
+    /// A table forgetting flows after `idle_timeout`, holding at most `max_flows` (clamped to
+    /// 1..=[`MAX_FLOWS`]); the memory for all of them is allocated here.
+    pub fn new(idle_timeout: Duration, max_flows: usize) -> Self {
+        let max_flows = max_flows.clamp(1, MAX_FLOWS);
+        FlowTable {
+            flows: HashMap::with_capacity(max_flows),
+            idle_timeout,
+            max_flows,
+            next_sweep: None,
+        }
+    }
+
+    /// Flows remembered.
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Whether no flow is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// The entry of `key`, if remembered.
+    pub fn get(&self, key: &FlowKey) -> Option<&FlowEntry> {
+        self.flows.get(key)
+    }
+
+    /// How many remembered flows to `branch` are on `group`.
+    pub fn flows_on(&self, branch: BranchId, group: PathGroupId) -> usize {
+        self.flows
+            .values()
+            .filter(|e| e.branch == branch && e.group == group)
+            .count()
+    }
+
+    /// The group for a packet of `bytes` bytes of flow `key` to `branch`, whose groups `sched` holds.
+    /// `None` when no group towards `branch` is up (drop and count).
+    pub fn assign(
+        &mut self,
+        now: Instant,
+        key: FlowKey,
+        branch: BranchId,
+        bytes: usize,
+        sched: &mut Scheduler,
+    ) -> Option<(PathGroupId, Assignment)> {
+        let bytes = bytes as u64;
+        let timeout = self.idle_timeout;
+        if let Some(e) = self.flows.get_mut(&key) {
+            let expired = now.saturating_duration_since(e.last_seen) > timeout;
+            let (group, how) = if e.branch != branch || expired {
+                // Expired (not yet swept) or re-routed: a new flow.
+                (sched.select()?, Assignment::New)
+            } else if sched.is_up(e.group) {
+                (e.group, Assignment::Existing)
+            } else {
+                (sched.select()?, Assignment::Moved { from: e.group })
+            };
+            if how == Assignment::New {
+                *e = FlowEntry {
+                    branch,
+                    group,
+                    last_seen: now,
+                    packets: 0,
+                    bytes: 0,
+                };
+            }
+            e.group = group;
+            e.last_seen = now;
+            e.packets += 1;
+            e.bytes += bytes;
+            return Some((group, how));
+        }
+        if self.flows.len() >= self.max_flows {
+            self.expire(now);
+        }
+        if self.flows.len() >= self.max_flows {
+            return sched
+                .select_by_hash(&key)
+                .map(|g| (g, Assignment::Untracked));
+        }
+        let group = sched.select()?;
+        self.flows.insert(
+            key,
+            FlowEntry {
+                branch,
+                group,
+                last_seen: now,
+                packets: 1,
+                bytes,
+            },
+        );
+        self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
+        Some((group, Assignment::New))
+    }
+
+    /// When [`FlowTable::handle_timeout`] should next run (`None` while the table is empty).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.next_sweep
+    }
+
+    /// Forgets idle flows if the sweep is due; returns how many were forgotten.
+    pub fn handle_timeout(&mut self, now: Instant) -> usize {
+        match self.next_sweep {
+            Some(t) if now >= t => self.expire(now),
+            _ => 0,
+        }
+    }
+
+    /// Forgets every flow idle for longer than the timeout; returns how many.
+    pub fn expire(&mut self, now: Instant) -> usize {
+        let before = self.flows.len();
+        let timeout = self.idle_timeout;
+        self.flows
+            .retain(|_, e| now.saturating_duration_since(e.last_seen) <= timeout);
+        self.next_sweep = (!self.flows.is_empty()).then(|| now + SWEEP_INTERVAL);
+        before - self.flows.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{PathGroupConfig, SelectionPolicy};
+    use crate::path_group::PathGroups;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn key(port: u16) -> FlowKey {
+        FlowKey {
+            src: IpAddr::V4(Ipv4Addr::new(198, 19, 1, 10)),
+            dst: IpAddr::V4(Ipv4Addr::new(198, 19, 2, 10)),
+            protocol: 6,
+            src_port: port,
+            dst_port: 80,
+        }
+    }
+
+    fn sched(n: u8) -> Scheduler {
+        let cfg: Vec<PathGroupConfig> =
+            (0..n).map(|id| PathGroupConfig { id, weight: 1 }).collect();
+        let mut s = Scheduler::new(PathGroups::new(&cfg), SelectionPolicy::Rr);
+        for id in 0..n {
+            s.set_up(g(id), true);
+        }
+        s
+    }
+
+    fn g(id: u8) -> PathGroupId {
+        PathGroupId::new(id).unwrap()
+    }
+
+    fn b2() -> BranchId {
+        BranchId::new(2).unwrap()
+    }
+
+    #[test]
+    fn worst_case_memory_is_as_documented() {
+        // The entry size the MAX_FLOWS comment is computed from.
+        assert!(std::mem::size_of::<(FlowKey, FlowEntry)>() <= 80);
+    }
+
+    #[test]
+    fn flows_stick_to_their_group() {
+        let t = Instant::now();
+        let mut s = sched(2);
+        let mut ft = FlowTable::new(Duration::from_secs(60), 100);
+        assert_eq!(
+            ft.assign(t, key(1), b2(), 100, &mut s),
+            Some((g(0), Assignment::New))
+        );
+        assert_eq!(
+            ft.assign(t, key(2), b2(), 100, &mut s),
+            Some((g(1), Assignment::New))
+        );
+        for i in 0..10 {
+            let now = t + Duration::from_secs(i);
+            assert_eq!(
+                ft.assign(now, key(1), b2(), 100, &mut s),
+                Some((g(0), Assignment::Existing))
+            );
+        }
+        let e = ft.get(&key(1)).unwrap();
+        assert_eq!((e.packets, e.bytes), (11, 1100));
+    }
+
+    #[test]
+    fn only_flows_on_a_failed_group_move() {
+        let t = Instant::now();
+        let mut s = sched(2);
+        let mut ft = FlowTable::new(Duration::from_secs(60), 100);
+        for p in 0..10 {
+            ft.assign(t, key(p), b2(), 100, &mut s);
+        }
+        assert_eq!((ft.flows_on(b2(), g(0)), ft.flows_on(b2(), g(1))), (5, 5));
+        s.set_up(g(1), false);
+        for p in 0..10 {
+            let (grp, how) = ft.assign(t, key(p), b2(), 100, &mut s).unwrap();
+            assert_eq!(grp, g(0));
+            if p % 2 == 0 {
+                assert_eq!(how, Assignment::Existing);
+            } else {
+                assert_eq!(how, Assignment::Moved { from: g(1) });
+            }
+        }
+        // Group 1 back: moved flows stay, new flows use it again.
+        s.set_up(g(1), true);
+        for p in 0..10 {
+            assert_eq!(
+                ft.assign(t, key(p), b2(), 100, &mut s),
+                Some((g(0), Assignment::Existing))
+            );
+        }
+        assert_eq!(
+            ft.assign(t, key(100), b2(), 100, &mut s).unwrap().1,
+            Assignment::New
+        );
+        // No group up: no assignment.
+        s.set_up(g(0), false);
+        s.set_up(g(1), false);
+        assert_eq!(ft.assign(t, key(1), b2(), 100, &mut s), None);
+    }
+
+    #[test]
+    fn idle_flows_expire_on_the_sweep() {
+        let t = Instant::now();
+        let mut s = sched(2);
+        let mut ft = FlowTable::new(Duration::from_secs(5), 100);
+        assert_eq!(ft.poll_timeout(), None);
+        ft.assign(t, key(1), b2(), 1, &mut s);
+        ft.assign(t + Duration::from_secs(3), key(2), b2(), 1, &mut s);
+        assert_eq!(ft.poll_timeout(), Some(t + SWEEP_INTERVAL));
+        assert_eq!(ft.handle_timeout(t), 0, "not due");
+        assert_eq!(ft.handle_timeout(t + Duration::from_secs(6)), 1);
+        assert_eq!(ft.len(), 1);
+        assert_eq!(ft.handle_timeout(t + Duration::from_secs(9)), 1);
+        assert!(ft.is_empty());
+        assert_eq!(ft.poll_timeout(), None);
+    }
+
+    #[test]
+    fn an_expired_flow_is_new_again() {
+        let t = Instant::now();
+        let mut s = sched(2);
+        let mut ft = FlowTable::new(Duration::from_secs(5), 100);
+        ft.assign(t, key(1), b2(), 1, &mut s);
+        let (_, how) = ft
+            .assign(t + Duration::from_secs(6), key(1), b2(), 1, &mut s)
+            .unwrap();
+        assert_eq!(how, Assignment::New);
+        assert_eq!(ft.get(&key(1)).unwrap().packets, 1);
+    }
+
+    #[test]
+    fn a_full_table_hashes_new_flows() {
+        let t = Instant::now();
+        let mut s = sched(3);
+        let mut ft = FlowTable::new(Duration::from_secs(60), 4);
+        for p in 0..4 {
+            assert_eq!(
+                ft.assign(t, key(p), b2(), 1, &mut s).unwrap().1,
+                Assignment::New
+            );
+        }
+        let first = ft.assign(t, key(99), b2(), 1, &mut s).unwrap();
+        assert_eq!(first.1, Assignment::Untracked);
+        for _ in 0..5 {
+            assert_eq!(
+                ft.assign(t, key(99), b2(), 1, &mut s),
+                Some(first),
+                "stable"
+            );
+        }
+        assert_eq!(ft.len(), 4);
+        // Once the old flows expire there is room again.
+        let later = t + Duration::from_secs(61);
+        assert_eq!(
+            ft.assign(later, key(99), b2(), 1, &mut s).unwrap().1,
+            Assignment::New
+        );
+        assert_eq!(ft.len(), 1);
+    }
+}

@@ -1,0 +1,225 @@
+//! New-flow → path-group selection (seed 000 §III-A: "round robin or ... the average throughput of a
+//! path group"; seed 001 §III-C and seed 004 Alg. 2: weighted round robin with w_j = c_j / Σ c_i).
+//!
+//! A [`Scheduler`] holds the [`PathGroups`] towards one remote branch and the state of its
+//! [`SelectionPolicy`]:
+//! - `rr`: the next group that is up, in id order after the last one chosen.
+//! - `wrr`: smooth weighted round robin (nginx `ngx_http_upstream_get_peer`) on configured weights:
+//!   each pick adds every up group's weight to its `current`, picks the largest `current` (ties: lowest
+//!   id) and subtracts the total from it. Over any Σw consecutive picks each group gets exactly its
+//!   weight, interleaved rather than in bursts.
+//! - `throughput`: the same smooth WRR on the groups' measured throughput (seed 001 w_j ∝ c_j), falling
+//!   back to the configured weights until every up group has a measurement.
+//!
+//! The scheduler only chooses for *new* flows (and flows whose group failed); the
+//! [`crate::flow_table`] keeps every other flow where it is. Deterministic: no RNG, no clock.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::config::SelectionPolicy;
+use crate::path_group::{PathGroups, MAX_PATH_GROUPS};
+use crate::PathGroupId;
+
+/// Rates are turned into WRR weights in these units (bytes per second), so 16 groups of up to
+/// 2^32 units each cannot overflow the i64 sums.
+const RATE_UNIT_BYTES_PER_S: u64 = 1_000;
+
+/// Path-group selection towards one remote branch.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    groups: PathGroups,
+    policy: SelectionPolicy,
+    /// RR: the last group chosen.
+    last: Option<PathGroupId>,
+    /// Smooth WRR: `current` weight per group id.
+    current: [i64; MAX_PATH_GROUPS],
+}
+
+impl Scheduler {
+    /// A scheduler over `groups` with `policy`.
+    pub fn new(groups: PathGroups, policy: SelectionPolicy) -> Self {
+        Scheduler {
+            groups,
+            policy,
+            last: None,
+            current: [0; MAX_PATH_GROUPS],
+        }
+    }
+
+    /// The groups (read-only).
+    pub fn groups(&self) -> &PathGroups {
+        &self.groups
+    }
+
+    /// Whether `group` exists and is up.
+    pub fn is_up(&self, group: PathGroupId) -> bool {
+        self.groups.is_up(group)
+    }
+
+    /// Marks a group up or down; returns whether its state changed. Flows on a group that went down
+    /// move on their next packet ([`crate::flow_table::FlowTable::assign`]); no other flow moves.
+    pub fn set_up(&mut self, group: PathGroupId, up: bool) -> bool {
+        let changed = self.groups.set_up(group, up);
+        if changed {
+            // A group coming back starts from zero credit instead of the stale value it had when it
+            // went down (which could give it a burst of new flows).
+            if let Some(c) = self.current.get_mut(usize::from(group.get())) {
+                *c = 0;
+            }
+        }
+        changed
+    }
+
+    /// Records a group's measured throughput (used by the `throughput` policy).
+    pub fn set_rate(&mut self, group: PathGroupId, bytes_per_s: u64) -> bool {
+        self.groups.set_rate(group, bytes_per_s)
+    }
+
+    /// Picks the group for a new flow; `None` when no group is up.
+    pub fn select(&mut self) -> Option<PathGroupId> {
+        let chosen = match self.policy {
+            SelectionPolicy::Rr => self.select_rr(),
+            SelectionPolicy::Wrr => self.select_swrr(false),
+            SelectionPolicy::Throughput => {
+                let measured = self
+                    .groups
+                    .iter()
+                    .filter(|g| g.up)
+                    .all(|g| g.rate_bytes_per_s >= RATE_UNIT_BYTES_PER_S);
+                self.select_swrr(measured)
+            }
+        }?;
+        self.last = Some(chosen);
+        Some(chosen)
+    }
+
+    /// A group for a flow the flow table cannot remember (it is full): a stable hash of the flow over
+    /// the groups that are up, so the flow's packets stay on one group while the up set is stable.
+    pub fn select_by_hash(&self, flow: &impl Hash) -> Option<PathGroupId> {
+        let n = self.groups.up_count();
+        if n == 0 {
+            return None;
+        }
+        let mut h = DefaultHasher::new();
+        flow.hash(&mut h);
+        let k = usize::try_from(h.finish() % n as u64).unwrap_or(0);
+        self.groups.iter().filter(|g| g.up).nth(k).map(|g| g.id)
+    }
+
+    fn select_rr(&self) -> Option<PathGroupId> {
+        let up = || self.groups.iter().filter(|g| g.up).map(|g| g.id);
+        let first = up().next()?;
+        match self.last {
+            Some(last) => Some(up().find(|id| *id > last).unwrap_or(first)),
+            None => Some(first),
+        }
+    }
+
+    fn select_swrr(&mut self, by_rate: bool) -> Option<PathGroupId> {
+        let mut total: i64 = 0;
+        let mut best: Option<(PathGroupId, i64)> = None;
+        for g in self.groups.iter().filter(|g| g.up) {
+            let w = if by_rate {
+                i64::try_from((g.rate_bytes_per_s / RATE_UNIT_BYTES_PER_S).min(u64::from(u32::MAX)))
+                    .unwrap_or(i64::from(u32::MAX))
+            } else {
+                i64::from(g.weight)
+            };
+            let Some(c) = self.current.get_mut(usize::from(g.id.get())) else {
+                continue;
+            };
+            *c += w;
+            total += w;
+            if best.is_none_or(|(_, b)| *c > b) {
+                best = Some((g.id, *c));
+            }
+        }
+        let (id, _) = best?;
+        if let Some(c) = self.current.get_mut(usize::from(id.get())) {
+            *c -= total;
+        }
+        Some(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PathGroupConfig;
+
+    fn sched(weights: &[(u8, u32)], policy: SelectionPolicy) -> Scheduler {
+        let cfg: Vec<PathGroupConfig> = weights
+            .iter()
+            .map(|&(id, weight)| PathGroupConfig { id, weight })
+            .collect();
+        let mut s = Scheduler::new(PathGroups::new(&cfg), policy);
+        for &(id, _) in weights {
+            s.set_up(PathGroupId::new(id).unwrap(), true);
+        }
+        s
+    }
+
+    fn picks(s: &mut Scheduler, n: usize) -> Vec<u8> {
+        (0..n).map(|_| s.select().unwrap().get()).collect()
+    }
+
+    #[test]
+    fn round_robin_cycles_over_up_groups() {
+        let mut s = sched(&[(0, 1), (2, 9), (5, 1)], SelectionPolicy::Rr);
+        assert_eq!(picks(&mut s, 6), vec![0, 2, 5, 0, 2, 5]);
+        s.set_up(PathGroupId::new(2).unwrap(), false);
+        assert_eq!(picks(&mut s, 4), vec![0, 5, 0, 5]); // after 5 wraps to 0, skips 2
+    }
+
+    #[test]
+    fn smooth_wrr_matches_nginx() {
+        // The nginx example: weights a=5, b=1, c=1 give a a b a c a a (smooth, not aaaaabc).
+        let mut s = sched(&[(0, 5), (1, 1), (2, 1)], SelectionPolicy::Wrr);
+        assert_eq!(picks(&mut s, 7), vec![0, 0, 1, 0, 2, 0, 0]);
+        assert_eq!(picks(&mut s, 7), vec![0, 0, 1, 0, 2, 0, 0]);
+    }
+
+    #[test]
+    fn wrr_shares_follow_weights_4_2_1_1() {
+        let mut s = sched(&[(0, 4), (1, 2), (2, 1), (3, 1)], SelectionPolicy::Wrr);
+        let mut count = [0usize; 4];
+        for g in picks(&mut s, 800) {
+            count[usize::from(g)] += 1;
+        }
+        assert_eq!(count, [400, 200, 100, 100]);
+    }
+
+    #[test]
+    fn throughput_policy_uses_rates_once_all_are_measured() {
+        let mut s = sched(&[(0, 1), (1, 1)], SelectionPolicy::Throughput);
+        // Unmeasured: configured weights 1:1.
+        assert_eq!(picks(&mut s, 4), vec![0, 1, 0, 1]);
+        s.set_rate(PathGroupId::new(0).unwrap(), 3_000_000);
+        assert_eq!(picks(&mut s, 2).len(), 2, "one measured is not enough");
+        s.set_rate(PathGroupId::new(1).unwrap(), 1_000_000);
+        let mut count = [0usize; 2];
+        for g in picks(&mut s, 400) {
+            count[usize::from(g)] += 1;
+        }
+        assert_eq!(count, [300, 100]);
+    }
+
+    #[test]
+    fn nothing_up_means_no_group() {
+        let mut s = sched(&[(0, 1)], SelectionPolicy::Wrr);
+        s.set_up(PathGroupId::new(0).unwrap(), false);
+        assert_eq!(s.select(), None);
+        assert_eq!(s.select_by_hash(&42u32), None);
+    }
+
+    #[test]
+    fn hash_selection_is_stable() {
+        let s = sched(&[(0, 1), (1, 1), (7, 1)], SelectionPolicy::Rr);
+        for flow in 0u32..100 {
+            assert_eq!(s.select_by_hash(&flow), s.select_by_hash(&flow));
+        }
+        let hit: std::collections::BTreeSet<_> =
+            (0u32..100).filter_map(|f| s.select_by_hash(&f)).collect();
+        assert_eq!(hit.len(), 3, "spreads over all up groups");
+    }
+}
