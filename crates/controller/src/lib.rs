@@ -2,7 +2,8 @@
 //!
 //! Its five modules are named after the paper: UI (inventory and API), PC (path configuration), SDC
 //! (statistics), OFC (OpenFlow controller, over [`ofproto`]) and PM (priority). Path computation and
-//! the flow compiler are pure; the OpenFlow server, REST API and CLI are thin drivers (not built yet).
+//! the flow compiler are pure; the database, REST API and CLI are thin drivers (the OpenFlow
+//! server is not built yet).
 //!
 //! Pure core modules (no IO, no clock, deterministic iteration; see `docs/controller.md`):
 //! - [`inventory`] (UI's data model): branches, LAN prefixes, WAN ports, validation, TOML/JSON.
@@ -14,6 +15,12 @@
 //!   every gateway OVS (IP address swapping, seed 000 §III), cookies, install order.
 //! - [`priority`] (PM): hop-count and Type I / Type II priority as DSCP marks and flow priorities.
 //!
+//! Drivers (IO):
+//! - [`store`] (UI): the inventory, path groups and settings in an embedded database (redb),
+//!   schema migrations; its [`store::Catalog`] is a pure core that validates every change through
+//!   the types above (and `swap::compile`) before anything is written.
+//! - [`ui`] (UI): configuration, the REST API (axum, bearer token, OpenAPI) and its CLI client.
+//!
 //! Call order: load an [`inventory::Inventory`], build [`path_group::PathGroups`] (manually from
 //! TOML or with [`path_config::PathConfigurator`]), then [`swap::compile`] → [`swap::FlowTables`] and
 //! [`swap::install_plan`] for the OFC.
@@ -23,4 +30,6 @@ pub mod inventory;
 pub mod path_config;
 pub mod path_group;
 pub mod priority;
+pub mod store;
 pub mod swap;
+pub mod ui;

@@ -1,10 +1,31 @@
 //! `ssc`: the MMS SD-WAN system controller (see the crate docs of `controller`).
+//!
+//! `ssc run` serves the REST API over the inventory database; `ssc check` validates a config and
+//! its database; every other subcommand is a client of a running `ssc run` (`--api`, `--token`).
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use controller::inventory::{Branch, BranchId, InventoryFile, MacAddr, PortIndex, WanKind};
+use controller::path_group::{GroupId, GroupsFile, MemberPath};
+use controller::store::Store;
+use controller::ui::api::{GroupView, Summary};
+use controller::ui::client::Client;
+use controller::ui::config::Config;
+use ipnet::Ipv4Net;
+use serde_json::{json, Value};
 
-/// MMS SD-WAN system controller (SSC): inventory, path groups and OpenFlow for every gateway.
+/// MMS SD-WAN system controller (SSC): inventory, path groups and flows for every gateway.
+///
+/// `ssc run` serves the REST API (inventory, path groups, settings, compiled flows). The
+/// OpenFlow server that pushes the flows to the gateways' OVS is not built yet (issue #5): this
+/// version programs no switch.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, long_about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -12,16 +33,821 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the controller (not built yet: issue #5).
-    Run,
+    /// Serve the REST API (the OpenFlow server comes later: no switch is programmed yet).
+    Run(RunArgs),
+    /// Validate the config file and its database (schema version, every rule, flows compile).
+    Check(CheckArgs),
+    /// Replace the whole inventory (and path groups) from TOML files, through the API.
+    Import(ImportArgs),
+    /// Print the whole inventory as TOML (the `--inventory` form of `ssc import`).
+    Export(ClientArgs),
+    /// Branches: list, show, add, modify, remove.
+    Branch {
+        #[command(subcommand)]
+        command: BranchCommand,
+    },
+    /// WAN ports of a branch: add, modify, remove.
+    Port {
+        #[command(subcommand)]
+        command: PortCommand,
+    },
+    /// Path groups per ordered branch pair: list, set, remove.
+    PathGroup {
+        #[command(subcommand)]
+        command: GroupCommand,
+    },
+    /// Settings of the automatic path configuration: show, set.
+    Settings {
+        #[command(subcommand)]
+        command: SettingsCommand,
+    },
+    /// The compiled flow table of one branch's OVS (read-only).
+    Flows(FlowsArgs),
+    /// Statistics (none yet: filled by the SDC later).
+    Stats(ClientArgs),
+    /// The API's health.
+    Health(ClientArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+#[derive(Debug, Args)]
+struct ConfigArg {
+    /// The configuration file (TOML).
+    #[arg(long, short, env = "SSC_CONFIG")]
+    config: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Listen address of the REST API; overrides `api.listen` (port 0 picks a free port).
+    #[arg(long, env = "SSC_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Bearer token of the REST API; overrides `api.token` / `api.token_file`.
+    #[arg(long, env = "SSC_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Check only the config file and token, not the database.
+    #[arg(long)]
+    config_only: bool,
+    /// Bearer token to check instead of the config's.
+    #[arg(long, env = "SSC_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+/// How to reach a running `ssc run`.
+#[derive(Debug, Args)]
+struct ClientArgs {
+    /// Base URL of the `ssc` REST API.
+    #[arg(long, env = "SSC_API", default_value = "http://127.0.0.1:8080")]
+    api: axum::http::Uri,
+    /// Bearer token of the API (every /api/v1 route needs it).
+    #[arg(long, env = "SSC_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Timeout of each request.
+    #[arg(long, env = "SSC_TIMEOUT", default_value = "10s")]
+    timeout: humantime::Duration,
+    /// Print the API's JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ClientArgs {
+    fn client(&self) -> Client {
+        Client::new(
+            &self.api.to_string(),
+            self.token.as_deref(),
+            self.timeout.into(),
+        )
+    }
+}
+
+#[derive(Debug, Args)]
+struct ImportArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Inventory TOML (`[[branches]]`, as `examples/inventory-paper.toml`).
+    #[arg(long)]
+    inventory: PathBuf,
+    /// Path groups TOML (`[[groups]]`, as `examples/paths-paper-table2.toml`); none if absent.
+    #[arg(long)]
+    paths: Option<PathBuf>,
+}
+
+/// The fields of a WAN port on the command line.
+#[derive(Debug, Args)]
+struct PortFields {
+    /// Address with prefix length, e.g. 198.18.60.2/24.
+    #[arg(long)]
+    address: Option<Ipv4Net>,
+    /// Next-hop gateway, e.g. 198.18.60.1.
+    #[arg(long)]
+    gateway: Option<std::net::Ipv4Addr>,
+    /// Capacity in Mbit/s.
+    #[arg(long)]
+    capacity_mbps: Option<u32>,
+    /// Internet access or leased line.
+    #[arg(long, value_enum)]
+    kind: Option<Kind>,
+    /// MAC of the port's address (OVS internal port mpa{k}).
+    #[arg(long)]
+    mac: Option<MacAddr>,
+    /// MAC of the gateway.
+    #[arg(long)]
+    gateway_mac: Option<MacAddr>,
+}
+
+fn branch_id(s: &str) -> Result<BranchId, String> {
+    let n: u8 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a branch id 1..=15"))?;
+    BranchId::new(n).map_err(|e| e.to_string())
+}
+
+fn group_id(s: &str) -> Result<GroupId, String> {
+    let n: u8 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a path group id 0..=15"))?;
+    GroupId::new(n).map_err(|e| e.to_string())
+}
+
+fn port_letter(s: &str) -> Result<PortIndex, String> {
+    PortIndex::try_from(s.to_owned()).map_err(|e| e.to_string())
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Kind {
+    Internet,
+    Leased,
+}
+
+impl From<Kind> for WanKind {
+    fn from(k: Kind) -> Self {
+        match k {
+            Kind::Internet => WanKind::Internet,
+            Kind::Leased => WanKind::Leased,
+        }
+    }
+}
+
+impl PortFields {
+    /// The JSON object of the fields that were given.
+    fn to_json(&self) -> Value {
+        let mut m = serde_json::Map::new();
+        if let Some(v) = self.address {
+            m.insert("address".into(), json!(v.to_string()));
+        }
+        if let Some(v) = self.gateway {
+            m.insert("gateway".into(), json!(v.to_string()));
+        }
+        if let Some(v) = self.capacity_mbps {
+            m.insert("capacity_mbps".into(), json!(v));
+        }
+        if let Some(v) = self.kind {
+            m.insert("kind".into(), json!(WanKind::from(v)));
+        }
+        if let Some(v) = self.mac {
+            m.insert("mac".into(), json!(v.to_string()));
+        }
+        if let Some(v) = self.gateway_mac {
+            m.insert("gateway_mac".into(), json!(v.to_string()));
+        }
+        Value::Object(m)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum BranchCommand {
+    /// List branches.
+    List(ClientArgs),
+    /// Show one branch.
+    Show {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Branch id.
+        #[arg(long, value_parser = branch_id)]
+        branch: BranchId,
+    },
+    /// Add a branch, from a TOML file (one `[[branches]]` entry's fields) or from flags with
+    /// its first WAN port `a`.
+    Add {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// A TOML file with the branch (`id`, `name`, `lan`, `[[wan]]`).
+        #[arg(long, conflicts_with_all = ["id", "name", "lan"])]
+        file: Option<PathBuf>,
+        /// Branch id, 1..=15.
+        #[arg(long, required_unless_present = "file", value_parser = branch_id)]
+        id: Option<BranchId>,
+        /// Branch name.
+        #[arg(long, required_unless_present = "file")]
+        name: Option<String>,
+        /// LAN prefix (repeat for several).
+        #[arg(long)]
+        lan: Vec<Ipv4Net>,
+        #[command(flatten)]
+        port: PortFields,
+    },
+    /// Change a branch's name or LAN prefixes.
+    Modify {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Branch id.
+        #[arg(long, value_parser = branch_id)]
+        branch: BranchId,
+        /// New name.
+        #[arg(long)]
+        name: Option<String>,
+        /// New LAN prefixes (replace the list; repeat for several).
+        #[arg(long)]
+        lan: Vec<Ipv4Net>,
+    },
+    /// Remove a branch (refused while path groups use it).
+    Remove {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Branch id.
+        #[arg(long, value_parser = branch_id)]
+        branch: BranchId,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PortCommand {
+    /// Add the next WAN port to a branch.
+    Add {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Branch id.
+        #[arg(long, value_parser = branch_id)]
+        branch: BranchId,
+        /// Port letter (default: the next one).
+        #[arg(long, value_parser = port_letter)]
+        port: Option<PortIndex>,
+        #[command(flatten)]
+        fields: PortFields,
+    },
+    /// Change fields of a WAN port.
+    Modify {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Branch id.
+        #[arg(long, value_parser = branch_id)]
+        branch: BranchId,
+        /// Port letter.
+        #[arg(long, value_parser = port_letter)]
+        port: PortIndex,
+        #[command(flatten)]
+        fields: PortFields,
+    },
+    /// Remove the last WAN port of a branch.
+    Remove {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Branch id.
+        #[arg(long, value_parser = branch_id)]
+        branch: BranchId,
+        /// Port letter.
+        #[arg(long, value_parser = port_letter)]
+        port: PortIndex,
+    },
+}
+
+#[derive(Debug, Args)]
+struct PairArgs {
+    /// Source branch A.
+    #[arg(long, value_parser = branch_id)]
+    source: BranchId,
+    /// Destination branch B.
+    #[arg(long, value_parser = branch_id)]
+    destination: BranchId,
+}
+
+#[derive(Debug, Subcommand)]
+enum GroupCommand {
+    /// List path groups (all, or of one ordered pair).
+    List {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Source branch A (with --destination).
+        #[arg(long, requires = "destination", value_parser = branch_id)]
+        source: Option<BranchId>,
+        /// Destination branch B (with --source).
+        #[arg(long, requires = "source", value_parser = branch_id)]
+        destination: Option<BranchId>,
+    },
+    /// Add or replace a path group: members in the paper's notation, member 1 first.
+    Set {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(flatten)]
+        pair: PairArgs,
+        /// Group id G, 0..=15.
+        #[arg(long, value_parser = group_id)]
+        group: GroupId,
+        /// Member paths in the paper's notation, e.g. `1a>2a 1b>3b>3a>2a`.
+        #[arg(required = true)]
+        members: Vec<MemberPath>,
+    },
+    /// Remove a path group.
+    Remove {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(flatten)]
+        pair: PairArgs,
+        /// Group id G, 0..=15.
+        #[arg(long, value_parser = group_id)]
+        group: GroupId,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SettingsCommand {
+    /// Show the settings.
+    Show(ClientArgs),
+    /// Change settings (absent flags keep their value).
+    Set {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Groups per ordered pair, 1..=16.
+        #[arg(long)]
+        groups_per_pair: Option<u8>,
+        /// Largest MDI of a group, 0..=0.5.
+        #[arg(long)]
+        mdi_threshold: Option<f64>,
+        /// Replace a group only for this much more capacity (0.2 = 20 %).
+        #[arg(long)]
+        replace_margin: Option<f64>,
+        /// Whether members may go through a transit branch.
+        #[arg(long)]
+        allow_transit: Option<bool>,
+    },
+}
+
+#[derive(Debug, Args)]
+struct FlowsArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Branch id.
+    #[arg(long, value_parser = branch_id)]
+    branch: BranchId,
+}
+
+fn main() -> ExitCode {
+    match main_inner() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line with the whole context chain, e.g.
+            // `ssc: error: database /x.redb: database /x.redb does not exist (...)`.
+            eprintln!("ssc: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn main_inner() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Run => anyhow::bail!("ssc run: the controller is not built yet (issue #5)"),
+        Command::Run(args) => run(args),
+        Command::Check(args) => check(args),
+        Command::Import(args) => import(args),
+        Command::Export(c) => export(c),
+        Command::Branch { command } => branch(command),
+        Command::Port { command } => port(command),
+        Command::PathGroup { command } => path_group(command),
+        Command::Settings { command } => settings(command),
+        Command::Flows(args) => flows(args),
+        Command::Stats(c) => print_json(&c.client().get("/api/v1/stats")?),
+        Command::Health(c) => print_json(&c.client().get("/health")?),
     }
+}
+
+fn run(args: RunArgs) -> anyhow::Result<()> {
+    let path = &args.config.config;
+    let config = Config::load(path)?;
+    let token = config.token(args.token.as_deref())?;
+    let listen = args.listen.unwrap_or(config.api.listen);
+    let db = config.database.path.clone();
+    let store = Store::open(&db).with_context(|| format!("open database {}", db.display()))?;
+    let store = Arc::new(store);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("start tokio runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("bind REST API to {listen}"))?;
+        let addr = listener.local_addr().context("REST API address")?;
+        tracing::info!(%addr, db = %db.display(), "REST API listening");
+        tracing::info!(
+            "OpenFlow server not built yet (issue #5): no gateway OVS is programmed by this ssc"
+        );
+        // One machine-readable line on stdout for scripts and tests (`--listen 127.0.0.1:0`).
+        println!("ssc: REST API listening on http://{addr}");
+        std::io::stdout().flush().context("stdout")?;
+        controller::ui::serve(
+            listener,
+            store,
+            &token,
+            config.api.body_limit_bytes,
+            shutdown_signal(),
+        )
+        .await
+        .context("REST API")?;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch SIGTERM; stop with Ctrl-C");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = term => tracing::info!("SIGTERM: stopping"),
+        r = tokio::signal::ctrl_c() => match r {
+            Ok(()) => tracing::info!("SIGINT: stopping"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch SIGINT");
+                std::future::pending::<()>().await;
+            }
+        },
+    }
+}
+
+fn check(args: CheckArgs) -> anyhow::Result<()> {
+    let path = &args.config.config;
+    let config = Config::load(path)?;
+    config
+        .token(args.token.as_deref())
+        .with_context(|| format!("config {}", path.display()))?;
+    println!(
+        "config {}: ok (API on {})",
+        path.display(),
+        config.api.listen
+    );
+    if args.config_only {
+        return Ok(());
+    }
+    let db = &config.database.path;
+    let report = Store::check(db).with_context(|| format!("database {}", db.display()))?;
+    println!(
+        "database {}: ok (schema v{}, {} branches, {} WAN ports, {} path groups, {} flows)",
+        db.display(),
+        report.schema_version,
+        report.branches,
+        report.ports,
+        report.groups,
+        report.flows
+    );
+    Ok(())
+}
+
+fn read(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))
+}
+
+fn import(args: ImportArgs) -> anyhow::Result<()> {
+    let inventory: InventoryFile = toml::from_str(&read(&args.inventory)?)
+        .with_context(|| format!("inventory {}", args.inventory.display()))?;
+    let groups: GroupsFile = match &args.paths {
+        Some(p) => toml::from_str(&read(p)?).with_context(|| format!("paths {}", p.display()))?,
+        None => GroupsFile { groups: Vec::new() },
+    };
+    let body = json!({"inventory": inventory, "groups": groups});
+    let summary = args
+        .client
+        .client()
+        .call("POST", "/api/v1/import", Some(&body))?
+        .unwrap_or(Value::Null);
+    if args.client.json {
+        return print_json(&summary);
+    }
+    let s: Summary = serde_json::from_value(summary).context("import summary from the API")?;
+    println!(
+        "imported: {} branches, {} WAN ports, {} path groups, {} flows",
+        s.branches, s.ports, s.groups, s.flows
+    );
+    Ok(())
+}
+
+fn export(c: ClientArgs) -> anyhow::Result<()> {
+    let inv: InventoryFile = serde_json::from_value(c.client().get("/api/v1/inventory")?)
+        .context("inventory from the API")?;
+    if c.json {
+        return print_json(&serde_json::to_value(&inv)?);
+    }
+    print!("{}", toml::to_string(&inv).context("inventory as TOML")?);
+    Ok(())
+}
+
+fn print_json(v: &Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn print_branch(b: &Branch) {
+    let lan: Vec<String> = b.lan.iter().map(ToString::to_string).collect();
+    println!("branch {} {:?} lan [{}]", b.id, b.name, lan.join(", "));
+    for w in &b.wan {
+        let mac = |m: Option<MacAddr>| m.map_or_else(|| "-".to_owned(), |m| m.to_string());
+        println!(
+            "  port {}{} {:?} {} via {} {} Mbit/s mac {} gateway_mac {}",
+            b.id,
+            w.port,
+            w.kind,
+            w.address,
+            w.gateway,
+            w.capacity_mbps,
+            mac(w.mac),
+            mac(w.gateway_mac)
+        );
+    }
+}
+
+fn show_branch(c: &ClientArgs, v: Value) -> anyhow::Result<()> {
+    if c.json {
+        return print_json(&v);
+    }
+    let b: Branch = serde_json::from_value(v).context("branch from the API")?;
+    print_branch(&b);
+    Ok(())
+}
+
+fn branch(cmd: BranchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BranchCommand::List(c) => {
+            let v = c.client().get("/api/v1/branches")?;
+            if c.json {
+                return print_json(&v);
+            }
+            let branches: Vec<Branch> =
+                serde_json::from_value(v).context("branches from the API")?;
+            for b in &branches {
+                print_branch(b);
+            }
+            println!("{} branches", branches.len());
+            Ok(())
+        }
+        BranchCommand::Show { client, branch } => {
+            let v = client.client().get(&format!("/api/v1/branches/{branch}"))?;
+            show_branch(&client, v)
+        }
+        BranchCommand::Add {
+            client,
+            file,
+            id,
+            name,
+            lan,
+            port,
+        } => {
+            let body = match file {
+                Some(f) => {
+                    let b: Branch = toml::from_str(&read(&f)?)
+                        .with_context(|| format!("branch {}", f.display()))?;
+                    serde_json::to_value(b)?
+                }
+                None => {
+                    let mut wan = port.to_json();
+                    if let Value::Object(m) = &mut wan {
+                        m.insert("port".into(), json!("a"));
+                    }
+                    json!({"id": id, "name": name, "lan": lan, "wan": [wan]})
+                }
+            };
+            let v = client
+                .client()
+                .call("POST", "/api/v1/branches", Some(&body))?
+                .unwrap_or(Value::Null);
+            show_branch(&client, v)
+        }
+        BranchCommand::Modify {
+            client,
+            branch,
+            name,
+            lan,
+        } => {
+            let mut body = serde_json::Map::new();
+            if let Some(n) = name {
+                body.insert("name".into(), json!(n));
+            }
+            if !lan.is_empty() {
+                body.insert("lan".into(), json!(lan));
+            }
+            let v = client
+                .client()
+                .call(
+                    "PATCH",
+                    &format!("/api/v1/branches/{branch}"),
+                    Some(&Value::Object(body)),
+                )?
+                .unwrap_or(Value::Null);
+            show_branch(&client, v)
+        }
+        BranchCommand::Remove { client, branch } => {
+            client
+                .client()
+                .call("DELETE", &format!("/api/v1/branches/{branch}"), None)?;
+            println!("branch {branch} removed");
+            Ok(())
+        }
+    }
+}
+
+fn port(cmd: PortCommand) -> anyhow::Result<()> {
+    let (client, method, path, body) = match cmd {
+        PortCommand::Add {
+            client,
+            branch,
+            port,
+            fields,
+        } => {
+            let mut body = fields.to_json();
+            if let (Some(p), Value::Object(m)) = (port, &mut body) {
+                m.insert("port".into(), json!(p));
+            }
+            let path = format!("/api/v1/branches/{branch}/ports");
+            (client, "POST", path, Some(body))
+        }
+        PortCommand::Modify {
+            client,
+            branch,
+            port,
+            fields,
+        } => {
+            let path = format!("/api/v1/branches/{branch}/ports/{port}");
+            (client, "PATCH", path, Some(fields.to_json()))
+        }
+        PortCommand::Remove {
+            client,
+            branch,
+            port,
+        } => {
+            let path = format!("/api/v1/branches/{branch}/ports/{port}");
+            (client, "DELETE", path, None)
+        }
+    };
+    match client.client().call(method, &path, body.as_ref())? {
+        Some(v) => print_json(&v),
+        None => {
+            println!("removed");
+            Ok(())
+        }
+    }
+}
+
+fn print_groups(c: &ClientArgs, v: Value) -> anyhow::Result<()> {
+    if c.json {
+        return print_json(&v);
+    }
+    let groups: Vec<GroupView> = match v {
+        Value::Array(_) => serde_json::from_value(v),
+        v => serde_json::from_value(v).map(|g| vec![g]),
+    }
+    .context("path groups from the API")?;
+    for g in &groups {
+        println!(
+            "path group {}>{} #{} (listen {})",
+            g.source, g.destination, g.id, g.listen_port
+        );
+        for m in &g.members {
+            println!("  {} {} {} ({} WAN hops)", m.id, m.code, m.path, m.wan_hops);
+        }
+    }
+    println!("{} path groups", groups.len());
+    Ok(())
+}
+
+fn path_group(cmd: GroupCommand) -> anyhow::Result<()> {
+    match cmd {
+        GroupCommand::List {
+            client,
+            source,
+            destination,
+        } => {
+            let path = match (source, destination) {
+                (Some(a), Some(b)) => format!("/api/v1/path-groups/{a}/{b}"),
+                _ => "/api/v1/path-groups".to_owned(),
+            };
+            let v = client.client().get(&path)?;
+            print_groups(&client, v)
+        }
+        GroupCommand::Set {
+            client,
+            pair,
+            group,
+            members,
+        } => {
+            let path = format!(
+                "/api/v1/path-groups/{}/{}/{group}",
+                pair.source, pair.destination
+            );
+            let v = client
+                .client()
+                .call("PUT", &path, Some(&json!({ "members": members })))?
+                .unwrap_or(Value::Null);
+            print_groups(&client, v)
+        }
+        GroupCommand::Remove {
+            client,
+            pair,
+            group,
+        } => {
+            let path = format!(
+                "/api/v1/path-groups/{}/{}/{group}",
+                pair.source, pair.destination
+            );
+            client.client().call("DELETE", &path, None)?;
+            println!(
+                "path group {}>{} #{group} removed",
+                pair.source, pair.destination
+            );
+            Ok(())
+        }
+    }
+}
+
+fn settings(cmd: SettingsCommand) -> anyhow::Result<()> {
+    match cmd {
+        SettingsCommand::Show(c) => print_json(&c.client().get("/api/v1/settings")?),
+        SettingsCommand::Set {
+            client,
+            groups_per_pair,
+            mdi_threshold,
+            replace_margin,
+            allow_transit,
+        } => {
+            let api = client.client();
+            let mut s = api.get("/api/v1/settings")?;
+            if let Value::Object(m) = &mut s {
+                if let Some(v) = groups_per_pair {
+                    m.insert("groups_per_pair".into(), json!(v));
+                }
+                if let Some(v) = mdi_threshold {
+                    m.insert("mdi_threshold".into(), json!(v));
+                }
+                if let Some(v) = replace_margin {
+                    m.insert("replace_margin".into(), json!(v));
+                }
+                if let Some(v) = allow_transit {
+                    m.insert("allow_transit".into(), json!(v));
+                }
+            }
+            let v = api
+                .call("PUT", "/api/v1/settings", Some(&s))?
+                .unwrap_or(Value::Null);
+            print_json(&v)
+        }
+    }
+}
+
+/// The part of `GET /api/v1/branches/{branch}/flows` the text output needs.
+#[derive(Debug, serde::Deserialize)]
+struct FlowsOut {
+    count: usize,
+    flows: Vec<FlowLine>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct FlowLine {
+    ofctl: String,
+}
+
+fn flows(args: FlowsArgs) -> anyhow::Result<()> {
+    let v = args
+        .client
+        .client()
+        .get(&format!("/api/v1/branches/{}/flows", args.branch))?;
+    if args.client.json {
+        return print_json(&v);
+    }
+    let out: FlowsOut = serde_json::from_value(v).context("flows from the API")?;
+    for f in &out.flows {
+        println!("{}", f.ofctl);
+    }
+    println!("{} flows on branch {}", out.count, args.branch);
+    Ok(())
 }

@@ -1,0 +1,1415 @@
+//! The UI module's persistent inventory (seed 000 §IV, "User Interface"): branches, WAN ports,
+//! path groups per ordered branch pair, and settings, kept in an embedded database.
+//!
+//! Two layers, as STYLE §1 asks:
+//! - [`Catalog`] is the pure core: the whole inventory as one always-valid value. Every operation
+//!   (add a branch, modify a port, set a path group, ...) builds a new catalog and validates it
+//!   through the existing pure types ([`Inventory::new`], [`PathGroups::new`], [`swap::compile`])
+//!   before it is accepted, so a catalog that would give no flow table never exists.
+//! - [`Store`] is the driver: a [redb](https://docs.rs/redb) database file. An update is one write
+//!   transaction: read the catalog, apply the operation, validate, write, commit. redb serialises
+//!   writers and commits atomically (copy-on-write B-trees, fsync on commit), so a failed or
+//!   rejected update leaves nothing behind and readers never see half an update.
+//!
+//! Schema (version [`SCHEMA_VERSION`]):
+//!
+//! | table      | key                              | value                                     |
+//! |------------|----------------------------------|-------------------------------------------|
+//! | `meta`     | `"schema_version"`               | `u64`                                     |
+//! | `branches` | branch id `u8`                   | JSON of [`Branch`] (with its WAN ports)   |
+//! | `groups`   | `(source, destination, group)`   | JSON `{"1": "1a>2a", ...}` (member id → notation) |
+//! | `settings` | `"path_config"`                  | JSON of [`Settings`]                      |
+//!
+//! Migrations ([`MIGRATIONS`]) run in order when [`Store::open`] finds an older version; each
+//! one is its own write transaction that also bumps `schema_version`, so an interrupted upgrade
+//! resumes where it stopped. Version 0 is a file without the `meta` table (new or empty).
+//! A file newer than this binary is refused ([`StoreError::TooNew`]), never rewritten.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
+use serde::{Deserialize, Serialize};
+
+use crate::inventory::{
+    Branch, BranchId, Inventory, InventoryError, InventoryFile, MacAddr, PortIndex, PortRef,
+    WanKind, WanPort, MAX_WAN_PORTS,
+};
+use crate::path_config::Settings;
+use crate::path_group::{
+    GroupError, GroupId, GroupsFile, MemberId, MemberPath, PathGroup, PathGroups, MAX_GROUP_ID,
+};
+use crate::swap::{self, CompileError, FlowTables};
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: u64 = 1;
+
+const META: TableDefinition<'static, &'static str, u64> = TableDefinition::new("meta");
+const BRANCHES: TableDefinition<'static, u8, &'static str> = TableDefinition::new("branches");
+const GROUPS: TableDefinition<'static, (u8, u8, u8), &'static str> = TableDefinition::new("groups");
+const SETTINGS: TableDefinition<'static, &'static str, &'static str> =
+    TableDefinition::new("settings");
+const VERSION_KEY: &str = "schema_version";
+const PATH_CONFIG_KEY: &str = "path_config";
+
+// ---------------------------------------------------------------------------------------------
+// Pure core
+// ---------------------------------------------------------------------------------------------
+
+/// The whole inventory of the controller, always valid: the branches form a valid [`Inventory`],
+/// the path groups fit it, the settings are in range, and [`swap::compile`] succeeds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Catalog {
+    inventory: Inventory,
+    groups: PathGroups,
+    settings: Settings,
+    flows: FlowTables,
+}
+
+/// Changes to a branch's own fields (its ports have their own operations). Absent fields stay.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BranchPatch {
+    /// A new name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// New LAN prefixes (replace the old list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lan: Option<Vec<ipnet::Ipv4Net>>,
+}
+
+/// A WAN port to add; `port` may be left out to take the next free letter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewPort {
+    /// The port letter; must be the next one (ports are `a`, `b`, ... without gaps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<PortIndex>,
+    /// Address with prefix length.
+    pub address: ipnet::Ipv4Net,
+    /// Next-hop gateway.
+    pub gateway: std::net::Ipv4Addr,
+    /// MAC of the gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_mac: Option<MacAddr>,
+    /// MAC of the port's address (`mpa{k}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
+    /// Internet or leased line.
+    #[serde(default)]
+    pub kind: WanKind,
+    /// Capacity in Mbit/s.
+    pub capacity_mbps: u32,
+}
+
+/// Changes to one WAN port. Absent fields stay; MACs can be set but not cleared here (remove and
+/// re-add the port for that).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortPatch {
+    /// New address with prefix length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<ipnet::Ipv4Net>,
+    /// New gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<std::net::Ipv4Addr>,
+    /// New gateway MAC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_mac: Option<MacAddr>,
+    /// New own MAC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
+    /// New kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<WanKind>,
+    /// New capacity in Mbit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_mbps: Option<u32>,
+}
+
+/// Why an operation on the inventory was refused or failed. Variants up to
+/// [`StoreError::Setting`] are the operator's input (HTTP 4xx); the rest are IO or a damaged file.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The branch does not exist.
+    #[error("branch {0} does not exist")]
+    NoBranch(BranchId),
+    /// The WAN port does not exist.
+    #[error("WAN port {0} does not exist")]
+    NoPort(PortRef),
+    /// The path group does not exist.
+    #[error("path group {source_branch}>{destination} #{group} does not exist")]
+    NoGroup {
+        /// Source branch.
+        source_branch: BranchId,
+        /// Destination branch.
+        destination: BranchId,
+        /// Group id.
+        group: GroupId,
+    },
+    /// A branch with this id exists already.
+    #[error("branch {0} exists already (modify it, or remove it first)")]
+    BranchExists(BranchId),
+    /// The port letter given for a new port is not the next free one.
+    #[error("branch {branch}: new WAN port must be `{expected}` (ports are a, b, c, ... without gaps), not `{given}`")]
+    PortNotNext {
+        /// The branch.
+        branch: BranchId,
+        /// The next free letter.
+        expected: PortIndex,
+        /// The letter given.
+        given: PortIndex,
+    },
+    /// The branch already has [`MAX_WAN_PORTS`] ports.
+    #[error("branch {0} has 8 WAN ports already, the most supported")]
+    PortsFull(BranchId),
+    /// Only the last port of a branch can be removed (ports are lettered without gaps).
+    #[error("branch {branch}: only the last WAN port `{last}` can be removed (ports are a, b, c, ... without gaps), not `{given}`")]
+    NotLastPort {
+        /// The branch.
+        branch: BranchId,
+        /// Its last port.
+        last: PortIndex,
+        /// The port asked for.
+        given: PortIndex,
+    },
+    /// A branch or port that path groups still use.
+    #[error("{what} is used by path groups {groups}; remove or change them first")]
+    InUse {
+        /// The branch or port, e.g. `branch 3` or `WAN port 3b`.
+        what: String,
+        /// The groups, e.g. `1>2 #0, 1>2 #1`.
+        groups: String,
+    },
+    /// The change would make the inventory invalid.
+    #[error("invalid inventory: {0}")]
+    Invalid(InventoryError),
+    /// The change would make the path groups invalid.
+    #[error("invalid path group: {0}")]
+    Groups(GroupError),
+    /// The flows cannot be compiled (e.g. a transit egress without MACs).
+    #[error("the flows cannot be compiled: {0}")]
+    Compile(CompileError),
+    /// A setting out of range.
+    #[error("settings.{field}: {reason}")]
+    Setting {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The database file does not exist (only [`Store::check`] refuses to create it).
+    #[error("the database file does not exist (`ssc run` creates it)")]
+    Missing(PathBuf),
+    /// The file was written by a newer `ssc`.
+    #[error("database schema version {found} is newer than this ssc supports ({supported}); use a newer ssc")]
+    TooNew {
+        /// Version in the file.
+        found: u64,
+        /// Newest version known here.
+        supported: u64,
+    },
+    /// The file needs migrations that were not run (only from [`Store::check`]).
+    #[error("database schema version {found} is older than {supported}; `ssc run` migrates it")]
+    TooOld {
+        /// Version in the file.
+        found: u64,
+        /// Version this binary writes.
+        supported: u64,
+    },
+    /// A row that does not decode.
+    #[error("database row {key} is damaged: {reason}")]
+    Corrupt {
+        /// Table and key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// The stored contents break a rule (written by another version, or edited by hand).
+    #[error("database contents are invalid: {0}")]
+    StoredInvalid(Box<StoreError>),
+    /// The migration list is not 0→1→2→... (our bug).
+    #[error("migration #{index} starts at version {from}, expected {index}")]
+    BadMigrations {
+        /// Position in the list.
+        index: usize,
+        /// Its `from`.
+        from: u64,
+    },
+    /// Another process (or another `Store` in this one) has the file open; redb locks it.
+    #[error("the database file is in use by another process (is `ssc run` running?)")]
+    Locked(PathBuf),
+    /// The database (IO, a damaged file).
+    #[error("database: {0}")]
+    Db(Box<redb::Error>),
+}
+
+impl StoreError {
+    /// Whether the operator's input caused it (an HTTP 4xx).
+    pub fn is_input(&self) -> bool {
+        !matches!(
+            self,
+            Self::Missing(_)
+                | Self::TooNew { .. }
+                | Self::TooOld { .. }
+                | Self::Corrupt { .. }
+                | Self::StoredInvalid(_)
+                | Self::BadMigrations { .. }
+                | Self::Locked(_)
+                | Self::Db(_)
+        )
+    }
+}
+
+// The wrapped errors are part of the message, not a `source`, so that error chains printed with
+// `{:#}` (anyhow in `main`) do not repeat them.
+impl From<InventoryError> for StoreError {
+    fn from(e: InventoryError) -> Self {
+        Self::Invalid(e)
+    }
+}
+
+impl From<GroupError> for StoreError {
+    fn from(e: GroupError) -> Self {
+        Self::Groups(e)
+    }
+}
+
+impl From<CompileError> for StoreError {
+    fn from(e: CompileError) -> Self {
+        Self::Compile(e)
+    }
+}
+
+macro_rules! redb_error {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self {
+                Self::Db(Box::new(e.into()))
+            }
+        }
+    )*};
+}
+redb_error!(
+    redb::Error,
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// Checks the PC settings.
+pub fn validate_settings(s: &Settings) -> Result<(), StoreError> {
+    let max_groups = MAX_GROUP_ID + 1;
+    if !(1..=max_groups).contains(&s.groups_per_pair) {
+        return Err(StoreError::Setting {
+            field: "groups_per_pair",
+            reason: format!("must be 1..=16, got {}", s.groups_per_pair),
+        });
+    }
+    if !(s.mdi_threshold.is_finite() && (0.0..=0.5).contains(&s.mdi_threshold)) {
+        return Err(StoreError::Setting {
+            field: "mdi_threshold",
+            reason: format!(
+                "must be 0.0..=0.5 (MDI is d_max/(d_max+d_min) - 0.5), got {}",
+                s.mdi_threshold
+            ),
+        });
+    }
+    if !(s.replace_margin.is_finite() && s.replace_margin >= 0.0) {
+        return Err(StoreError::Setting {
+            field: "replace_margin",
+            reason: format!("must be a number >= 0, got {}", s.replace_margin),
+        });
+    }
+    Ok(())
+}
+
+fn group_name(g: &PathGroup) -> String {
+    format!("{}>{} #{}", g.source, g.destination, g.id)
+}
+
+impl Catalog {
+    /// Validates everything and builds the catalog: the inventory rules, the path groups against
+    /// the inventory, the settings, and that the flows compile.
+    pub fn new(
+        branches: Vec<Branch>,
+        groups: Vec<PathGroup>,
+        settings: Settings,
+    ) -> Result<Self, StoreError> {
+        let inventory = Inventory::new(branches)?;
+        let groups = PathGroups::new(&inventory, groups)?;
+        validate_settings(&settings)?;
+        let flows = swap::compile(&inventory, &groups)?;
+        Ok(Self {
+            inventory,
+            groups,
+            settings,
+            flows,
+        })
+    }
+
+    /// Builds from the file forms (as `ssc import` sends them).
+    pub fn from_files(
+        inventory: InventoryFile,
+        groups: GroupsFile,
+        settings: Settings,
+    ) -> Result<Self, StoreError> {
+        let inv = Inventory::new(inventory.branches)?;
+        let groups = PathGroups::from_file(&inv, groups)?;
+        Self::new(
+            inv.to_file().branches,
+            groups.groups().cloned().collect(),
+            settings,
+        )
+    }
+
+    /// The inventory.
+    pub fn inventory(&self) -> &Inventory {
+        &self.inventory
+    }
+
+    /// The path groups.
+    pub fn groups(&self) -> &PathGroups {
+        &self.groups
+    }
+
+    /// The PC settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The compiled flow tables of every gateway ([`swap::compile`] of this catalog).
+    pub fn flows(&self) -> &FlowTables {
+        &self.flows
+    }
+
+    fn branches(&self) -> Vec<Branch> {
+        self.inventory.to_file().branches
+    }
+
+    fn group_list(&self) -> Vec<PathGroup> {
+        self.groups.groups().cloned().collect()
+    }
+
+    fn with(
+        &self,
+        branches: Vec<Branch>,
+        groups: Vec<PathGroup>,
+        settings: Settings,
+    ) -> Result<Self, StoreError> {
+        Self::new(branches, groups, settings)
+    }
+
+    fn branch_index(branches: &[Branch], id: BranchId) -> Result<usize, StoreError> {
+        branches
+            .iter()
+            .position(|b| b.id == id)
+            .ok_or(StoreError::NoBranch(id))
+    }
+
+    fn groups_using(&self, uses: impl Fn(PortRef) -> bool) -> Vec<String> {
+        self.groups
+            .groups()
+            .filter(|g| {
+                g.members
+                    .values()
+                    .any(|m| m.hops().iter().any(|h| uses(h.from) || uses(h.to)))
+            })
+            .map(group_name)
+            .collect()
+    }
+
+    /// Adds a branch (with its WAN ports).
+    pub fn add_branch(&self, branch: Branch) -> Result<Self, StoreError> {
+        if self.inventory.branch(branch.id).is_some() {
+            return Err(StoreError::BranchExists(branch.id));
+        }
+        let mut branches = self.branches();
+        branches.push(branch);
+        self.with(branches, self.group_list(), self.settings.clone())
+    }
+
+    /// Changes a branch's name and/or LAN prefixes.
+    pub fn modify_branch(&self, id: BranchId, patch: BranchPatch) -> Result<Self, StoreError> {
+        let mut branches = self.branches();
+        let i = Self::branch_index(&branches, id)?;
+        if let Some(b) = branches.get_mut(i) {
+            if let Some(name) = patch.name {
+                b.name = name;
+            }
+            if let Some(lan) = patch.lan {
+                b.lan = lan;
+            }
+        }
+        self.with(branches, self.group_list(), self.settings.clone())
+    }
+
+    /// Removes a branch; refused while path groups use it.
+    pub fn remove_branch(&self, id: BranchId) -> Result<Self, StoreError> {
+        let mut branches = self.branches();
+        let i = Self::branch_index(&branches, id)?;
+        let users: Vec<String> = self
+            .groups
+            .groups()
+            .filter(|g| g.source == id || g.destination == id)
+            .map(group_name)
+            .chain(self.groups_using(|p| p.branch == id))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !users.is_empty() {
+            return Err(StoreError::InUse {
+                what: format!("branch {id}"),
+                groups: users.join(", "),
+            });
+        }
+        branches.remove(i);
+        self.with(branches, self.group_list(), self.settings.clone())
+    }
+
+    /// Adds a WAN port to a branch (the next letter).
+    pub fn add_port(&self, id: BranchId, port: NewPort) -> Result<Self, StoreError> {
+        let mut branches = self.branches();
+        let i = Self::branch_index(&branches, id)?;
+        if let Some(b) = branches.get_mut(i) {
+            if b.wan.len() >= MAX_WAN_PORTS {
+                return Err(StoreError::PortsFull(id));
+            }
+            // `len < MAX_WAN_PORTS` (8) was checked above, so it is a valid index.
+            let expected = PortIndex::new(u8::try_from(b.wan.len()).unwrap_or(u8::MAX))
+                .map_err(|_| StoreError::PortsFull(id))?;
+            let letter = port.port.unwrap_or(expected);
+            if letter != expected {
+                return Err(StoreError::PortNotNext {
+                    branch: id,
+                    expected,
+                    given: letter,
+                });
+            }
+            b.wan.push(WanPort {
+                port: letter,
+                address: port.address,
+                gateway: port.gateway,
+                gateway_mac: port.gateway_mac,
+                mac: port.mac,
+                kind: port.kind,
+                capacity_mbps: port.capacity_mbps,
+            });
+        }
+        self.with(branches, self.group_list(), self.settings.clone())
+    }
+
+    /// Changes fields of one WAN port.
+    pub fn modify_port(&self, port: PortRef, patch: PortPatch) -> Result<Self, StoreError> {
+        let mut branches = self.branches();
+        let i = Self::branch_index(&branches, port.branch)?;
+        let w = branches
+            .get_mut(i)
+            .and_then(|b| b.wan.iter_mut().find(|w| w.port == port.port))
+            .ok_or(StoreError::NoPort(port))?;
+        if let Some(v) = patch.address {
+            w.address = v;
+        }
+        if let Some(v) = patch.gateway {
+            w.gateway = v;
+        }
+        if let Some(v) = patch.gateway_mac {
+            w.gateway_mac = Some(v);
+        }
+        if let Some(v) = patch.mac {
+            w.mac = Some(v);
+        }
+        if let Some(v) = patch.kind {
+            w.kind = v;
+        }
+        if let Some(v) = patch.capacity_mbps {
+            w.capacity_mbps = v;
+        }
+        self.with(branches, self.group_list(), self.settings.clone())
+    }
+
+    /// Removes the last WAN port of a branch; refused while path groups use it.
+    pub fn remove_port(&self, port: PortRef) -> Result<Self, StoreError> {
+        let mut branches = self.branches();
+        let i = Self::branch_index(&branches, port.branch)?;
+        let b = branches
+            .get_mut(i)
+            .ok_or(StoreError::NoBranch(port.branch))?;
+        let last = b
+            .wan
+            .last()
+            .map(|w| w.port)
+            .ok_or(StoreError::NoPort(port))?;
+        if !b.wan.iter().any(|w| w.port == port.port) {
+            return Err(StoreError::NoPort(port));
+        }
+        if last != port.port {
+            return Err(StoreError::NotLastPort {
+                branch: port.branch,
+                last,
+                given: port.port,
+            });
+        }
+        let users = self.groups_using(|p| p == port);
+        if !users.is_empty() {
+            return Err(StoreError::InUse {
+                what: format!("WAN port {port}"),
+                groups: users.join(", "),
+            });
+        }
+        b.wan.pop();
+        self.with(branches, self.group_list(), self.settings.clone())
+    }
+
+    /// Sets (adds or replaces) one path group; members get ids 1, 2, ... in order.
+    pub fn set_group(
+        &self,
+        source: BranchId,
+        destination: BranchId,
+        id: GroupId,
+        members: Vec<MemberPath>,
+    ) -> Result<Self, StoreError> {
+        let group = PathGroup::from_members(source, destination, id, members)?;
+        let mut groups: Vec<PathGroup> = self
+            .groups
+            .groups()
+            .filter(|g| !(g.source == source && g.destination == destination && g.id == id))
+            .cloned()
+            .collect();
+        groups.push(group);
+        self.with(self.branches(), groups, self.settings.clone())
+    }
+
+    /// Removes one path group.
+    pub fn remove_group(
+        &self,
+        source: BranchId,
+        destination: BranchId,
+        id: GroupId,
+    ) -> Result<Self, StoreError> {
+        if self.groups.group(source, destination, id).is_none() {
+            return Err(StoreError::NoGroup {
+                source_branch: source,
+                destination,
+                group: id,
+            });
+        }
+        let groups = self
+            .groups
+            .groups()
+            .filter(|g| !(g.source == source && g.destination == destination && g.id == id))
+            .cloned()
+            .collect();
+        self.with(self.branches(), groups, self.settings.clone())
+    }
+
+    /// Replaces the settings.
+    pub fn set_settings(&self, settings: Settings) -> Result<Self, StoreError> {
+        self.with(self.branches(), self.group_list(), settings)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Migrations
+// ---------------------------------------------------------------------------------------------
+
+/// One schema migration from version `from` to `from + 1`, run inside one write transaction
+/// (the version bump is written in the same transaction).
+#[derive(Clone, Copy)]
+pub struct Migration {
+    /// The version it upgrades from.
+    pub from: u64,
+    /// What it does (logged).
+    pub description: &'static str,
+    /// The change.
+    pub apply: fn(&WriteTransaction) -> Result<(), StoreError>,
+}
+
+impl std::fmt::Debug for Migration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Migration")
+            .field("from", &self.from)
+            .field("description", &self.description)
+            .finish()
+    }
+}
+
+/// Every migration, in order; the last one ends at [`SCHEMA_VERSION`].
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    from: 0,
+    description: "create tables meta, branches, groups, settings with default settings",
+    apply: migrate_0_to_1,
+}];
+
+fn migrate_0_to_1(txn: &WriteTransaction) -> Result<(), StoreError> {
+    txn.open_table(BRANCHES)?;
+    txn.open_table(GROUPS)?;
+    let mut settings = txn.open_table(SETTINGS)?;
+    if settings.get(PATH_CONFIG_KEY)?.is_none() {
+        let json = to_json(&Settings::default())?;
+        settings.insert(PATH_CONFIG_KEY, json.as_str())?;
+    }
+    Ok(())
+}
+
+fn read_version(db: &Database) -> Result<u64, StoreError> {
+    let txn = db.begin_read()?;
+    match txn.open_table(META) {
+        Ok(meta) => Ok(meta.get(VERSION_KEY)?.map_or(0, |v| v.value())),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Runs the migrations `db` lacks; returns the resulting version (`migrations.len()`).
+fn migrate(db: &Database, migrations: &[Migration]) -> Result<u64, StoreError> {
+    for (index, m) in migrations.iter().enumerate() {
+        if m.from != index as u64 {
+            return Err(StoreError::BadMigrations {
+                index,
+                from: m.from,
+            });
+        }
+    }
+    let target = migrations.len() as u64;
+    let found = read_version(db)?;
+    if found > target {
+        return Err(StoreError::TooNew {
+            found,
+            supported: target,
+        });
+    }
+    for m in migrations.iter().skip_while(|m| m.from < found) {
+        tracing::info!(
+            from = m.from,
+            to = m.from + 1,
+            what = m.description,
+            "migrating database schema"
+        );
+        let txn = db.begin_write()?;
+        (m.apply)(&txn)?;
+        txn.open_table(META)?.insert(VERSION_KEY, m.from + 1)?;
+        txn.commit()?;
+    }
+    Ok(target)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driver
+// ---------------------------------------------------------------------------------------------
+
+fn to_json<T: Serialize>(v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Corrupt {
+        key: "(encoding)".into(),
+        reason: e.to_string(),
+    })
+}
+
+fn from_json<'a, T: Deserialize<'a>>(
+    key: impl FnOnce() -> String,
+    s: &'a str,
+) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt {
+        key: key(),
+        reason: e.to_string(),
+    })
+}
+
+fn load(
+    branches: &impl ReadableTable<u8, &'static str>,
+    groups: &impl ReadableTable<(u8, u8, u8), &'static str>,
+    settings: &impl ReadableTable<&'static str, &'static str>,
+) -> Result<Catalog, StoreError> {
+    let mut bs = Vec::new();
+    for row in branches.iter()? {
+        let (k, v) = row?;
+        let id = k.value();
+        let b: Branch = from_json(|| format!("branches/{id}"), v.value())?;
+        if b.id.get() != id {
+            return Err(StoreError::Corrupt {
+                key: format!("branches/{id}"),
+                reason: format!("holds branch {}", b.id),
+            });
+        }
+        bs.push(b);
+    }
+    let mut gs = Vec::new();
+    for row in groups.iter()? {
+        let (k, v) = row?;
+        let (s, d, g) = k.value();
+        let key = || format!("groups/{s}>{d}#{g}");
+        let bad = |reason: String| StoreError::Corrupt { key: key(), reason };
+        let members: BTreeMap<MemberId, MemberPath> = from_json(key, v.value())?;
+        gs.push(PathGroup {
+            source: BranchId::new(s).map_err(|e| bad(e.to_string()))?,
+            destination: BranchId::new(d).map_err(|e| bad(e.to_string()))?,
+            id: GroupId::new(g).map_err(|e| bad(e.to_string()))?,
+            members,
+        });
+    }
+    let st: Settings = match settings.get(PATH_CONFIG_KEY)? {
+        Some(v) => from_json(|| format!("settings/{PATH_CONFIG_KEY}"), v.value())?,
+        None => Settings::default(),
+    };
+    Catalog::new(bs, gs, st).map_err(|e| StoreError::StoredInvalid(Box::new(e)))
+}
+
+fn save(txn: &WriteTransaction, old: &Catalog, new: &Catalog) -> Result<(), StoreError> {
+    let mut branches = txn.open_table(BRANCHES)?;
+    for b in old.inventory.branches() {
+        if new.inventory.branch(b.id).is_none() {
+            branches.remove(b.id.get())?;
+        }
+    }
+    for b in new.inventory.branches() {
+        if old.inventory.branch(b.id) != Some(b) {
+            branches.insert(b.id.get(), to_json(b)?.as_str())?;
+        }
+    }
+    let mut groups = txn.open_table(GROUPS)?;
+    let key = |g: &PathGroup| (g.source.get(), g.destination.get(), g.id.get());
+    for g in old.groups.groups() {
+        if new.groups.group(g.source, g.destination, g.id).is_none() {
+            groups.remove(key(g))?;
+        }
+    }
+    for g in new.groups.groups() {
+        if old.groups.group(g.source, g.destination, g.id) != Some(g) {
+            groups.insert(key(g), to_json(&g.members)?.as_str())?;
+        }
+    }
+    if old.settings != new.settings {
+        txn.open_table(SETTINGS)?
+            .insert(PATH_CONFIG_KEY, to_json(&new.settings)?.as_str())?;
+    }
+    Ok(())
+}
+
+fn locked(e: redb::DatabaseError, path: &Path) -> StoreError {
+    match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked(path.to_owned()),
+        e => e.into(),
+    }
+}
+
+/// What [`Store::check`] found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    /// Schema version of the file.
+    pub schema_version: u64,
+    /// Branches.
+    pub branches: usize,
+    /// WAN ports.
+    pub ports: usize,
+    /// Path groups.
+    pub groups: usize,
+    /// Compiled flows, all switches.
+    pub flows: usize,
+}
+
+/// The inventory database (one redb file).
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens `path`, creating the file (and its parent directory's file, not the directory) if
+    /// missing, and migrates it to [`SCHEMA_VERSION`]. The stored catalog is validated.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with_migrations(path, MIGRATIONS)
+    }
+
+    /// [`Store::open`] with an explicit migration list (tests exercise the hook with it).
+    pub fn open_with_migrations(path: &Path, migrations: &[Migration]) -> Result<Self, StoreError> {
+        let db = Database::create(path).map_err(|e| locked(e, path))?;
+        let version = migrate(&db, migrations)?;
+        let store = Self {
+            db,
+            path: path.to_owned(),
+        };
+        store.catalog()?;
+        tracing::debug!(path = %path.display(), version, "database open");
+        Ok(store)
+    }
+
+    /// Validates an existing file without writing to it: schema version, every row, every rule,
+    /// and that the flows compile.
+    pub fn check(path: &Path) -> Result<CheckReport, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Missing(path.to_owned()));
+        }
+        let db = Database::open(path).map_err(|e| locked(e, path))?;
+        let found = read_version(&db)?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found < SCHEMA_VERSION {
+            return Err(StoreError::TooOld {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        let store = Self {
+            db,
+            path: path.to_owned(),
+        };
+        let c = store.catalog()?;
+        Ok(CheckReport {
+            schema_version: found,
+            branches: c.inventory.branches().count(),
+            ports: c.inventory.ports().count(),
+            groups: c.groups.len(),
+            flows: c.flows.len(),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version in the file.
+    pub fn schema_version(&self) -> Result<u64, StoreError> {
+        read_version(&self.db)
+    }
+
+    /// The current catalog (one read transaction: a consistent snapshot).
+    pub fn catalog(&self) -> Result<Catalog, StoreError> {
+        let txn = self.db.begin_read()?;
+        let branches = txn.open_table(BRANCHES)?;
+        let groups = txn.open_table(GROUPS)?;
+        let settings = txn.open_table(SETTINGS)?;
+        load(&branches, &groups, &settings)
+    }
+
+    /// Applies `op` to the current catalog in one write transaction and commits the result;
+    /// if `op` refuses (or validation fails) nothing is written.
+    pub fn update(
+        &self,
+        op: impl FnOnce(&Catalog) -> Result<Catalog, StoreError>,
+    ) -> Result<Catalog, StoreError> {
+        let txn = self.db.begin_write()?;
+        let old = {
+            let branches = txn.open_table(BRANCHES)?;
+            let groups = txn.open_table(GROUPS)?;
+            let settings = txn.open_table(SETTINGS)?;
+            load(&branches, &groups, &settings)?
+        };
+        let new = op(&old)?;
+        save(&txn, &old, &new)?;
+        txn.commit()?;
+        Ok(new)
+    }
+
+    /// Replaces everything (branches, groups, and settings if given) atomically.
+    pub fn import(
+        &self,
+        inventory: InventoryFile,
+        groups: GroupsFile,
+        settings: Option<Settings>,
+    ) -> Result<Catalog, StoreError> {
+        self.update(|old| {
+            let settings = settings.unwrap_or_else(|| old.settings.clone());
+            Catalog::from_files(inventory, groups, settings)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INVENTORY: &str = include_str!("../../../examples/inventory-paper.toml");
+    const PATHS: &str = include_str!("../../../examples/paths-paper-table2.toml");
+
+    fn paper() -> (InventoryFile, GroupsFile) {
+        (
+            toml::from_str(INVENTORY).unwrap(),
+            toml::from_str(PATHS).unwrap(),
+        )
+    }
+
+    fn temp() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ssc.redb");
+        (dir, path)
+    }
+
+    fn b(id: u8) -> BranchId {
+        BranchId::new(id).unwrap()
+    }
+
+    fn branch(id: u8, third: u8) -> Branch {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "name": format!("b{id}"), "lan": [format!("10.{third}.0.0/16")],
+            "wan": [{"port": "a", "address": format!("198.18.{third}.2/24"),
+                     "gateway": format!("198.18.{third}.1"), "capacity_mbps": 10}]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn fresh_database_is_version_1_and_empty() {
+        let (_d, path) = temp();
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let c = store.catalog().unwrap();
+        assert_eq!(c.inventory().branches().count(), 0);
+        assert!(c.groups().is_empty());
+        assert_eq!(c.settings(), &Settings::default());
+    }
+
+    #[test]
+    fn round_trip_paper_topology_across_reopen() {
+        let (_d, path) = temp();
+        let (inv, groups) = paper();
+        let expected = {
+            let inventory = Inventory::from_toml(INVENTORY).unwrap();
+            let groups = PathGroups::from_toml(&inventory, PATHS).unwrap();
+            swap::compile(&inventory, &groups).unwrap()
+        };
+        {
+            let store = Store::open(&path).unwrap();
+            let c = store.import(inv.clone(), groups.clone(), None).unwrap();
+            assert_eq!(c.flows(), &expected);
+        }
+        let store = Store::open(&path).unwrap();
+        let c = store.catalog().unwrap();
+        assert_eq!(c.inventory().to_file(), inv);
+        assert_eq!(c.groups().to_file(), groups);
+        assert_eq!(c.flows(), &expected);
+        assert_eq!(c.flows().len(), 140);
+        drop(store);
+        let report = Store::check(&path).unwrap();
+        assert_eq!(
+            report,
+            CheckReport {
+                schema_version: 1,
+                branches: 5,
+                ports: 10,
+                groups: 4,
+                flows: 140
+            }
+        );
+    }
+
+    #[test]
+    fn operations_round_trip() {
+        let (_d, path) = temp();
+        let store = Store::open(&path).unwrap();
+        store.update(|c| c.add_branch(branch(1, 10))).unwrap();
+        store.update(|c| c.add_branch(branch(2, 20))).unwrap();
+        store
+            .update(|c| {
+                c.modify_branch(
+                    b(2),
+                    BranchPatch {
+                        name: Some("two".into()),
+                        lan: None,
+                    },
+                )
+            })
+            .unwrap();
+        let port: NewPort = serde_json::from_value(serde_json::json!({
+            "address": "198.18.21.2/24", "gateway": "198.18.21.1", "capacity_mbps": 20
+        }))
+        .unwrap();
+        store.update(|c| c.add_port(b(2), port)).unwrap();
+        let p2b: PortRef = "2b".parse().unwrap();
+        store
+            .update(|c| {
+                c.modify_port(
+                    p2b,
+                    PortPatch {
+                        capacity_mbps: Some(30),
+                        ..PortPatch::default()
+                    },
+                )
+            })
+            .unwrap();
+        let members = vec!["1a>2a".parse().unwrap(), "1a>2b".parse().unwrap()];
+        store
+            .update(|c| c.set_group(b(1), b(2), GroupId::new(3).unwrap(), members))
+            .unwrap();
+        let settings = Settings {
+            groups_per_pair: 2,
+            ..Settings::default()
+        };
+        store.update(|c| c.set_settings(settings.clone())).unwrap();
+        drop(store);
+
+        let store = Store::open(&path).unwrap();
+        let c = store.catalog().unwrap();
+        let two = c.inventory().branch(b(2)).unwrap();
+        assert_eq!(two.name, "two");
+        assert_eq!(two.wan.len(), 2);
+        assert_eq!(c.inventory().port(p2b).unwrap().capacity_mbps, 30);
+        let g = c
+            .groups()
+            .group(b(1), b(2), GroupId::new(3).unwrap())
+            .unwrap();
+        assert_eq!(g.members.len(), 2);
+        assert_eq!(c.settings(), &settings);
+        // 2 members × 3 flows at each end, + 2 or 4 patch flows.
+        assert_eq!(c.flows().switch(b(1)).len(), 2 + 6);
+        assert_eq!(c.flows().switch(b(2)).len(), 4 + 6);
+
+        // In use: neither the branch nor the port can go while the group uses them.
+        let e = store.update(|c| c.remove_port(p2b)).unwrap_err();
+        assert!(matches!(e, StoreError::InUse { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "WAN port 2b is used by path groups 1>2 #3; remove or change them first"
+        );
+        let e = store.update(|c| c.remove_branch(b(1))).unwrap_err();
+        assert!(matches!(e, StoreError::InUse { .. }), "{e}");
+        store
+            .update(|c| c.remove_group(b(1), b(2), GroupId::new(3).unwrap()))
+            .unwrap();
+        store.update(|c| c.remove_port(p2b)).unwrap();
+        store.update(|c| c.remove_branch(b(1))).unwrap();
+        let c = store.catalog().unwrap();
+        assert_eq!(c.inventory().branches().count(), 1);
+        assert_eq!(c.inventory().branch(b(2)).unwrap().wan.len(), 1);
+    }
+
+    #[test]
+    fn invalid_changes_are_rejected_and_nothing_is_written() {
+        let (_d, path) = temp();
+        let store = Store::open(&path).unwrap();
+        let (inv, groups) = paper();
+        store.import(inv, groups, None).unwrap();
+        let before = store.catalog().unwrap();
+
+        // Duplicate WAN address.
+        let mut dup = branch(6, 60);
+        dup.wan[0].address = "198.18.10.2/24".parse().unwrap();
+        dup.wan[0].gateway = "198.18.10.1".parse().unwrap();
+        let e = store.update(|c| c.add_branch(dup)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid inventory: WAN address 198.18.10.2 is used by ports 1a and 6a"
+        );
+        // Overlapping LAN.
+        let mut overlap = branch(6, 60);
+        overlap.lan = vec!["198.19.0.0/16".parse().unwrap()];
+        let e = store.update(|c| c.add_branch(overlap)).unwrap_err();
+        assert!(
+            matches!(e, StoreError::Invalid(InventoryError::LanOverlap { .. })),
+            "{e}"
+        );
+        // Existing id.
+        let e = store.update(|c| c.add_branch(branch(1, 60))).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "branch 1 exists already (modify it, or remove it first)"
+        );
+        // Bad name.
+        let e = store
+            .update(|c| {
+                c.modify_branch(
+                    b(1),
+                    BranchPatch {
+                        name: Some("no spaces".into()),
+                        lan: None,
+                    },
+                )
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("name \"no spaces\""), "{e}");
+        // Zero capacity names the port and the field.
+        let e = store
+            .update(|c| {
+                c.modify_port(
+                    "3a".parse().unwrap(),
+                    PortPatch {
+                        capacity_mbps: Some(0),
+                        ..PortPatch::default()
+                    },
+                )
+            })
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid inventory: port 3a: capacity_mbps must be at least 1"
+        );
+        // A port that is not next.
+        let e = store
+            .update(|c| {
+                c.add_port(
+                    b(1),
+                    NewPort {
+                        port: Some(PortIndex::from_letter('d').unwrap()),
+                        address: "198.18.12.2/24".parse().unwrap(),
+                        gateway: "198.18.12.1".parse().unwrap(),
+                        gateway_mac: None,
+                        mac: None,
+                        kind: WanKind::Internet,
+                        capacity_mbps: 1,
+                    },
+                )
+            })
+            .unwrap_err();
+        assert!(matches!(e, StoreError::PortNotNext { .. }), "{e}");
+        // A group with an impossible member.
+        let e = store
+            .update(|c| {
+                c.set_group(
+                    b(1),
+                    b(2),
+                    GroupId::new(5).unwrap(),
+                    vec!["1a>2a".parse().unwrap(), "1a>2a".parse().unwrap()],
+                )
+            })
+            .unwrap_err();
+        assert!(
+            matches!(e, StoreError::Groups(GroupError::DuplicatePair { .. })),
+            "{e}"
+        );
+        // A transit egress without MACs cannot compile.
+        let e = store
+            .update(|c| {
+                let mut branches = c.branches();
+                branches[2].wan[0].mac = None;
+                branches[2].wan[0].gateway_mac = None;
+                Catalog::new(branches, c.group_list(), c.settings.clone())
+            })
+            .unwrap_err();
+        assert!(matches!(e, StoreError::Compile(_)), "{e}");
+        // Settings out of range name the field.
+        let e = store
+            .update(|c| {
+                c.set_settings(Settings {
+                    mdi_threshold: 0.7,
+                    ..Settings::default()
+                })
+            })
+            .unwrap_err();
+        assert!(e.to_string().starts_with("settings.mdi_threshold: "), "{e}");
+        let e = store
+            .update(|c| {
+                c.set_settings(Settings {
+                    groups_per_pair: 17,
+                    ..Settings::default()
+                })
+            })
+            .unwrap_err();
+        assert!(
+            e.to_string().starts_with("settings.groups_per_pair: "),
+            "{e}"
+        );
+        assert!(e.is_input());
+        // Missing things.
+        let e = store.update(|c| c.remove_branch(b(9))).unwrap_err();
+        assert_eq!(e.to_string(), "branch 9 does not exist");
+        let e = store
+            .update(|c| c.remove_port("1a".parse().unwrap()))
+            .unwrap_err();
+        assert!(matches!(e, StoreError::NotLastPort { .. }), "{e}");
+
+        assert_eq!(store.catalog().unwrap(), before);
+    }
+
+    #[test]
+    fn check_refuses_missing_and_old_files() {
+        let (_d, path) = temp();
+        assert!(matches!(Store::check(&path), Err(StoreError::Missing(_))));
+        // A redb file without our tables is version 0.
+        drop(Database::create(&path).unwrap());
+        assert!(matches!(
+            Store::check(&path),
+            Err(StoreError::TooOld {
+                found: 0,
+                supported: 1
+            })
+        ));
+        drop(Store::open(&path).unwrap());
+        assert_eq!(Store::check(&path).unwrap().schema_version, 1);
+    }
+
+    #[test]
+    fn open_database_is_locked_for_others() {
+        let (_d, path) = temp();
+        let _store = Store::open(&path).unwrap();
+        let e = Store::check(&path).unwrap_err();
+        assert!(matches!(e, StoreError::Locked(_)), "{e}");
+        assert!(e
+            .to_string()
+            .ends_with("is in use by another process (is `ssc run` running?)"));
+        let e = Store::open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::Locked(_)), "{e}");
+    }
+
+    /// A version-2 migration for the tests: renames every branch to upper case (a data rewrite
+    /// inside the same transaction as the version bump).
+    fn upper_names(txn: &WriteTransaction) -> Result<(), StoreError> {
+        let mut table = txn.open_table(BRANCHES)?;
+        let mut rows = Vec::new();
+        for row in table.iter()? {
+            let (k, v) = row?;
+            let mut b: Branch = from_json(|| "test".into(), v.value())?;
+            b.name = b.name.to_uppercase();
+            rows.push((k.value(), to_json(&b)?));
+        }
+        for (k, v) in rows {
+            table.insert(k, v.as_str())?;
+        }
+        Ok(())
+    }
+
+    fn failing(txn: &WriteTransaction) -> Result<(), StoreError> {
+        upper_names(txn)?;
+        Err(StoreError::Setting {
+            field: "test",
+            reason: "fails on purpose".into(),
+        })
+    }
+
+    #[test]
+    fn migration_hook_runs_once_in_order_and_atomically() {
+        let (_d, path) = temp();
+        {
+            let store = Store::open(&path).unwrap();
+            store.update(|c| c.add_branch(branch(1, 10))).unwrap();
+        }
+        // A failing migration writes nothing: version and data stay.
+        let with_failing = [
+            MIGRATIONS[0],
+            Migration {
+                from: 1,
+                description: "fails",
+                apply: failing,
+            },
+        ];
+        let e = Store::open_with_migrations(&path, &with_failing).unwrap_err();
+        assert!(e.to_string().contains("fails on purpose"), "{e}");
+        {
+            let store = Store::open(&path).unwrap();
+            assert_eq!(store.schema_version().unwrap(), 1);
+            assert_eq!(
+                store
+                    .catalog()
+                    .unwrap()
+                    .inventory()
+                    .branch(b(1))
+                    .unwrap()
+                    .name,
+                "b1"
+            );
+        }
+        // The real hook: v1 → v2 rewrites the data and bumps the version.
+        let v2 = [
+            MIGRATIONS[0],
+            Migration {
+                from: 1,
+                description: "upper-case names",
+                apply: upper_names,
+            },
+        ];
+        {
+            let store = Store::open_with_migrations(&path, &v2).unwrap();
+            assert_eq!(store.schema_version().unwrap(), 2);
+            assert_eq!(
+                store
+                    .catalog()
+                    .unwrap()
+                    .inventory()
+                    .branch(b(1))
+                    .unwrap()
+                    .name,
+                "B1"
+            );
+        }
+        // Runs once: reopening at v2 changes nothing more.
+        {
+            let store = Store::open_with_migrations(&path, &v2).unwrap();
+            store
+                .update(|c| {
+                    c.modify_branch(
+                        b(1),
+                        BranchPatch {
+                            name: Some("lower".into()),
+                            lan: None,
+                        },
+                    )
+                })
+                .unwrap();
+        }
+        {
+            let store = Store::open_with_migrations(&path, &v2).unwrap();
+            assert_eq!(
+                store
+                    .catalog()
+                    .unwrap()
+                    .inventory()
+                    .branch(b(1))
+                    .unwrap()
+                    .name,
+                "lower"
+            );
+        }
+        // This binary (v1) refuses the v2 file instead of misreading it.
+        let e = Store::open(&path).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                StoreError::TooNew {
+                    found: 2,
+                    supported: 1
+                }
+            ),
+            "{e}"
+        );
+        assert!(matches!(
+            Store::check(&path),
+            Err(StoreError::TooNew {
+                found: 2,
+                supported: 1
+            })
+        ));
+        // A list with a gap is our bug and is refused.
+        let gap = [Migration {
+            from: 1,
+            description: "gap",
+            apply: upper_names,
+        }];
+        let e = Store::open_with_migrations(&path, &gap).unwrap_err();
+        assert!(
+            matches!(e, StoreError::BadMigrations { index: 0, from: 1 }),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn damaged_rows_are_reported_with_their_key() {
+        let (_d, path) = temp();
+        drop(Store::open(&path).unwrap());
+        {
+            let db = Database::create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(BRANCHES)
+                .unwrap()
+                .insert(4u8, "{\"id\": 4, \"nam\": 1}")
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let e = Store::open(&path).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("database row branches/4 is damaged"),
+            "{e}"
+        );
+        assert!(!e.is_input());
+    }
+}

@@ -1,0 +1,210 @@
+//! The `ssc` configuration file (TOML, every key optional, unknown keys rejected).
+//!
+//! ```toml
+//! [api]
+//! listen = "127.0.0.1:8080"          # REST API address
+//! token_file = "/etc/mms/ssc.token"  # bearer token (or `token = "..."`, or env SSC_TOKEN)
+//! body_limit_bytes = 1048576         # largest request body
+//!
+//! [database]
+//! path = "/var/lib/mms/ssc.redb"     # relative paths are relative to this file's directory
+//! ```
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Shortest accepted bearer token, in bytes: a guessable token is no protection.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Default request body limit: an inventory of 15 branches × 8 ports with 16 groups per ordered
+/// pair (3360 groups) is well under 1 MiB of JSON.
+pub const DEFAULT_BODY_LIMIT_BYTES: usize = 1 << 20;
+
+/// The whole file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The REST API.
+    #[serde(default)]
+    pub api: ApiConfig,
+    /// The inventory database.
+    #[serde(default)]
+    pub database: DatabaseConfig,
+}
+
+/// `[api]`: the REST API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiConfig {
+    /// Listen address; default `127.0.0.1:8080` (loopback: expose it deliberately).
+    pub listen: SocketAddr,
+    /// The bearer token itself. Prefer `token_file` or the `SSC_TOKEN` environment variable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// A file holding the bearer token (surrounding whitespace is ignored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    /// Largest request body in bytes.
+    pub body_limit_bytes: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+            token: None,
+            token_file: None,
+            body_limit_bytes: DEFAULT_BODY_LIMIT_BYTES,
+        }
+    }
+}
+
+/// `[database]`: the embedded inventory database (redb).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// The database file; created by `ssc run` if missing. Default `ssc.redb`.
+    pub path: PathBuf,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            path: PathBuf::from("ssc.redb"),
+        }
+    }
+}
+
+/// Why the configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("config {path}: {error}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The IO error (in the message, so not a `source`: no duplicates in error chains).
+        error: std::io::Error,
+    },
+    /// Not TOML of the expected shape (unknown keys included); the message names the key.
+    #[error("config {path}: {error}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parse error (in the message).
+        error: Box<toml::de::Error>,
+    },
+    /// No token anywhere.
+    #[error("no API token: set api.token_file or api.token in the config, or SSC_TOKEN / --token")]
+    NoToken,
+    /// The token file could not be read.
+    #[error("api.token_file {path}: {error}")]
+    TokenFile {
+        /// The file.
+        path: PathBuf,
+        /// The IO error (in the message, so not a `source`: no duplicates in error chains).
+        error: std::io::Error,
+    },
+    /// A token too short to be a secret.
+    #[error(
+        "the API token has {0} bytes; use at least 16 (e.g. `head -c 24 /dev/urandom | base64`)"
+    )]
+    ShortToken(usize),
+    /// Both `token` and `token_file`.
+    #[error("api.token and api.token_file are both set; keep one")]
+    TwoTokens,
+}
+
+impl Config {
+    /// Parses TOML (`origin` names the source in errors).
+    pub fn from_toml(s: &str, origin: &Path) -> Result<Self, ConfigError> {
+        toml::from_str(s).map_err(|e| ConfigError::Parse {
+            path: origin.to_owned(),
+            error: Box::new(e),
+        })
+    }
+
+    /// Reads and parses a file; relative paths in it are resolved against its directory.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: path.to_owned(),
+            error,
+        })?;
+        let mut config = Self::from_toml(&text, path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if config.database.path.is_relative() {
+            config.database.path = dir.join(&config.database.path);
+        }
+        if let Some(f) = config.api.token_file.as_mut() {
+            if f.is_relative() {
+                *f = dir.join(&*f);
+            }
+        }
+        Ok(config)
+    }
+
+    /// The bearer token: `override_token` (flag or env) first, then `api.token`, then the file.
+    pub fn token(&self, override_token: Option<&str>) -> Result<String, ConfigError> {
+        let token = match (override_token, &self.api.token, &self.api.token_file) {
+            (Some(t), _, _) => t.trim().to_owned(),
+            (None, Some(_), Some(_)) => return Err(ConfigError::TwoTokens),
+            (None, Some(t), None) => t.trim().to_owned(),
+            (None, None, Some(path)) => std::fs::read_to_string(path)
+                .map_err(|error| ConfigError::TokenFile {
+                    path: path.clone(),
+                    error,
+                })?
+                .trim()
+                .to_owned(),
+            (None, None, None) => return Err(ConfigError::NoToken),
+        };
+        if token.len() < MIN_TOKEN_LEN {
+            return Err(ConfigError::ShortToken(token.len()));
+        }
+        Ok(token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_for_every_key() {
+        let c = Config::from_toml("", Path::new("x")).unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.api.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.database.path, PathBuf::from("ssc.redb"));
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key() {
+        for (text, key) in [
+            ("colour = 1", "colour"),
+            ("[api]\nlisten_port = 1", "listen_port"),
+            ("[database]\nfile = \"x\"", "file"),
+            ("[openflow]\nlisten = \"0.0.0.0:6653\"", "openflow"),
+        ] {
+            let e = Config::from_toml(text, Path::new("t.toml")).unwrap_err();
+            assert!(e.to_string().contains(key), "{e}");
+            assert!(e.to_string().contains("unknown field"), "{e}");
+        }
+    }
+
+    #[test]
+    fn token_rules() {
+        let mut c = Config::default();
+        assert!(matches!(c.token(None), Err(ConfigError::NoToken)));
+        c.api.token = Some("short".into());
+        assert!(matches!(c.token(None), Err(ConfigError::ShortToken(5))));
+        assert_eq!(
+            c.token(Some("0123456789abcdef")).unwrap(),
+            "0123456789abcdef"
+        );
+        c.api.token_file = Some("/nonexistent".into());
+        assert!(matches!(c.token(None), Err(ConfigError::TwoTokens)));
+        c.api.token = None;
+        assert!(matches!(c.token(None), Err(ConfigError::TokenFile { .. })));
+    }
+}

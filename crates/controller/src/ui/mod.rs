@@ -1,0 +1,35 @@
+//! UI (seed 000 §IV, "User Interface"): the operator's way into the SSC.
+//!
+//! A thin driver over the pure [`crate::inventory`], [`crate::path_group`] and [`crate::swap`]
+//! cores and the [`crate::store`] database:
+//! - [`config`]: the `ssc` TOML configuration (`[api]`, `[database]`).
+//! - [`api`]: the REST API (axum, JSON, bearer token), one table of routes ([`api::ROUTES`]).
+//! - [`openapi`]: the OpenAPI 3 document built from that table, served at `/openapi.json`.
+//! - [`client`]: the blocking HTTP client behind the `ssc` CLI subcommands.
+//!
+//! Call order for a server: [`config::Config::load`] → [`crate::store::Store::open`] →
+//! [`api::AppState::new`] → [`serve`].
+pub mod api;
+pub mod client;
+pub mod config;
+pub mod openapi;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::store::Store;
+
+/// Serves the REST API on `listener` until `shutdown` completes (then finishes the requests in
+/// flight).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    store: Arc<Store>,
+    token: &str,
+    body_limit_bytes: usize,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = api::router(api::AppState::new(store, token), body_limit_bytes);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

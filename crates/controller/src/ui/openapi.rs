@@ -1,0 +1,207 @@
+//! The OpenAPI 3 document of the REST API, built from [`super::api::ROUTES`] (so every route is
+//! in it, with its method, parameters, bodies and statuses) plus hand-written schemas of the JSON
+//! forms, which follow the serde types of [`crate::inventory`], [`crate::path_group`],
+//! [`crate::store`] and [`crate::swap`].
+use serde_json::{json, Map, Value};
+
+use super::api::{Route, ROUTES};
+
+fn param_schema(name: &str) -> Value {
+    match name {
+        "branch" | "source" | "destination" => {
+            json!({"type": "integer", "minimum": 1, "maximum": 15, "description": "branch id"})
+        }
+        "group" => {
+            json!({"type": "integer", "minimum": 0, "maximum": 15, "description": "path group id G"})
+        }
+        "port" => json!({"type": "string", "pattern": "^[a-h]$", "description": "WAN port letter"}),
+        _ => json!({"type": "string"}),
+    }
+}
+
+/// The `{name}` parameters of a path template, in order.
+pub fn path_params(path: &str) -> Vec<&str> {
+    path.split('/')
+        .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+        .collect()
+}
+
+fn schema_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn operation(r: &Route) -> Value {
+    let mut op = Map::new();
+    op.insert("operationId".into(), json!(format!("{:?}", r.op)));
+    op.insert("summary".into(), json!(r.summary));
+    op.insert("tags".into(), json!([r.tag]));
+    let params: Vec<Value> = path_params(r.path)
+        .into_iter()
+        .map(|p| json!({"name": p, "in": "path", "required": true, "schema": param_schema(p)}))
+        .collect();
+    if !params.is_empty() {
+        op.insert("parameters".into(), Value::Array(params));
+    }
+    if let Some(req) = r.request {
+        op.insert(
+            "requestBody".into(),
+            json!({"required": true, "content": {"application/json": {"schema": schema_ref(req)}}}),
+        );
+    }
+    let mut responses = Map::new();
+    let ok = match r.response {
+        Some(s) => {
+            json!({"description": "success", "content": {"application/json": {"schema": schema_ref(s)}}})
+        }
+        None if r.status == 204 => json!({"description": "done, no body"}),
+        None => {
+            json!({"description": "success", "content": {"application/json": {"schema": {"type": "object"}}}})
+        }
+    };
+    responses.insert(r.status.to_string(), ok);
+    let error = |d: &str| json!({"description": d, "content": {"application/json": {"schema": schema_ref("Error")}}});
+    if r.auth {
+        op.insert("security".into(), json!([{"bearer": []}]));
+        responses.insert("401".into(), error("missing or wrong bearer token"));
+    } else {
+        op.insert("security".into(), json!([]));
+    }
+    if !path_params(r.path).is_empty() {
+        responses.insert("404".into(), error("no such branch, port or path group"));
+    }
+    if r.request.is_some() {
+        responses.insert("400".into(), error("malformed JSON"));
+        responses.insert(
+            "409".into(),
+            error("conflicts with the inventory (exists, in use)"),
+        );
+        responses.insert(
+            "422".into(),
+            error("invalid: the message names the field and the rule"),
+        );
+    } else if r.status == 204 {
+        responses.insert("409".into(), error("still used by path groups"));
+    }
+    if r.auth {
+        responses.insert("500".into(), error("database failure"));
+    }
+    op.insert("responses".into(), Value::Object(responses));
+    Value::Object(op)
+}
+
+fn schemas() -> Value {
+    let branch_id = json!({"type": "integer", "minimum": 1, "maximum": 15});
+    let port_letter = json!({"type": "string", "pattern": "^[a-h]$"});
+    let port_name = json!({"type": "string", "pattern": "^[0-9]{1,2}[a-h]$", "example": "4a"});
+    let ipv4_net = json!({"type": "string", "example": "198.18.10.2/24"});
+    let ipv4 = json!({"type": "string", "format": "ipv4"});
+    let mac = json!({"type": "string", "pattern": "^([0-9a-f]{2}:){5}[0-9a-f]{2}$"});
+    let kind = json!({"type": "string", "enum": ["internet", "leased"], "default": "internet"});
+    let member = json!({"type": "string", "example": "1a>4a>4b>2a",
+        "description": "member path in the paper's notation: branch number + port letter, hops separated by `>`"});
+    let settings = json!({"type": "object", "additionalProperties": false, "properties": {
+        "groups_per_pair": {"type": "integer", "minimum": 1, "maximum": 16, "default": 4},
+        "mdi_threshold": {"type": "number", "minimum": 0, "maximum": 0.5, "default": 0.4},
+        "replace_margin": {"type": "number", "minimum": 0, "default": 0.2},
+        "allow_transit": {"type": "boolean", "default": true}}});
+    json!({
+        "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+        "Health": {"type": "object", "required": ["status", "schema_version", "openflow"], "properties": {
+            "status": {"type": "string", "enum": ["ok"]},
+            "schema_version": {"type": "integer"},
+            "openflow": {"type": "boolean", "description": "whether the OpenFlow server runs (not built yet: false)"}}},
+        "WanPort": {"type": "object", "additionalProperties": false,
+            "required": ["port", "address", "gateway", "capacity_mbps"], "properties": {
+            "port": port_letter, "address": ipv4_net, "gateway": ipv4, "gateway_mac": mac, "mac": mac,
+            "kind": kind, "capacity_mbps": {"type": "integer", "minimum": 1}}},
+        "NewPort": {"type": "object", "additionalProperties": false,
+            "required": ["address", "gateway", "capacity_mbps"], "properties": {
+            "port": {"type": "string", "pattern": "^[a-h]$", "description": "must be the next letter; default: the next letter"},
+            "address": ipv4_net, "gateway": ipv4, "gateway_mac": mac, "mac": mac,
+            "kind": kind, "capacity_mbps": {"type": "integer", "minimum": 1}}},
+        "PortPatch": {"type": "object", "additionalProperties": false, "properties": {
+            "address": ipv4_net, "gateway": ipv4, "gateway_mac": mac, "mac": mac, "kind": kind,
+            "capacity_mbps": {"type": "integer", "minimum": 1}}},
+        "Branch": {"type": "object", "additionalProperties": false, "required": ["id", "name", "wan"], "properties": {
+            "id": branch_id,
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
+            "lan": {"type": "array", "items": ipv4_net},
+            "wan": {"type": "array", "minItems": 1, "maxItems": 8, "items": schema_ref("WanPort")}}},
+        "BranchPatch": {"type": "object", "additionalProperties": false, "properties": {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
+            "lan": {"type": "array", "items": ipv4_net}}},
+        "BranchList": {"type": "array", "items": schema_ref("Branch")},
+        "InventoryFile": {"type": "object", "additionalProperties": false, "properties": {
+            "branches": {"type": "array", "items": schema_ref("Branch")}}},
+        "GroupEntry": {"type": "object", "additionalProperties": false,
+            "required": ["source", "destination", "id", "members"], "properties": {
+            "source": branch_id, "destination": branch_id,
+            "id": {"type": "integer", "minimum": 0, "maximum": 15},
+            "members": {"type": "array", "items": member}}},
+        "GroupsFile": {"type": "object", "additionalProperties": false, "properties": {
+            "groups": {"type": "array", "items": schema_ref("GroupEntry")}}},
+        "Import": {"type": "object", "additionalProperties": false, "required": ["inventory"], "properties": {
+            "inventory": schema_ref("InventoryFile"),
+            "groups": schema_ref("GroupsFile"),
+            "settings": schema_ref("Settings")}},
+        "Summary": {"type": "object", "properties": {
+            "branches": {"type": "integer"}, "ports": {"type": "integer"},
+            "groups": {"type": "integer"}, "flows": {"type": "integer"}}},
+        "Transit": {"type": "object", "additionalProperties": false, "required": ["ingress", "egress"], "properties": {
+            "ingress": port_name, "egress": port_name}},
+        "StructuredMember": {"type": "object", "additionalProperties": false, "required": ["source", "destination"], "properties": {
+            "source": port_name, "transits": {"type": "array", "maxItems": 1, "items": schema_ref("Transit")},
+            "destination": port_name}},
+        "SetPathGroup": {"type": "object", "additionalProperties": false, "required": ["members"], "properties": {
+            "members": {"type": "array", "minItems": 1, "maxItems": 15, "items": {"oneOf": [member, schema_ref("StructuredMember")]}}}},
+        "Member": {"type": "object", "properties": {
+            "id": {"type": "integer", "minimum": 1, "maximum": 15}, "path": member,
+            "code": {"type": "string", "example": "0x2114", "description": "path code 0xBASG"},
+            "wan_hops": {"type": "integer"},
+            "source": port_name, "transits": {"type": "array", "items": schema_ref("Transit")}, "destination": port_name}},
+        "PathGroup": {"type": "object", "properties": {
+            "source": branch_id, "destination": branch_id, "id": {"type": "integer"},
+            "listen_port": {"type": "string", "example": "0x2004"},
+            "members": {"type": "array", "items": schema_ref("Member")}}},
+        "PathGroupList": {"type": "array", "items": schema_ref("PathGroup")},
+        "Settings": settings,
+        "Flow": {"type": "object", "description": "one OpenFlow 1.3 flow of table 0 (see docs/controller.md §4)", "properties": {
+            "table": {"type": "integer"}, "priority": {"type": "integer"},
+            "cookie": {"type": "integer", "format": "int64"},
+            "matches": {"type": "object"}, "actions": {"type": "array", "items": {}},
+            "ofctl": {"type": "string", "description": "ovs-ofctl add-flow syntax"}}},
+        "Flows": {"type": "object", "properties": {
+            "branch": branch_id, "count": {"type": "integer"},
+            "flows": {"type": "array", "items": schema_ref("Flow")}}},
+        "Stats": {"type": "object", "description": "filled by the SDC later; empty until then", "properties": {
+            "available": {"type": "boolean"}, "note": {"type": "string"},
+            "branches": {"type": "array", "maxItems": 0, "items": {}}}},
+    })
+}
+
+/// The document served at `/openapi.json`.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for r in ROUTES {
+        let entry = paths
+            .entry(r.path.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(m) = entry {
+            m.insert(r.method.as_str().to_ascii_lowercase(), operation(r));
+        }
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "MMS SD-WAN controller (ssc) API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Inventory (branches, WAN ports), path groups, settings and compiled flows of the SSC (seed 000 §IV, UI module). JSON everywhere; errors are {\"error\": message}. Every /api/v1 route needs `Authorization: Bearer <token>`."
+        },
+        "servers": [{"url": "/"}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": schemas(),
+        },
+    })
+}

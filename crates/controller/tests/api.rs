@@ -1,0 +1,666 @@
+//! The REST API in process (tower `oneshot`, no socket): auth, every route, CRUD, bad input.
+// Test helpers outside #[test] functions unwrap too (clippy.toml only covers #[test] bodies).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, Method, Request, StatusCode};
+use axum::Router;
+use controller::inventory::{BranchId, Inventory};
+use controller::path_group::PathGroups;
+use controller::store::Store;
+use controller::swap;
+use controller::ui::api::{router, AppState, ROUTES};
+use controller::ui::openapi::{document, path_params};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+const TOKEN: &str = "test-token-0123456789";
+const INVENTORY: &str = include_str!("../../../examples/inventory-paper.toml");
+const PATHS: &str = include_str!("../../../examples/paths-paper-table2.toml");
+
+struct Api {
+    app: Router,
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+}
+
+impl Api {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ssc.redb");
+        let store = Arc::new(Store::open(&path).unwrap());
+        Self {
+            app: router(AppState::new(store, TOKEN), 1 << 20),
+            _dir: dir,
+            path,
+        }
+    }
+
+    async fn raw(&self, req: Request<Body>) -> (StatusCode, Value) {
+        let resp = self.app.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
+            .await
+            .unwrap();
+        let v = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|e| panic!("{status}: not JSON ({e}): {bytes:?}"))
+        };
+        (status, v)
+    }
+
+    async fn call(&self, method: Method, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
+        let body = match body {
+            Some(b) => {
+                req = req.header(header::CONTENT_TYPE, "application/json");
+                Body::from(b.to_string())
+            }
+            None => Body::empty(),
+        };
+        self.raw(req.body(body).unwrap()).await
+    }
+
+    async fn get(&self, uri: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, uri, None).await
+    }
+
+    async fn import_paper(&self) {
+        let inventory: Value = toml::from_str(INVENTORY).unwrap();
+        let groups: Value = toml::from_str(PATHS).unwrap();
+        let (s, v) = self
+            .call(
+                Method::POST,
+                "/api/v1/import",
+                Some(json!({"inventory": inventory, "groups": groups})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(
+            v,
+            json!({"branches": 5, "ports": 10, "groups": 4, "flows": 140})
+        );
+    }
+}
+
+fn sample_uri(path: &str) -> String {
+    let mut out = path.to_owned();
+    for p in path_params(path) {
+        let value = match p {
+            "port" => "b",
+            "destination" => "2",
+            "group" => "1",
+            _ => "1",
+        };
+        out = out.replace(&format!("{{{p}}}"), value);
+    }
+    out
+}
+
+fn error_of(v: &Value) -> &str {
+    v["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error message in {v}"))
+}
+
+#[tokio::test]
+async fn every_route_is_in_the_openapi_document() {
+    let api = Api::new();
+    let (s, doc) = api
+        .raw(Request::get("/openapi.json").body(Body::empty()).unwrap())
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(doc, document());
+    assert_eq!(doc["openapi"], "3.0.3");
+    let paths = doc["paths"].as_object().unwrap();
+    let mut documented = 0;
+    for (path, ops) in paths {
+        documented += ops.as_object().unwrap().len();
+        assert!(
+            ROUTES.iter().any(|r| r.path == path),
+            "{path} is documented but not routed"
+        );
+    }
+    assert_eq!(
+        documented,
+        ROUTES.len(),
+        "every operation documented exactly once"
+    );
+    for r in ROUTES {
+        let op = &paths[r.path][r.method.as_str().to_ascii_lowercase()];
+        assert!(
+            op.is_object(),
+            "{} {} missing from /openapi.json",
+            r.method,
+            r.path
+        );
+        assert!(
+            op["responses"][r.status.to_string()].is_object(),
+            "{} {}",
+            r.method,
+            r.path
+        );
+        let params: Vec<&str> = op["parameters"]
+            .as_array()
+            .map(|a| a.iter().map(|p| p["name"].as_str().unwrap()).collect())
+            .unwrap_or_default();
+        assert_eq!(params, path_params(r.path), "{} {}", r.method, r.path);
+        if let Some(req) = r.request {
+            assert!(
+                doc["components"]["schemas"][req].is_object(),
+                "schema {req}"
+            );
+        }
+        if let Some(resp) = r.response {
+            assert!(
+                doc["components"]["schemas"][resp].is_object(),
+                "schema {resp}"
+            );
+        }
+        assert_eq!(op["security"].as_array().unwrap().is_empty(), !r.auth);
+    }
+    // Every $ref points at a schema.
+    let text = doc.to_string();
+    for piece in text.split("\"#/components/schemas/").skip(1) {
+        let name = piece.split('"').next().unwrap();
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "dangling $ref {name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_documented_route_is_served() {
+    let api = Api::new();
+    api.import_paper().await;
+    // No token: every private route answers 401 (it exists, and the token is checked first).
+    for r in ROUTES.iter().filter(|r| r.auth) {
+        let uri = sample_uri(r.path);
+        let req = Request::builder()
+            .method(r.method.clone())
+            .uri(&uri)
+            .body(Body::empty())
+            .unwrap();
+        let (s, v) = api.raw(req).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{} {uri}: {v}", r.method);
+    }
+    // With the token, every route reaches its handler: never the JSON fallback, never 405.
+    for r in ROUTES {
+        let uri = sample_uri(r.path);
+        let (s, v) = api.call(r.method.clone(), &uri, Some(json!({}))).await;
+        assert_ne!(s, StatusCode::METHOD_NOT_ALLOWED, "{} {uri}", r.method);
+        if s == StatusCode::NOT_FOUND {
+            assert!(
+                !error_of(&v).starts_with("no route"),
+                "{} {uri}: {v}",
+                r.method
+            );
+        }
+    }
+    let (s, v) = api.get("/api/v1/nothing").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert!(
+        error_of(&v).starts_with("no route GET /api/v1/nothing"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn auth_failures_are_401() {
+    let api = Api::new();
+    let cases: [(Option<String>, &str); 5] = [
+        (None, "missing bearer token"),
+        (
+            Some("Bearer wrong-token-0123456789".into()),
+            "wrong bearer token",
+        ),
+        (Some(format!("Bearer {TOKEN}x")), "wrong bearer token"),
+        (Some(format!("Basic {TOKEN}")), "missing bearer token"),
+        (Some("Bearer ".into()), "wrong bearer token"),
+    ];
+    for (auth, msg) in cases {
+        let mut req = Request::get("/api/v1/branches");
+        if let Some(a) = &auth {
+            req = req.header(header::AUTHORIZATION, a);
+        }
+        let resp = api
+            .app
+            .clone()
+            .oneshot(req.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{auth:?}");
+        assert_eq!(resp.headers()[header::WWW_AUTHENTICATE], "Bearer");
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert!(error_of(&v).starts_with(msg), "{auth:?}: {v}");
+    }
+    // A write without the token stores nothing.
+    let req = Request::post("/api/v1/branches")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(
+            json!({"id": 1, "name": "x", "wan": [{"port": "a", "address": "198.18.10.2/24",
+                   "gateway": "198.18.10.1", "capacity_mbps": 1}]})
+            .to_string(),
+        ))
+        .unwrap();
+    assert_eq!(api.raw(req).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(api.get("/api/v1/branches").await.1, json!([]));
+    // Health and the document need no token.
+    let (s, v) = api
+        .raw(Request::get("/health").body(Body::empty()).unwrap())
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        v,
+        json!({"status": "ok", "schema_version": 1, "openflow": false})
+    );
+}
+
+#[tokio::test]
+async fn branches_and_ports_crud() {
+    let api = Api::new();
+    let branch = |id: u8, third: u8| {
+        json!({"id": id, "name": format!("b{id}"), "lan": [format!("10.{third}.0.0/16")],
+               "wan": [{"port": "a", "address": format!("198.18.{third}.2/24"),
+                        "gateway": format!("198.18.{third}.1"), "capacity_mbps": 10}]})
+    };
+    let (s, v) = api
+        .call(Method::POST, "/api/v1/branches", Some(branch(1, 10)))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["wan"][0]["kind"], "internet");
+    let (s, _) = api
+        .call(Method::POST, "/api/v1/branches", Some(branch(2, 20)))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, v) = api
+        .call(Method::POST, "/api/v1/branches", Some(branch(2, 30)))
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(
+        error_of(&v),
+        "branch 2 exists already (modify it, or remove it first)"
+    );
+
+    let (s, v) = api
+        .call(
+            Method::PATCH,
+            "/api/v1/branches/2",
+            Some(json!({"name": "two"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["name"], "two");
+    let (_, v) = api.get("/api/v1/branches/2").await;
+    assert_eq!(v["name"], "two");
+
+    let (s, v) = api
+        .call(
+            Method::POST,
+            "/api/v1/branches/2/ports",
+            Some(
+                json!({"address": "198.18.21.2/24", "gateway": "198.18.21.1", "capacity_mbps": 5,
+                        "mac": "02:00:c6:12:15:02"}),
+            ),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["port"], "b");
+    let (s, v) = api
+        .call(
+            Method::PATCH,
+            "/api/v1/branches/2/ports/b",
+            Some(json!({"capacity_mbps": 50, "kind": "internet"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["capacity_mbps"], 50);
+    let (s, v) = api
+        .call(
+            Method::PATCH,
+            "/api/v1/branches/2/ports/c",
+            Some(json!({"capacity_mbps": 5})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(error_of(&v), "WAN port 2c does not exist");
+    let (s, v) = api
+        .call(Method::DELETE, "/api/v1/branches/2/ports/a", None)
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        error_of(&v).contains("only the last WAN port `b` can be removed"),
+        "{v}"
+    );
+
+    // A group using 2b blocks its removal (409), then goes.
+    let (s, v) = api
+        .call(
+            Method::PUT,
+            "/api/v1/path-groups/1/2/0",
+            Some(json!({"members": ["1a>2b"]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = api
+        .call(Method::DELETE, "/api/v1/branches/2/ports/b", None)
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(
+        error_of(&v),
+        "WAN port 2b is used by path groups 1>2 #0; remove or change them first"
+    );
+    let (s, v) = api.call(Method::DELETE, "/api/v1/branches/1", None).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert_eq!(
+        api.call(Method::DELETE, "/api/v1/path-groups/1/2/0", None)
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        api.call(Method::DELETE, "/api/v1/path-groups/1/2/0", None)
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        api.call(Method::DELETE, "/api/v1/branches/2/ports/b", None)
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        api.call(Method::DELETE, "/api/v1/branches/1", None).await.0,
+        StatusCode::NO_CONTENT
+    );
+    let (s, v) = api.get("/api/v1/branches/1").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(error_of(&v), "branch 1 does not exist");
+    let (_, v) = api.get("/api/v1/branches").await;
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    assert_eq!(v[0]["wan"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn bad_input_is_4xx_with_a_clear_message_and_nothing_is_stored() {
+    let api = Api::new();
+    api.import_paper().await;
+    let (_, before) = api.get("/api/v1/inventory").await;
+    let base = |id: Value| {
+        json!({"id": id, "name": "new", "lan": ["198.19.6.0/24"],
+               "wan": [{"port": "a", "address": "198.18.60.2/24", "gateway": "198.18.60.1",
+                        "capacity_mbps": 40}]})
+    };
+    let mut overlap = base(json!(6));
+    overlap["lan"] = json!(["198.19.0.0/16"]);
+    let mut dup_addr = base(json!(6));
+    dup_addr["wan"][0]["address"] = json!("198.18.10.2/24");
+    dup_addr["wan"][0]["gateway"] = json!("198.18.10.1");
+    let mut unknown = base(json!(6));
+    unknown["wan"][0]["speed"] = json!(1);
+    let mut zero = base(json!(6));
+    zero["wan"][0]["capacity_mbps"] = json!(0);
+    let cases = [
+        (base(json!(0)), "branch id 0 is out of range 1..=15"),
+        (base(json!(16)), "branch id 16 is out of range 1..=15"),
+        (
+            overlap,
+            "LAN prefix 198.19.1.0/24 of branch 1 overlaps 198.19.0.0/16 of branch 6",
+        ),
+        (
+            dup_addr,
+            "WAN address 198.18.10.2 is used by ports 1a and 6a",
+        ),
+        (unknown, "unknown field `speed`"),
+        (zero, "port 6a: capacity_mbps must be at least 1"),
+    ];
+    for (body, msg) in cases {
+        let (s, v) = api.call(Method::POST, "/api/v1/branches", Some(body)).await;
+        assert!(s.is_client_error(), "{s}: {v}");
+        assert!(error_of(&v).contains(msg), "{msg:?} not in {v}");
+    }
+    // Unknown-field errors name the path to the field.
+    let mut unknown = base(json!(6));
+    unknown["wan"][0]["speed"] = json!(1);
+    let (_, v) = api
+        .call(Method::POST, "/api/v1/branches", Some(unknown))
+        .await;
+    assert!(error_of(&v).contains("wan[0]"), "{v}");
+    // Malformed JSON.
+    let req = Request::post("/api/v1/branches")
+        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from("{\"id\": 6,"))
+        .unwrap();
+    assert_eq!(api.raw(req).await.0, StatusCode::BAD_REQUEST);
+    // Bad path parameters.
+    let (s, v) = api.get("/api/v1/branches/16").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(error_of(&v), "branch: branch id 16 is out of range 1..=15");
+    let (s, v) = api
+        .call(Method::DELETE, "/api/v1/branches/1/ports/z", None)
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(error_of(&v).starts_with("port: "), "{v}");
+    // Bad path groups.
+    let put = |members: Value| {
+        api.call(
+            Method::PUT,
+            "/api/v1/path-groups/1/2/9",
+            Some(json!({ "members": members })),
+        )
+    };
+    let (s, v) = put(json!(["1a>2a", "1a>9q"])).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        error_of(&v).starts_with("members[1]: member path \"1a>9q\", port #2"),
+        "{v}"
+    );
+    let (s, v) = put(json!(["1a>2a", "1a>2a"])).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        error_of(&v).contains("both use the address pair (1a, 2a)"),
+        "{v}"
+    );
+    let (s, v) = put(json!(["1a>3a"])).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        error_of(&v).contains("does not go from branch 1 to branch 2"),
+        "{v}"
+    );
+    let (s, _) = api
+        .call(
+            Method::PUT,
+            "/api/v1/path-groups/1/2/16",
+            Some(json!({"members": ["1a>2a"]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    // Bad settings name the field.
+    let (s, v) = api
+        .call(
+            Method::PUT,
+            "/api/v1/settings",
+            Some(json!({"groups_per_pair": 4, "mdi_threshold": 0.9, "replace_margin": 0.2, "allow_transit": true})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(error_of(&v).starts_with("settings.mdi_threshold"), "{v}");
+    // Import of an invalid inventory replaces nothing.
+    let (s, v) = api
+        .call(
+            Method::POST,
+            "/api/v1/import",
+            Some(json!({"inventory": {"branches": [base(json!(1)), base(json!(2))]}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        error_of(&v).contains("used twice") || error_of(&v).contains("is used by"),
+        "{v}"
+    );
+
+    let (_, after) = api.get("/api/v1/inventory").await;
+    assert_eq!(before, after);
+    assert_eq!(
+        api.get("/api/v1/path-groups")
+            .await
+            .1
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    drop(api.app);
+    Store::check(&api.path).unwrap();
+}
+
+#[tokio::test]
+async fn path_groups_notation_and_structured_and_flows() {
+    let api = Api::new();
+    api.import_paper().await;
+    let (s, v) = api.get("/api/v1/path-groups/1/2").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v.as_array().unwrap().len(), 4);
+    let m2 = &v[0]["members"][1];
+    assert_eq!(m2["path"], "1b>3b>3a>2a");
+    assert_eq!(m2["code"], "0x2121");
+    assert_eq!(m2["source"], "1b");
+    assert_eq!(m2["transits"], json!([{"ingress": "3b", "egress": "3a"}]));
+    assert_eq!(v[0]["listen_port"], "0x2001");
+    assert_eq!(api.get("/api/v1/path-groups/2/1").await.1, json!([]));
+    assert_eq!(
+        api.get("/api/v1/path-groups/1/9").await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    // The Fig. 4(b) group 4 from 1 to 2 (replacing Table II's group 4), mixed forms.
+    let (s, v) = api
+        .call(
+            Method::PUT,
+            "/api/v1/path-groups/1/2/4",
+            Some(json!({"members": [
+                "1a>3a>3a>2a",
+                {"source": "1b", "transits": [{"ingress": "4a", "egress": "4b"}], "destination": "2a"},
+                "1a > 5a > 5a > 2b",
+                {"source": "1b", "destination": "2b"},
+            ]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let paths: Vec<&str> = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        ["1a>3a>3a>2a", "1b>4a>4b>2a", "1a>5a>5a>2b", "1b>2b"]
+    );
+    assert_eq!(v["members"][3]["code"], "0x2144");
+
+    // The flows equal swap::compile of the same inventory and groups.
+    let inventory = Inventory::from_toml(INVENTORY).unwrap();
+    let (_, all) = api.get("/api/v1/path-groups").await;
+    let file = json!({"groups": all.as_array().unwrap().iter().map(|g| json!({
+        "source": g["source"], "destination": g["destination"], "id": g["id"],
+        "members": g["members"].as_array().unwrap().iter().map(|m| m["path"].clone()).collect::<Vec<_>>()
+    })).collect::<Vec<_>>()});
+    let groups = PathGroups::from_json(&inventory, &file.to_string()).unwrap();
+    let tables = swap::compile(&inventory, &groups).unwrap();
+    for b in 1..=5u8 {
+        let (s, v) = api.get(&format!("/api/v1/branches/{b}/flows")).await;
+        assert_eq!(s, StatusCode::OK);
+        let expected = tables.switch(BranchId::new(b).unwrap());
+        assert_eq!(v["count"], expected.len());
+        let ofctl: Vec<&str> = v["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["ofctl"].as_str().unwrap())
+            .collect();
+        let want: Vec<String> = expected.iter().map(|f| f.to_ofctl()).collect();
+        assert_eq!(ofctl, want);
+        assert_eq!(v["flows"][0]["cookie"], expected[0].cookie.0);
+    }
+    assert_eq!(
+        api.get("/api/v1/branches/9/flows").await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    // Settings round trip; stats are an explicit empty result.
+    let (s, v) = api
+        .call(
+            Method::PUT,
+            "/api/v1/settings",
+            Some(json!({"groups_per_pair": 2})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["groups_per_pair"], 2);
+    assert_eq!(v["mdi_threshold"], 0.4);
+    assert_eq!(api.get("/api/v1/settings").await.1, v);
+    let (s, v) = api.get("/api/v1/stats").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["available"], false);
+    assert_eq!(v["branches"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_updates_are_serialised_and_all_kept() {
+    let api = Arc::new(Api::new());
+    let mut tasks = Vec::new();
+    for id in 1..=12u8 {
+        let api = Arc::clone(&api);
+        tasks.push(tokio::spawn(async move {
+            let body = json!({"id": id, "name": format!("b{id}"), "lan": [format!("10.{id}.0.0/16")],
+                "wan": [{"port": "a", "address": format!("198.18.{id}.2/24"),
+                         "gateway": format!("198.18.{id}.1"), "capacity_mbps": 10}]});
+            api.call(Method::POST, "/api/v1/branches", Some(body)).await.0
+        }));
+    }
+    // Conflicting writers: the same address twice, only one can win.
+    let mut dups = Vec::new();
+    for id in 13..=14u8 {
+        let api = Arc::clone(&api);
+        dups.push(tokio::spawn(async move {
+            let body = json!({"id": id, "name": format!("b{id}"),
+                "wan": [{"port": "a", "address": "198.18.200.2/24",
+                         "gateway": "198.18.200.1", "capacity_mbps": 10}]});
+            api.call(Method::POST, "/api/v1/branches", Some(body))
+                .await
+                .0
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), StatusCode::CREATED);
+    }
+    let mut outcomes: Vec<StatusCode> = Vec::new();
+    for t in dups {
+        outcomes.push(t.await.unwrap());
+    }
+    outcomes.sort();
+    assert_eq!(
+        outcomes,
+        [StatusCode::CREATED, StatusCode::UNPROCESSABLE_ENTITY]
+    );
+    let (_, v) = api.get("/api/v1/branches").await;
+    assert_eq!(v.as_array().unwrap().len(), 13);
+}

@@ -1,0 +1,483 @@
+//! The `ssc` binary end to end on loopback: `ssc run` on 127.0.0.1:0 with a temporary database,
+//! the client subcommands against it, `ssc check`, and a stop by PID (only the server we started).
+// Test helpers outside #[test] functions unwrap too (clippy.toml only covers #[test] bodies).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use controller::inventory::{BranchId, Inventory};
+use controller::path_group::PathGroups;
+use controller::swap;
+
+const TOKEN: &str = "cli-test-token-0123456789";
+
+fn ssc() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ssc"));
+    c.env_remove("SSC_API")
+        .env_remove("SSC_TOKEN")
+        .env_remove("SSC_CONFIG")
+        .env_remove("SSC_LISTEN")
+        .env("RUST_LOG", "warn");
+    c
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// The server we started; stopped by its PID (SIGTERM) when dropped, even if the test fails.
+struct Server {
+    child: Child,
+    api: String,
+}
+
+impl Server {
+    fn start(config: &Path) -> Self {
+        let mut child = ssc()
+            .args(["run", "--config"])
+            .arg(config)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let api = line
+            .trim()
+            .strip_prefix("ssc: REST API listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        assert!(api.starts_with("http://127.0.0.1:"), "{api}");
+        Self { child, api }
+    }
+
+    /// SIGTERM to our child's PID, then wait for a clean exit.
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let kill = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(kill.success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "ssc run did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn client(server: &Server, args: &[&str]) -> Output {
+    ssc()
+        .args(args)
+        .env("SSC_API", &server.api)
+        .env("SSC_TOKEN", TOKEN)
+        .output()
+        .unwrap()
+}
+
+fn ok(server: &Server, args: &[&str]) -> String {
+    let out = client(server, args);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "ssc {args:?} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn fails(server: &Server, args: &[&str]) -> String {
+    let out = client(server, args);
+    assert!(!out.status.success(), "ssc {args:?} should fail");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+fn write_config(dir: &Path) -> PathBuf {
+    std::fs::write(dir.join("ssc.token"), format!("{TOKEN}\n")).unwrap();
+    let config = dir.join("ssc.toml");
+    std::fs::write(
+        &config,
+        "[api]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"ssc.token\"\n\n[database]\npath = \"inventory.redb\"\n",
+    )
+    .unwrap();
+    config
+}
+
+#[test]
+fn cli_scenario_against_a_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let inventory = examples().join("inventory-paper.toml");
+    let paths = examples().join("paths-paper-table2.toml");
+
+    let mut server = Server::start(&config);
+
+    // Health needs no token; the API refuses a missing or wrong one.
+    let out = ssc()
+        .args(["health", "--api", &server.api])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"status\": \"ok\""));
+    let out = ssc()
+        .args(["branch", "list", "--api", &server.api])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("HTTP 401: missing bearer token"), "{err}");
+    // Typed flags: an out-of-range id never reaches the API.
+    let err = fails(&server, &["flows", "--branch", "16"]);
+    assert!(err.contains("branch id 16 is out of range 1..=15"), "{err}");
+    let err = fails(
+        &server,
+        &[
+            "path-group",
+            "set",
+            "--source",
+            "1",
+            "--destination",
+            "2",
+            "--group",
+            "1",
+            "1a>2",
+        ],
+    );
+    assert!(err.contains("\"1a>2\""), "{err}");
+    let out = ssc()
+        .args([
+            "branch",
+            "list",
+            "--api",
+            &server.api,
+            "--token",
+            "wrong-token-0123456789",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP 401"));
+
+    // Import the paper topology.
+    let out = ok(
+        &server,
+        &[
+            "import",
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--paths",
+            paths.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.trim(),
+        "imported: 5 branches, 10 WAN ports, 4 path groups, 140 flows"
+    );
+
+    // List branches.
+    let out = ok(&server, &["branch", "list"]);
+    assert!(
+        out.contains("branch 1 \"branch-1\" lan [198.19.1.0/24]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("port 3b Internet 198.18.31.2/24 via 198.18.31.1 40 Mbit/s"),
+        "{out}"
+    );
+    assert!(out.trim_end().ends_with("5 branches"), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&server, &["branch", "list", "--json"])).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 5);
+
+    // Set a path group: Fig. 4(b)'s group 4 (replaces Table II's group 4).
+    let out = ok(
+        &server,
+        &[
+            "path-group",
+            "set",
+            "--source",
+            "1",
+            "--destination",
+            "2",
+            "--group",
+            "4",
+            "1a>3a>3a>2a",
+            "1b>4a>4b>2a",
+            "1a>5a>5a>2b",
+            "1b>2b",
+        ],
+    );
+    assert!(out.contains("path group 1>2 #4"), "{out}");
+    assert!(out.contains("4 0x2144 1b>2b (1 WAN hops)"), "{out}");
+    let out = ok(
+        &server,
+        &["path-group", "list", "--source", "1", "--destination", "2"],
+    );
+    assert!(out.trim_end().ends_with("4 path groups"), "{out}");
+    let err = fails(
+        &server,
+        &[
+            "path-group",
+            "set",
+            "--source",
+            "1",
+            "--destination",
+            "2",
+            "--group",
+            "5",
+            "1a>2a",
+            "1a>2a",
+        ],
+    );
+    assert!(
+        err.contains("HTTP 422") && err.contains("both use the address pair"),
+        "{err}"
+    );
+
+    // Compiled flows of branch 1: the same count as swap::compile of the same groups.
+    let inv = Inventory::from_toml(&std::fs::read_to_string(&inventory).unwrap()).unwrap();
+    let mut file = std::fs::read_to_string(&paths).unwrap();
+    file = file.replace(
+        "members = [\"1b>2b\", \"1a>3b>3a>2b\", \"1a>4a>4b>2a\", \"1b>5a>5b>2a\"]",
+        "members = [\"1a>3a>3a>2a\", \"1b>4a>4b>2a\", \"1a>5a>5a>2b\", \"1b>2b\"]",
+    );
+    let groups = PathGroups::from_toml(&inv, &file).unwrap();
+    let tables = swap::compile(&inv, &groups).unwrap();
+    let b1 = tables.switch(BranchId::new(1).unwrap());
+    let out = ok(&server, &["flows", "--branch", "1", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["count"], b1.len());
+    assert_eq!(v["flows"].as_array().unwrap().len(), b1.len());
+    let text = ok(&server, &["flows", "--branch", "1"]);
+    for f in b1 {
+        assert!(text.contains(&f.to_ofctl()), "missing {}", f.to_ofctl());
+    }
+    assert!(text
+        .trim_end()
+        .ends_with(&format!("{} flows on branch 1", b1.len())));
+
+    // Branch and port operations.
+    ok(
+        &server,
+        &[
+            "branch",
+            "add",
+            "--id",
+            "6",
+            "--name",
+            "branch-6",
+            "--lan",
+            "198.19.6.0/24",
+            "--address",
+            "198.18.60.2/24",
+            "--gateway",
+            "198.18.60.1",
+            "--capacity-mbps",
+            "40",
+        ],
+    );
+    ok(
+        &server,
+        &[
+            "port",
+            "add",
+            "--branch",
+            "6",
+            "--address",
+            "198.18.61.2/24",
+            "--gateway",
+            "198.18.61.1",
+            "--capacity-mbps",
+            "20",
+            "--kind",
+            "internet",
+        ],
+    );
+    let out = ok(
+        &server,
+        &[
+            "port",
+            "modify",
+            "--branch",
+            "6",
+            "--port",
+            "b",
+            "--capacity-mbps",
+            "25",
+        ],
+    );
+    assert!(out.contains("\"capacity_mbps\": 25"), "{out}");
+    ok(
+        &server,
+        &["branch", "modify", "--branch", "6", "--name", "six"],
+    );
+    assert!(ok(&server, &["branch", "show", "--branch", "6"]).contains("\"six\""));
+    let err = fails(&server, &["port", "remove", "--branch", "6", "--port", "a"]);
+    assert!(
+        err.contains("only the last WAN port `b` can be removed"),
+        "{err}"
+    );
+    ok(&server, &["port", "remove", "--branch", "6", "--port", "b"]);
+    let err = fails(&server, &["branch", "remove", "--branch", "3"]);
+    assert!(
+        err.contains("HTTP 409") && err.contains("is used by path groups"),
+        "{err}"
+    );
+    ok(&server, &["branch", "remove", "--branch", "6"]);
+    let err = fails(
+        &server,
+        &[
+            "branch",
+            "add",
+            "--id",
+            "7",
+            "--name",
+            "x",
+            "--address",
+            "198.18.10.2/24",
+            "--gateway",
+            "198.18.10.1",
+            "--capacity-mbps",
+            "1",
+        ],
+    );
+    assert!(
+        err.contains("WAN address 198.18.10.2 is used by ports 1a and 7a"),
+        "{err}"
+    );
+    ok(
+        &server,
+        &[
+            "path-group",
+            "remove",
+            "--source",
+            "1",
+            "--destination",
+            "2",
+            "--group",
+            "1",
+        ],
+    );
+    let out = ok(&server, &["settings", "set", "--groups-per-pair", "3"]);
+    assert!(out.contains("\"groups_per_pair\": 3"), "{out}");
+    assert!(ok(&server, &["stats"]).contains("filled by the SDC"));
+    let exported = ok(&server, &["export"]);
+    assert_eq!(Inventory::from_toml(&exported).unwrap(), inv);
+
+    // `ssc check` cannot open the database while the server holds it, and says so.
+    let out = ssc()
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+
+    let status = server.stop();
+    assert!(status.success(), "ssc run exited with {status}");
+
+    // Stopped: the database checks out with what the CLI did.
+    let out = ssc()
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("ok (schema v1, 5 branches, 10 WAN ports, 3 path groups, "),
+        "{stdout}"
+    );
+
+    // Restarted on the same file: everything is still there.
+    let server = Server::start(&config);
+    let out = ok(&server, &["path-group", "list"]);
+    assert!(out.trim_end().ends_with("3 path groups"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&server, &["flows", "--branch", "1", "--json"])).unwrap();
+    assert!(v["count"].as_u64().unwrap() > 4);
+    let mut server = server;
+    assert!(server.stop().success());
+}
+
+#[test]
+fn check_reports_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    // No database yet.
+    let out = ssc()
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("does not exist (`ssc run` creates it)"),
+        "{err}"
+    );
+    // Config only is fine.
+    let out = ssc()
+        .args(["check", "--config-only", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // Unknown key.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[api]\nlisten = \"127.0.0.1:0\"\nport = 1\n").unwrap();
+    let out = ssc()
+        .args(["check", "--config"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown field `port`"), "{err}");
+    // No token.
+    let no_token = dir.path().join("no-token.toml");
+    std::fs::write(&no_token, "[database]\npath = \"x.redb\"\n").unwrap();
+    let out = ssc()
+        .args(["run", "--config"])
+        .arg(&no_token)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no API token"), "{err}");
+    assert!(
+        !dir.path().join("x.redb").exists(),
+        "nothing created without a token"
+    );
+    // A short token.
+    let out = ssc()
+        .args(["check", "--config-only", "--config"])
+        .arg(&config)
+        .env("SSC_TOKEN", "short")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use at least 16"));
+}
