@@ -1,13 +1,84 @@
 //! OpenFlow 1.3 (1.3.5) wire codec and a sans-IO channel state machine.
 //!
-//! The paper's SSC programs each gateway's OFS (Open vSwitch) over OpenFlow 1.3 (seed 000 §IV, the OFC
-//! module). No maintained Rust crate speaks 1.3, so MMS owns this codec. It is pure: no sockets, no
-//! clock reads, no tokio. The controller's OpenFlow server (`crates/controller`, module `ofc`) owns
-//! the TCP/TLS connections and feeds bytes and time into this crate.
+//! The paper's SSC programs each gateway's OFS (Open vSwitch) over OpenFlow 1.3 (seed 000 §IV, the
+//! OFC module): the IP-address swap flows of §III, barriers to install a member path in order, and
+//! flow/port statistics for the SDC. No maintained Rust crate speaks 1.3, so MMS owns this codec.
+//! It is pure: no sockets, no clock reads, no tokio. The controller's OpenFlow server
+//! (`crates/controller`, module `ofc`) owns the connections and feeds bytes and time in.
 //!
-//! Status: the message codec and channel are built under issue #3; this crate currently exposes only
-//! the protocol constants that other crates already need.
+//! - [`message`]: header, framing ([`Message::decode`]) and every message body of §7.
+//! - [`oxm`], [`action`], [`instruction`]: match fields, actions, instructions.
+//! - [`multipart`]: statistics requests and replies.
+//! - [`ofp_error`]: OFPT_ERROR with every type and code typed.
+//! - [`channel`]: the per-connection state machine (HELLO, xids, echo, barriers, errors).
+//!
+//! Decoders accept any bytes and never panic, never allocate more than the input justifies, and
+//! keep unknown types and experimenter bodies verbatim so they re-encode byte-exact. Encoders emit
+//! match fields in one canonical order. See `docs/ofproto.md`.
+//!
+//! ```
+//! use std::net::Ipv4Addr;
+//! use std::time::Instant;
+//! use ofproto::channel::{Channel, Config, Event};
+//! use ofproto::message::{FlowMod, Hello};
+//! use ofproto::{Action, Body, Instruction, Match, Message, OxmField as F};
+//!
+//! // The source MMSG's swap flow of the paper's Fig. 4(b), subflow 1.
+//! let (p11, p12, p13) = ([198, 18, 11, 2], [198, 18, 21, 2], [198, 18, 31, 2]);
+//! let swap = FlowMod {
+//!     cookie: 0xb214_0000_0000_0001,
+//!     priority: 1000,
+//!     match_: Match::new()
+//!         .with(F::EthType(0x0800, None))
+//!         .with(F::IpProto(6, None))
+//!         .with(F::Ipv4Src(Ipv4Addr::from(p11), None))
+//!         .with(F::Ipv4Dst(Ipv4Addr::from(p12), None))
+//!         .with(F::TcpDst(0x2004, None)),
+//!     instructions: vec![Instruction::ApplyActions(vec![
+//!         Action::SetField(F::Ipv4Dst(Ipv4Addr::from(p13), None)),
+//!         Action::SetField(F::TcpDst(0x2114, None)),
+//!         Action::Output { port: 1, max_len: 0 },
+//!     ])],
+//!     ..FlowMod::default()
+//! };
+//! assert_eq!(swap.match_.validate(), Ok(()));
+//!
+//! // Drive a channel: bytes in, bytes and events out, time passed in.
+//! let now = Instant::now();
+//! let mut ch = Channel::new(now, Config::default());
+//! let peer_hello = Message::new(1, Body::Hello(Hello::v1_3())).to_bytes()?;
+//! ch.handle_input(now, &peer_hello);
+//! assert_eq!(ch.poll_event(), Some(Event::Connected { version: 4 }));
+//! let xid = ch.send(now, Body::FlowMod(swap.clone()))?;
+//! let mut wire = Vec::new();
+//! ch.poll_transmit(&mut wire);
+//! // Our HELLO, then the FLOW_MOD; the bytes decode back to what was sent.
+//! let (_, n) = Message::decode(&wire)?.expect("whole HELLO");
+//! let (m, _) = Message::decode(&wire[n..])?.expect("whole FLOW_MOD");
+//! assert_eq!(m, Message::new(xid, Body::FlowMod(swap)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
+
+pub mod action;
+pub mod channel;
+pub mod error;
+pub mod group;
+pub mod instruction;
+pub mod message;
+pub mod meter;
+pub mod multipart;
+pub mod ofp_error;
+pub mod oxm;
+pub mod port;
+mod wire;
+
+pub use action::Action;
+pub use error::{DecodeError, EncodeError};
+pub use instruction::Instruction;
+pub use message::{Body, Message, MessageType};
+pub use ofp_error::{ErrorCode, ErrorMsg};
+pub use oxm::{Match, OxmField};
 
 /// OpenFlow wire protocol version for 1.3 (`OFP_VERSION`, OpenFlow 1.3.5 §7.1).
 pub const OFP_VERSION_1_3: u8 = 0x04;
