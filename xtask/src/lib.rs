@@ -3,8 +3,9 @@
 //!
 //! Modules: [`topology`] (the TOML topology and address plan), [`testbed`] (namespaces, links,
 //! routing, cut/restore), [`wanem`] (the WAN emulator: pure core + TUN driver), [`ovs`] (one Open
-//! vSwitch per gateway), [`demo`], [`deps`] (system packages), [`sh`] (running commands).
+//! vSwitch per gateway), [`baseline`] (the single-path VXLAN baseline), [`demo`], [`deps`] (system packages), [`sh`] (running commands).
 
+pub mod baseline;
 pub mod demo;
 pub mod deps;
 pub mod iperf;

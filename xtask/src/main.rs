@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
-use xtask::{demo, deps, wanem};
+use xtask::{baseline, demo, deps, wanem};
 
 /// MMS developer tasks: testbed, demo, tests.
 #[derive(Debug, Parser)]
@@ -92,6 +92,25 @@ enum TestbedCmd {
     /// Change a link while traffic runs.
     #[command(subcommand)]
     Link(LinkCmd),
+    /// The single-path baseline: a kernel VXLAN tunnel between two gateways over one direct hop.
+    #[command(subcommand)]
+    Baseline(BaselineCmd),
+}
+
+#[derive(Debug, Subcommand)]
+enum BaselineCmd {
+    /// Create the tunnel over a direct hop, e.g. `1a>2b`, and route both LANs through it.
+    Up {
+        /// Direct hop in the paper's notation.
+        hop: String,
+        #[command(flatten)]
+        prefix: PrefixArg,
+    },
+    /// Remove the tunnel from every gateway.
+    Down {
+        #[command(flatten)]
+        prefix: PrefixArg,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -204,6 +223,8 @@ fn testbed_cmd(cmd: TestbedCmd) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        TestbedCmd::Baseline(BaselineCmd::Up { hop, prefix }) => baseline::up(&prefix.prefix, &hop),
+        TestbedCmd::Baseline(BaselineCmd::Down { prefix }) => baseline::down(&prefix.prefix),
         TestbedCmd::Link(LinkCmd::Cut { port, prefix }) => testbed::link_cut(&prefix.prefix, &port),
         TestbedCmd::Link(LinkCmd::Restore { port, prefix }) => {
             testbed::link_restore(&prefix.prefix, &port)

@@ -582,3 +582,69 @@ fn leased_line_is_emulated_and_private() {
     let (_, loss) = ping_avg_ms(&gw1, &["-c", "2", "-i", "0.2", "198.18.20.2"]);
     assert_eq!(loss, 0.0);
 }
+
+/// Bytes received by `inet` on the link of `port` so far.
+fn inet_rx_bytes(prefix: &str, inet_if: &str) -> u64 {
+    let out = sh(
+        "ip",
+        &[
+            "-n",
+            &format!("{prefix}-inet"),
+            "-j",
+            "-s",
+            "link",
+            "show",
+            inet_if,
+        ],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v[0]["stats64"]["rx"]["bytes"].as_u64().unwrap()
+}
+
+#[test]
+fn vxlan_baseline_carries_lan_traffic_over_one_hop() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = prefix("v");
+    let topo = std::fs::read_to_string(repo().join("examples/testbed-2x2.toml")).unwrap();
+    let tb = Testbed::up(&p, &topo, &[]);
+    xtask_ok(&["testbed", "baseline", "up", "1b>2a", "--prefix", &p]);
+    let (h1, h2) = (tb.ns("h1"), tb.ns("h2"));
+    let (_, loss) = ping_avg_ms(&h1, &["-c", "3", "-i", "0.2", "198.19.2.10"]);
+    assert_eq!(
+        loss, 0.0,
+        "LAN hosts do not reach each other over the baseline"
+    );
+    let (on_1a, on_1b) = (inet_rx_bytes(&p, "b1p0"), inet_rx_bytes(&p, "b1p1"));
+    let (server, _) = iperf_server(&h2, 5405, &[]);
+    let v = iperf_client(
+        &h1,
+        &["-c", "198.19.2.10", "-p", "5405", "-t", "4", "-O", "1"],
+    );
+    drop(server);
+    let mbps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap()
+        / 1e6;
+    let (d_1a, d_1b) = (
+        inet_rx_bytes(&p, "b1p0") - on_1a,
+        inet_rx_bytes(&p, "b1p1") - on_1b,
+    );
+    eprintln!("measured: baseline 1b>2a goodput {mbps:.1} Mbit/s (hop bottleneck 20); bytes on 1a {d_1a}, on 1b {d_1b}");
+    // Only hop 1b carried the tunnel, and the tunnel got most of the hop's 20 Mbit/s (VXLAN adds
+    // 50 bytes to every 1450-byte packet: at most 20 × 1398/1500 = 18.6 Mbit/s of goodput).
+    assert!(
+        d_1b > 5_000_000 && d_1a < d_1b / 100,
+        "1a {d_1a} B, 1b {d_1b} B"
+    );
+    let ratio = mbps / 20.0;
+    assert!(
+        (0.8..=0.95).contains(&ratio),
+        "goodput/bottleneck = {ratio}"
+    );
+    xtask_ok(&["testbed", "baseline", "down", "--prefix", &p]);
+    let (_, loss) = ping_avg_ms(&h1, &["-c", "2", "-W", "1", "198.19.2.10"]);
+    assert_eq!(
+        loss, 100.0,
+        "the baseline is still up after `baseline down`"
+    );
+}
