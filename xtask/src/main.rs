@@ -92,6 +92,33 @@ enum TestbedCmd {
     /// Change a link while traffic runs.
     #[command(subcommand)]
     Link(LinkCmd),
+    /// Set or remove the bottleneck of a WAN address pair while traffic runs.
+    Pair {
+        /// Source port, e.g. `1a`.
+        from: String,
+        /// Destination port, e.g. `4a`.
+        to: String,
+        #[command(flatten)]
+        prefix: PrefixArg,
+        /// Only this direction (default: both).
+        #[arg(long)]
+        one_way: bool,
+        /// Rate limit, Mbit/s.
+        #[arg(long)]
+        rate_mbit: Option<f64>,
+        /// One-way delay, ms.
+        #[arg(long)]
+        delay_ms: Option<f64>,
+        /// Jitter, ms.
+        #[arg(long)]
+        jitter_ms: Option<f64>,
+        /// Random loss, percent.
+        #[arg(long)]
+        loss_pct: Option<f64>,
+        /// Queue limit, KiB.
+        #[arg(long)]
+        queue_kib: Option<u32>,
+    },
     /// The single-path baseline: a kernel VXLAN tunnel between two gateways over one direct hop.
     #[command(subcommand)]
     Baseline(BaselineCmd),
@@ -222,6 +249,27 @@ fn testbed_cmd(cmd: TestbedCmd) -> anyhow::Result<()> {
                 testbed::print_status(&s);
             }
             Ok(())
+        }
+        TestbedCmd::Pair {
+            from,
+            to,
+            prefix,
+            one_way,
+            rate_mbit,
+            delay_ms,
+            jitter_ms,
+            loss_pct,
+            queue_kib,
+        } => {
+            let imp = Impairment {
+                rate_mbit,
+                delay_ms,
+                jitter_ms,
+                loss_pct,
+                queue_kib,
+                ..Impairment::default()
+            };
+            testbed::pair_set(&prefix.prefix, &from, &to, !one_way, &imp)
         }
         TestbedCmd::Baseline(BaselineCmd::Up { hop, prefix }) => baseline::up(&prefix.prefix, &hop),
         TestbedCmd::Baseline(BaselineCmd::Down { prefix }) => baseline::down(&prefix.prefix),

@@ -640,13 +640,55 @@ pub fn link_set(prefix: &str, name: &str, dir: Direction, imp: &Impairment) -> a
         },
         ..Default::default()
     };
-    save_state(&state)?;
-    write_emu_config(&state)?;
+    apply_impairments(&state)
+}
+
+/// Saves the state, hands the emulator its new config (SIGHUP) and updates the diversion rules.
+fn apply_impairments(state: &State) -> anyhow::Result<()> {
+    save_state(state)?;
+    write_emu_config(state)?;
     if let Some(&pid) = state.pids.get("wanem") {
         // SAFETY: kill(2) on the emulator PID we started.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGHUP) };
     }
-    sync_diversion(&state)
+    sync_diversion(state)
+}
+
+/// Sets (or, with an empty impairment, removes) the bottleneck of WAN address pair `from` → `to`
+/// (and `to` → `from` when `both_directions`) while traffic runs.
+pub fn pair_set(
+    prefix: &str,
+    from: &str,
+    to: &str,
+    both_directions: bool,
+    imp: &Impairment,
+) -> anyhow::Result<()> {
+    let mut state = load_state(prefix)?;
+    let (a, b) = (port_of(&state, from)?, port_of(&state, to)?);
+    imp.validate(&format!("pair {from}>{to}"))?;
+    if imp.burst_loss_pct.is_some() || imp.reorder.is_some() {
+        bail!("a pair takes rate, delay, jitter, loss and queue only");
+    }
+    let (fa, fb) = (a.id.to_string(), b.id.to_string());
+    // Drop every entry that covers either direction we are about to set.
+    state.topology.pairs.retain(|p| {
+        let fwd = p.from == fa && p.to == fb;
+        let rev = p.from == fb && p.to == fa;
+        !(fwd || (both_directions && rev) || (p.both_directions && rev))
+    });
+    if !imp.is_none() {
+        state.topology.pairs.push(crate::topology::Pair {
+            from: fa,
+            to: fb,
+            both_directions,
+            rate_mbit: imp.rate_mbit,
+            delay_ms: imp.delay_ms,
+            jitter_ms: imp.jitter_ms,
+            loss_pct: imp.loss_pct,
+            queue_kib: imp.queue_kib,
+        });
+    }
+    apply_impairments(&state)
 }
 
 /// Removes testbed `prefix` completely: processes in its namespaces (by PID), the namespaces

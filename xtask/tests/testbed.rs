@@ -648,3 +648,38 @@ fn vxlan_baseline_carries_lan_traffic_over_one_hop() {
         "the baseline is still up after `baseline down`"
     );
 }
+
+#[test]
+fn pair_bottleneck_changes_while_running() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = prefix("p");
+    let topo = std::fs::read_to_string(repo().join("examples/testbed-2x2.toml")).unwrap();
+    let tb = Testbed::up(&p, &topo, &[]);
+    let gw1 = tb.ns("gw1");
+    let rtt =
+        |dst: &str, src: &str| ping_avg_ms(&gw1, &["-c", "5", "-i", "0.05", "-I", src, dst]).0;
+    // 1a>2a: 5 ms at each end, both ways: 20 ms.
+    let before = rtt("198.18.20.2", "198.18.10.2");
+    xtask_ok(&[
+        "testbed",
+        "pair",
+        "1a",
+        "2a",
+        "--delay-ms",
+        "30",
+        "--prefix",
+        &p,
+    ]);
+    let during = rtt("198.18.20.2", "198.18.10.2");
+    let other = rtt("198.18.21.2", "198.18.10.2");
+    xtask_ok(&["testbed", "pair", "1a", "2a", "--prefix", &p]);
+    let after = rtt("198.18.20.2", "198.18.10.2");
+    eprintln!("measured: 1a>2a RTT {before:.1} ms, with a 30 ms pair delay {during:.1} ms, removed {after:.1} ms; 1a>2b {other:.1} ms");
+    assert!(
+        (during - before - 60.0).abs() <= 2.0,
+        "{before} -> {during}"
+    );
+    assert!((after - before).abs() <= 2.0, "{before} -> {after}");
+    // Other pairs of the same port are untouched (1a>2b: 5 + 10 ms each way).
+    assert!((other - 30.0).abs() <= 2.0, "1a>2b {other}");
+}
