@@ -2,8 +2,7 @@
 //!
 //! Its five modules are named after the paper: UI (inventory and API), PC (path configuration), SDC
 //! (statistics), OFC (OpenFlow controller, over [`ofproto`]) and PM (priority). Path computation and
-//! the flow compiler are pure; the database, REST API and CLI are thin drivers (the OpenFlow
-//! server is not built yet).
+//! the flow compiler are pure; the database, REST API, OpenFlow server and CLI are thin drivers.
 //!
 //! Pure core modules (no IO, no clock, deterministic iteration; see `docs/controller.md`):
 //! - [`inventory`] (UI's data model): branches, LAN prefixes, WAN ports, validation, TOML/JSON.
@@ -20,6 +19,10 @@
 //!   schema migrations; its [`store::Catalog`] is a pure core that validates every change through
 //!   the types above (and `swap::compile`) before anything is written.
 //! - [`ui`] (UI): configuration, the REST API (axum, bearer token, OpenAPI) and its CLI client.
+//! - [`ofc`] (OFC): the OpenFlow 1.3 server; its pure parts are the IR → FLOW_MOD conversion
+//!   ([`ofc::flowmod`]) and the reconcile diff and install order ([`ofc::reconcile`]).
+//! - [`sdc`] (SDC): flow and port statistics per switch, member path, path group and pair (a pure
+//!   collector fed by the OFC's switch tasks).
 //!
 //! Call order: load an [`inventory::Inventory`], build [`path_group::PathGroups`] (manually from
 //! TOML or with [`path_config::PathConfigurator`]), then [`swap::compile`] → [`swap::FlowTables`] and
@@ -27,9 +30,11 @@
 #![forbid(unsafe_code)]
 
 pub mod inventory;
+pub mod ofc;
 pub mod path_config;
 pub mod path_group;
 pub mod priority;
+pub mod sdc;
 pub mod store;
 pub mod swap;
 pub mod ui;

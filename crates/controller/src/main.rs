@@ -21,9 +21,10 @@ use serde_json::{json, Value};
 
 /// MMS SD-WAN system controller (SSC): inventory, path groups and flows for every gateway.
 ///
-/// `ssc run` serves the REST API (inventory, path groups, settings, compiled flows). The
-/// OpenFlow server that pushes the flows to the gateways' OVS is not built yet (issue #5): this
-/// version programs no switch.
+/// `ssc run` serves the REST API (inventory, path groups, settings, compiled flows, statistics)
+/// and the OpenFlow 1.3 server that programs every gateway's OVS: each switch (datapath id =
+/// branch id) is reconciled by cookie when it connects, every change is pushed in the order
+/// destination → transit → source with a barrier per step, and flow/port statistics are polled.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about)]
 struct Cli {
@@ -33,7 +34,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the REST API (the OpenFlow server comes later: no switch is programmed yet).
+    /// Serve the REST API and the OpenFlow server that programs the gateways' OVS.
     Run(RunArgs),
     /// Validate the config file and its database (schema version, every rule, flows compile).
     Check(CheckArgs),
@@ -63,7 +64,7 @@ enum Command {
     },
     /// The compiled flow table of one branch's OVS (read-only).
     Flows(FlowsArgs),
-    /// Statistics (none yet: filled by the SDC later).
+    /// Statistics collected from the switches: per branch, pair, path group and member path.
     Stats(ClientArgs),
     /// The API's health.
     Health(ClientArgs),
@@ -86,6 +87,15 @@ struct RunArgs {
     /// Bearer token of the REST API; overrides `api.token` / `api.token_file`.
     #[arg(long, env = "SSC_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// OpenFlow TCP listen address; overrides `openflow.listen` (port 0 picks a free port).
+    #[arg(long, env = "SSC_OPENFLOW_LISTEN")]
+    openflow_listen: Option<SocketAddr>,
+    /// OpenFlow unix socket to listen on (repeatable or comma-separated); replaces `openflow.unix`.
+    #[arg(long, env = "SSC_OPENFLOW_UNIX", value_delimiter = ',')]
+    openflow_unix: Vec<PathBuf>,
+    /// Statistics polling period; overrides `openflow.stats_interval_ms`.
+    #[arg(long, env = "SSC_STATS_INTERVAL")]
+    stats_interval: Option<humantime::Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -430,7 +440,14 @@ fn main_inner() -> anyhow::Result<()> {
         Command::PathGroup { command } => path_group(command),
         Command::Settings { command } => settings(command),
         Command::Flows(args) => flows(args),
-        Command::Stats(c) => print_json(&c.client().get("/api/v1/stats")?),
+        Command::Stats(c) => {
+            let v = c.client().get("/api/v1/stats")?;
+            if c.json {
+                print_json(&v)
+            } else {
+                print_stats(v)
+            }
+        }
         Command::Health(c) => print_json(&c.client().get("/health")?),
     }
 }
@@ -447,27 +464,65 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("start tokio runtime")?;
+    let mut of = config.openflow.to_ofc();
+    if let Some(a) = args.openflow_listen {
+        of.listen = Some(a);
+    }
+    if !args.openflow_unix.is_empty() {
+        of.unix = args.openflow_unix.clone();
+    }
+    if let Some(d) = args.stats_interval {
+        of.stats_interval = d.into();
+    }
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("bind REST API to {listen}"))?;
         let addr = listener.local_addr().context("REST API address")?;
+        let unix = of.unix.clone();
+        let ofc = controller::ofc::Ofc::bind(of)
+            .await
+            .context("start the OpenFlow server")?;
+        let of_addr = ofc
+            .local_addr()
+            .map_or_else(|| "-".to_owned(), |a| a.to_string());
         tracing::info!(%addr, db = %db.display(), "REST API listening");
-        tracing::info!(
-            "OpenFlow server not built yet (issue #5): no gateway OVS is programmed by this ssc"
+        tracing::info!(tcp = %of_addr, unix = ?unix, "OpenFlow server listening (datapath id = branch id)");
+        // Machine-readable lines on stdout for scripts and tests (`--listen 127.0.0.1:0`), in
+        // one write: a reader that stops after the first line must not make a later write fail.
+        // Nobody reading stdout is no reason to stop serving, so a failed write is only logged.
+        let lines = format!(
+            "ssc: REST API listening on http://{addr}\nssc: OpenFlow listening on tcp:{of_addr}\n"
         );
-        // One machine-readable line on stdout for scripts and tests (`--listen 127.0.0.1:0`).
-        println!("ssc: REST API listening on http://{addr}");
-        std::io::stdout().flush().context("stdout")?;
-        controller::ui::serve(
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = out.write_all(lines.as_bytes()).and_then(|()| out.flush()) {
+            tracing::debug!(error = %e, "stdout");
+        }
+        drop(out);
+        let sdc = Arc::new(std::sync::Mutex::new(controller::sdc::Sdc::default()));
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut ofc_stop = stop_rx.clone();
+        let ofc_task = tokio::spawn(ofc.run(store.subscribe(), Arc::clone(&sdc), async move {
+            let _ = ofc_stop.wait_for(|s| *s).await;
+        }));
+        let api = controller::ui::serve(
             listener,
-            store,
+            Arc::clone(&store),
             &token,
             config.api.body_limit_bytes,
-            shutdown_signal(),
+            Some(sdc),
+            async move {
+                shutdown_signal().await;
+                let _ = stop_tx.send(true);
+            },
         )
         .await
-        .context("REST API")?;
+        .context("REST API");
+        let _ = ofc_task.await;
+        for p in &unix {
+            let _ = std::fs::remove_file(p);
+        }
+        api?;
         tracing::info!("stopped");
         Ok(())
     })
@@ -561,6 +616,80 @@ fn export(c: ClientArgs) -> anyhow::Result<()> {
         return print_json(&serde_json::to_value(&inv)?);
     }
     print!("{}", toml::to_string(&inv).context("inventory as TOML")?);
+    Ok(())
+}
+
+/// `ssc stats` as text: one line per switch (and port), pair, group and member path.
+fn print_stats(v: Value) -> anyhow::Result<()> {
+    use controller::sdc::{StatsView, Traffic};
+    let view: StatsView = serde_json::from_value(v).context("statistics")?;
+    if !view.available {
+        println!("no statistics: the OpenFlow server does not run in that ssc");
+        return Ok(());
+    }
+    if view.branches.is_empty() {
+        println!("no switch has connected yet");
+    }
+    for b in &view.branches {
+        println!(
+            "branch {:>2} {} {} flows {}/{} reconciles {} (last {} ms) packets {} bytes {}",
+            b.branch,
+            if b.connected {
+                "connected"
+            } else {
+                "disconnected"
+            },
+            b.peer,
+            b.flows_reported,
+            b.flows_compiled,
+            b.reconciles,
+            b.last_reconcile_ms
+                .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.1}")),
+            b.packets,
+            b.bytes,
+        );
+        for p in &b.ports {
+            println!(
+                "    port {:>10} rx {} pkts {:.3} Mbit/s, tx {} pkts {:.3} Mbit/s",
+                p.port,
+                p.rx_packets,
+                p.rx_bits_per_s / 1e6,
+                p.tx_packets,
+                p.tx_bits_per_s / 1e6,
+            );
+        }
+    }
+    let traffic = |t: &Traffic| {
+        format!(
+            "forward {} pkts {} B {:.3} Mbit/s, reverse {} pkts {} B {:.3} Mbit/s",
+            t.forward_packets,
+            t.forward_bytes,
+            t.forward_bits_per_s / 1e6,
+            t.reverse_packets,
+            t.reverse_bytes,
+            t.reverse_bits_per_s / 1e6,
+        )
+    };
+    for p in &view.pairs {
+        println!(
+            "pair {} > {}: {}",
+            p.source,
+            p.destination,
+            traffic(&p.traffic)
+        );
+    }
+    for g in &view.groups {
+        println!(
+            "group {} > {} #{}: {}",
+            g.source,
+            g.destination,
+            g.group,
+            traffic(&g.traffic)
+        );
+    }
+    for m in &view.members {
+        println!("member {}: {}", m.code, traffic(&m.traffic));
+    }
     Ok(())
 }
 

@@ -808,10 +808,23 @@ pub struct CheckReport {
     pub flows: usize,
 }
 
+fn read_catalog(db: &Database) -> Result<Catalog, StoreError> {
+    let txn = db.begin_read()?;
+    let branches = txn.open_table(BRANCHES)?;
+    let groups = txn.open_table(GROUPS)?;
+    let settings = txn.open_table(SETTINGS)?;
+    load(&branches, &groups, &settings)
+}
+
 /// The inventory database (one redb file).
 pub struct Store {
     db: Database,
     path: PathBuf,
+    /// The catalog after the last committed update (the OFC follows it).
+    changes: tokio::sync::watch::Sender<std::sync::Arc<Catalog>>,
+    /// Held from an update's write transaction until its catalog is published, so subscribers
+    /// see the commits in order.
+    publish: std::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Store {
@@ -831,11 +844,8 @@ impl Store {
     pub fn open_with_migrations(path: &Path, migrations: &[Migration]) -> Result<Self, StoreError> {
         let db = Database::create(path).map_err(|e| locked(e, path))?;
         let version = migrate(&db, migrations)?;
-        let store = Self {
-            db,
-            path: path.to_owned(),
-        };
-        store.catalog()?;
+        let catalog = read_catalog(&db)?;
+        let store = Self::with_db(db, path, catalog);
         tracing::debug!(path = %path.display(), version, "database open");
         Ok(store)
     }
@@ -860,11 +870,7 @@ impl Store {
                 supported: SCHEMA_VERSION,
             });
         }
-        let store = Self {
-            db,
-            path: path.to_owned(),
-        };
-        let c = store.catalog()?;
+        let c = read_catalog(&db)?;
         Ok(CheckReport {
             schema_version: found,
             branches: c.inventory.branches().count(),
@@ -872,6 +878,20 @@ impl Store {
             groups: c.groups.len(),
             flows: c.flows.len(),
         })
+    }
+
+    fn with_db(db: Database, path: &Path, catalog: Catalog) -> Self {
+        Self {
+            db,
+            path: path.to_owned(),
+            changes: tokio::sync::watch::Sender::new(std::sync::Arc::new(catalog)),
+            publish: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// Follows the catalog: the receiver sees the current one, then every committed update.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<std::sync::Arc<Catalog>> {
+        self.changes.subscribe()
     }
 
     /// The file.
@@ -886,11 +906,7 @@ impl Store {
 
     /// The current catalog (one read transaction: a consistent snapshot).
     pub fn catalog(&self) -> Result<Catalog, StoreError> {
-        let txn = self.db.begin_read()?;
-        let branches = txn.open_table(BRANCHES)?;
-        let groups = txn.open_table(GROUPS)?;
-        let settings = txn.open_table(SETTINGS)?;
-        load(&branches, &groups, &settings)
+        read_catalog(&self.db)
     }
 
     /// Applies `op` to the current catalog in one write transaction and commits the result;
@@ -899,6 +915,11 @@ impl Store {
         &self,
         op: impl FnOnce(&Catalog) -> Result<Catalog, StoreError>,
     ) -> Result<Catalog, StoreError> {
+        // A poisoned lock guards no data, only the order of publication.
+        let _order = self
+            .publish
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let txn = self.db.begin_write()?;
         let old = {
             let branches = txn.open_table(BRANCHES)?;
@@ -909,6 +930,7 @@ impl Store {
         let new = op(&old)?;
         save(&txn, &old, &new)?;
         txn.commit()?;
+        self.changes.send_replace(std::sync::Arc::new(new.clone()));
         Ok(new)
     }
 

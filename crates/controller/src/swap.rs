@@ -1,7 +1,7 @@
 //! The flow compiler: IP address swapping (seed 000 §III, Fig. 4(b); DESIGN §3.1).
 //!
 //! [`compile`] is a pure function: [`Inventory`] + [`PathGroups`] → [`FlowTables`], the exact
-//! OpenFlow table 0 of every gateway OVS. The OFC (not built yet) converts each [`FlowEntry`] to an
+//! OpenFlow table 0 of every gateway OVS. The OFC ([`crate::ofc`]) converts each [`FlowEntry`] to an
 //! OFPT_FLOW_MOD and reconciles switches by [`Cookie`]; [`install_plan`] says in which order.
 //!
 //! # Ports of a gateway OVS

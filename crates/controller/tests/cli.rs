@@ -44,6 +44,7 @@ impl Server {
             .args(["run", "--config"])
             .arg(config)
             .args(["--listen", "127.0.0.1:0"])
+            .args(["--openflow-listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -379,7 +380,12 @@ fn cli_scenario_against_a_running_server() {
     );
     let out = ok(&server, &["settings", "set", "--groups-per-pair", "3"]);
     assert!(out.contains("\"groups_per_pair\": 3"), "{out}");
-    assert!(ok(&server, &["stats"]).contains("filled by the SDC"));
+    // The OFC runs with `ssc run`: the SDC answers, with no switch connected yet.
+    let stats: serde_json::Value =
+        serde_json::from_str(&ok(&server, &["stats", "--json"])).unwrap();
+    assert_eq!(stats["available"], true, "{stats}");
+    assert_eq!(stats["branches"], serde_json::json!([]), "{stats}");
+    assert_eq!(ok(&server, &["stats"]), "no switch has connected yet\n");
     let exported = ok(&server, &["export"]);
     assert_eq!(Inventory::from_toml(&exported).unwrap(), inv);
 

@@ -20,6 +20,7 @@ use subtle::ConstantTimeEq;
 use crate::inventory::{Branch, BranchId, InventoryFile, PortIndex, PortRef, WanPort};
 use crate::path_config::Settings;
 use crate::path_group::{GroupId, GroupsFile, MemberPath, PathGroup, Transit};
+use crate::sdc::Sdc;
 use crate::store::{BranchPatch, Catalog, NewPort, PortPatch, Store, StoreError};
 use crate::swap::FlowEntry;
 
@@ -31,15 +32,24 @@ pub const API_PREFIX: &str = "/api/v1";
 pub struct AppState {
     store: Arc<Store>,
     token: Arc<str>,
+    sdc: Option<Arc<std::sync::Mutex<Sdc>>>,
 }
 
 impl AppState {
-    /// State over an open store, accepting `token` as the bearer token.
+    /// State over an open store, accepting `token` as the bearer token (no OpenFlow server:
+    /// `/health` says `openflow: false`, `/api/v1/stats` is empty).
     pub fn new(store: Arc<Store>, token: &str) -> Self {
         Self {
             store,
             token: Arc::from(token),
+            sdc: None,
         }
+    }
+
+    /// Serves the statistics the OFC's switch tasks collect into `sdc`.
+    pub fn with_sdc(mut self, sdc: Arc<std::sync::Mutex<Sdc>>) -> Self {
+        self.sdc = Some(sdc);
+        self
     }
 }
 
@@ -84,7 +94,7 @@ pub enum Op {
     GetSettings,
     /// Replace the PC settings.
     SetSettings,
-    /// Statistics (empty until the SDC exists).
+    /// Statistics collected by the SDC.
     Stats,
 }
 
@@ -168,7 +178,7 @@ pub const ROUTES: &[Route] = &[
         req=None, 200 Some("Settings")),
     route!(PUT "/api/v1/settings" SetSettings auth=true "settings" "Replace the settings"
         req=Some("Settings"), 200 Some("Settings")),
-    route!(GET "/api/v1/stats" Stats auth=true "stats" "Statistics: always empty for now, filled by the SDC later"
+    route!(GET "/api/v1/stats" Stats auth=true "stats" "Statistics (SDC): per switch (flows, ports), per member path, path group and branch pair"
         req=None, 200 Some("Stats")),
 ];
 
@@ -375,7 +385,7 @@ pub struct Health {
     pub status: String,
     /// Schema version of the database.
     pub schema_version: u64,
-    /// Whether the OpenFlow server runs (not built yet: always false).
+    /// Whether the OpenFlow server (OFC) runs in this process.
     pub openflow: bool,
 }
 
@@ -585,7 +595,7 @@ async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError>
     Ok(Json(Health {
         status: "ok".into(),
         schema_version,
-        openflow: false,
+        openflow: state.sdc.is_some(),
     }))
 }
 
@@ -828,12 +838,24 @@ async fn set_settings(
     Ok(Json(c.settings().clone()))
 }
 
-async fn stats() -> Json<Value> {
-    Json(json!({
-        "available": false,
-        "note": "filled by the SDC (statistics module) later; no statistics are collected yet",
-        "branches": [],
-    }))
+async fn stats(State(state): State<AppState>) -> Json<Value> {
+    match &state.sdc {
+        Some(sdc) => {
+            let view = sdc
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .view(std::time::Instant::now());
+            Json(serde_json::to_value(view).unwrap_or_else(|e| json!({"error": e.to_string()})))
+        }
+        None => Json(json!({
+            "available": false,
+            "note": "the OpenFlow server (OFC) does not run in this process, so the SDC collects nothing",
+            "branches": [],
+            "pairs": [],
+            "groups": [],
+            "members": [],
+        })),
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,11 @@
 //!
 //! [database]
 //! path = "/var/lib/mms/ssc.redb"     # relative paths are relative to this file's directory
+//!
+//! [openflow]
+//! listen = "0.0.0.0:6653"            # OpenFlow 1.3 over TCP ("" = no TCP listener)
+//! unix = ["/run/mms/ofc.sock"]       # and/or unix sockets (OVS: set-controller br0 unix:PATH)
+//! stats_interval_ms = 5000           # SDC polling period
 //! ```
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -31,6 +36,86 @@ pub struct Config {
     /// The inventory database.
     #[serde(default)]
     pub database: DatabaseConfig,
+    /// The OpenFlow server (OFC) and statistics (SDC).
+    #[serde(default)]
+    pub openflow: OpenflowConfig,
+}
+
+/// `[openflow]`: the OpenFlow 1.3 server that programs the gateways' OVS, and the SDC's polling.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OpenflowConfig {
+    /// TCP listen address, default `0.0.0.0:6653`; empty string: no TCP listener.
+    #[serde(with = "opt_addr")]
+    pub listen: Option<SocketAddr>,
+    /// Unix socket paths to listen on as well (a stale socket file is replaced).
+    pub unix: Vec<PathBuf>,
+    /// Silence after which an ECHO_REQUEST goes to a switch.
+    pub echo_interval_ms: u64,
+    /// Silence after which a switch is dead and its connection closed.
+    pub dead_timeout_ms: u64,
+    /// Longest wait for one reply or barrier from a switch.
+    pub request_timeout_ms: u64,
+    /// Longest wait for every switch of one install step; a switch later than this is dropped.
+    pub stage_timeout_ms: u64,
+    /// Flow and port statistics polling period (SDC).
+    pub stats_interval_ms: u64,
+}
+
+impl Default for OpenflowConfig {
+    fn default() -> Self {
+        Self {
+            listen: Some(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 6653))),
+            unix: Vec::new(),
+            echo_interval_ms: 5_000,
+            dead_timeout_ms: 15_000,
+            request_timeout_ms: 10_000,
+            stage_timeout_ms: 5_000,
+            stats_interval_ms: 5_000,
+        }
+    }
+}
+
+impl OpenflowConfig {
+    /// The OFC's settings.
+    pub fn to_ofc(&self) -> crate::ofc::OfcConfig {
+        use std::time::Duration;
+        let ms = |v: u64| Duration::from_millis(v.max(1));
+        crate::ofc::OfcConfig {
+            listen: self.listen,
+            unix: self.unix.clone(),
+            channel: ofproto::channel::Config {
+                echo_interval: ms(self.echo_interval_ms),
+                dead_timeout: ms(self.dead_timeout_ms),
+                ..ofproto::channel::Config::default()
+            },
+            request_timeout: ms(self.request_timeout_ms),
+            stage_timeout: ms(self.stage_timeout_ms),
+            stats_interval: ms(self.stats_interval_ms),
+        }
+    }
+}
+
+/// `listen = "a:p"` or `""` (none).
+mod opt_addr {
+    use std::net::SocketAddr;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<SocketAddr>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(a) => s.collect_str(a),
+            None => s.serialize_str(""),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.is_empty() {
+            return Ok(None);
+        }
+        s.parse().map(Some).map_err(serde::de::Error::custom)
+    }
 }
 
 /// `[api]`: the REST API.
@@ -136,6 +221,11 @@ impl Config {
         if config.database.path.is_relative() {
             config.database.path = dir.join(&config.database.path);
         }
+        for p in &mut config.openflow.unix {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        }
         if let Some(f) = config.api.token_file.as_mut() {
             if f.is_relative() {
                 *f = dir.join(&*f);
@@ -176,6 +266,28 @@ mod tests {
         assert_eq!(c, Config::default());
         assert_eq!(c.api.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.database.path, PathBuf::from("ssc.redb"));
+        assert_eq!(
+            c.openflow.listen,
+            Some(SocketAddr::from(([0, 0, 0, 0], 6653)))
+        );
+        assert!(c.openflow.unix.is_empty());
+        assert_eq!(c.openflow.stats_interval_ms, 5000);
+    }
+
+    #[test]
+    fn openflow_section() {
+        let c = Config::from_toml(
+            "[openflow]\nlisten = \"\"\nunix = [\"/run/x.sock\"]\nstats_interval_ms = 1000",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.openflow.listen, None);
+        assert_eq!(c.openflow.unix, vec![PathBuf::from("/run/x.sock")]);
+        let o = c.openflow.to_ofc();
+        assert_eq!(o.stats_interval, std::time::Duration::from_secs(1));
+        let e =
+            Config::from_toml("[openflow]\nlisten = \"nope\"", Path::new("t.toml")).unwrap_err();
+        assert!(e.to_string().contains("listen"), "{e}");
     }
 
     #[test]
@@ -184,7 +296,7 @@ mod tests {
             ("colour = 1", "colour"),
             ("[api]\nlisten_port = 1", "listen_port"),
             ("[database]\nfile = \"x\"", "file"),
-            ("[openflow]\nlisten = \"0.0.0.0:6653\"", "openflow"),
+            ("[openflow]\nport = 6653", "port"),
         ] {
             let e = Config::from_toml(text, Path::new("t.toml")).unwrap_err();
             assert!(e.to_string().contains(key), "{e}");

@@ -20,15 +20,20 @@ use std::sync::Arc;
 use crate::store::Store;
 
 /// Serves the REST API on `listener` until `shutdown` completes (then finishes the requests in
-/// flight).
+/// flight). With `sdc`, `/api/v1/stats` serves the statistics the OFC collects.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: Arc<Store>,
     token: &str,
     body_limit_bytes: usize,
+    sdc: Option<Arc<std::sync::Mutex<crate::sdc::Sdc>>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = api::router(api::AppState::new(store, token), body_limit_bytes);
+    let mut state = api::AppState::new(store, token);
+    if let Some(sdc) = sdc {
+        state = state.with_sdc(sdc);
+    }
+    let app = api::router(state, body_limit_bytes);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

@@ -104,12 +104,12 @@ fn schemas() -> Value {
         "mdi_threshold": {"type": "number", "minimum": 0, "maximum": 0.5, "default": 0.4},
         "replace_margin": {"type": "number", "minimum": 0, "default": 0.2},
         "allow_transit": {"type": "boolean", "default": true}}});
-    json!({
+    let mut schemas = json!({
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
         "Health": {"type": "object", "required": ["status", "schema_version", "openflow"], "properties": {
             "status": {"type": "string", "enum": ["ok"]},
             "schema_version": {"type": "integer"},
-            "openflow": {"type": "boolean", "description": "whether the OpenFlow server runs (not built yet: false)"}}},
+            "openflow": {"type": "boolean", "description": "whether the OpenFlow server (OFC) runs in this process"}}},
         "WanPort": {"type": "object", "additionalProperties": false,
             "required": ["port", "address", "gateway", "capacity_mbps"], "properties": {
             "port": port_letter, "address": ipv4_net, "gateway": ipv4, "gateway_mac": mac, "mac": mac,
@@ -173,9 +173,52 @@ fn schemas() -> Value {
         "Flows": {"type": "object", "properties": {
             "branch": branch_id, "count": {"type": "integer"},
             "flows": {"type": "array", "items": schema_ref("Flow")}}},
-        "Stats": {"type": "object", "description": "filled by the SDC later; empty until then", "properties": {
+    });
+    if let (Value::Object(all), Value::Object(more)) = (&mut schemas, stats_schemas(&branch_id)) {
+        all.extend(more);
+    }
+    schemas
+}
+
+/// The SDC's schemas (`GET /api/v1/stats`).
+fn stats_schemas(branch_id: &Value) -> Value {
+    json!({
+        "Traffic": {"type": "object", "description": "forward = A's source entries (A → B), reverse = B's source entries on the same member paths (B → A); rates over the last sampling interval", "properties": {
+            "forward_packets": {"type": "integer"}, "forward_bytes": {"type": "integer"}, "forward_bits_per_s": {"type": "number"},
+            "reverse_packets": {"type": "integer"}, "reverse_bytes": {"type": "integer"}, "reverse_bits_per_s": {"type": "number"}}},
+        "FlowCounters": {"type": "object", "properties": {
+            "cookie": {"type": "string", "example": "0x4d4d010021141100"}, "what": {"type": "string", "example": "0x2114 forward source"},
+            "packets": {"type": "integer"}, "bytes": {"type": "integer"},
+            "packets_per_s": {"type": "number"}, "bits_per_s": {"type": "number"}}},
+        "PortCounters": {"type": "object", "properties": {
+            "port": {"type": "integer", "description": "OpenFlow port: wan{k} = 1+k, mpa{k} = 101+k"},
+            "rx_packets": {"type": "integer"}, "rx_bytes": {"type": "integer"}, "rx_bits_per_s": {"type": "number"},
+            "tx_packets": {"type": "integer"}, "tx_bytes": {"type": "integer"}, "tx_bits_per_s": {"type": "number"},
+            "rx_dropped": {"type": "integer"}, "tx_dropped": {"type": "integer"}}},
+        "BranchStats": {"type": "object", "description": "one gateway switch", "properties": {
+            "branch": branch_id, "connected": {"type": "boolean"}, "datapath_id": {"type": "string"},
+            "peer": {"type": "string"}, "flows_compiled": {"type": "integer"}, "flows_reported": {"type": "integer"},
+            "reconciles": {"type": "integer"}, "last_reconcile_ms": {"type": "number", "nullable": true},
+            "sample_age_ms": {"type": "integer", "nullable": true},
+            "packets": {"type": "integer"}, "bytes": {"type": "integer"},
+            "flows": {"type": "array", "items": schema_ref("FlowCounters")},
+            "ports": {"type": "array", "items": schema_ref("PortCounters")}}},
+        "PairStats": {"allOf": [schema_ref("Traffic"), {"type": "object", "properties": {
+            "source": branch_id, "destination": branch_id}}]},
+        "GroupStats": {"allOf": [schema_ref("Traffic"), {"type": "object", "properties": {
+            "source": branch_id, "destination": branch_id, "group": {"type": "integer"}}}]},
+        "MemberStats": {"allOf": [schema_ref("Traffic"), {"type": "object", "properties": {
+            "code": {"type": "string", "example": "0x2114"}, "source": branch_id, "destination": branch_id,
+            "group": {"type": "integer"}, "member": {"type": "integer"}}}]},
+        "Stats": {"type": "object", "description": "collected by the SDC from every connected switch (multipart FLOW by cookie, PORT_STATS); `available` is false when the OpenFlow server does not run in this process", "properties": {
             "available": {"type": "boolean"}, "note": {"type": "string"},
-            "branches": {"type": "array", "maxItems": 0, "items": {}}}},
+            "last_push": {"type": "object", "nullable": true, "description": "the last change pushed to the switches", "properties": {
+                "switches": {"type": "integer"}, "steps": {"type": "integer"}, "flow_mods": {"type": "integer"},
+                "failed_members": {"type": "integer"}, "ms": {"type": "number", "description": "diff, FLOW_MODs and every barrier reply"}}},
+            "branches": {"type": "array", "items": schema_ref("BranchStats")},
+            "pairs": {"type": "array", "items": schema_ref("PairStats")},
+            "groups": {"type": "array", "items": schema_ref("GroupStats")},
+            "members": {"type": "array", "items": schema_ref("MemberStats")}}},
     })
 }
 

@@ -1,0 +1,409 @@
+//! OFC: the OpenFlow 1.3 controller of the SSC (seed 000 §IV, "OpenFlow Controller").
+//!
+//! Pure core (no IO):
+//! - [`flowmod`]: the flow IR of [`crate::swap`] ↔ `ofproto` FLOW_MOD / flow stats, in one place.
+//! - [`reconcile`]: the diff by cookie (switch vs compiled table, or old vs new compiled table)
+//!   and the order of its steps (removal source → destination, install destination → source).
+//!
+//! Driver (tokio):
+//! - [`Ofc::bind`] listens on TCP (`openflow.listen`) and on unix sockets (`openflow.unix`; OVS
+//!   in another network namespace reaches those with `set-controller br0 unix:PATH`, no IP).
+//! - one task per switch connection (`switch`): HELLO, FEATURES (datapath id → branch:
+//!   [`branch_of_datapath`]), echo keepalive and dead-peer timeout (the `ofproto` channel), a
+//!   bounded command queue, statistics polling for the SDC.
+//! - one coordinator task ([`Ofc::run`]): registers switches, sends each (re)connected switch a
+//!   full reconcile against the current compiled table, and on every committed change of the
+//!   store pushes the difference to all connected switches step by step ([`reconcile::plan`]),
+//!   each step confirmed by a barrier on every switch it touches before the next starts.
+//!   A switch that does not confirm a step within `stage_timeout` is dropped (it reconciles when
+//!   it reconnects) and the member paths it failed are not installed further, so one slow or
+//!   dead switch delays the others by at most one `stage_timeout` per update and never leaves a
+//!   member path half-installed.
+//!
+//! Datapath id → branch: the datapath id IS the branch id (1..=15). The gateway sets
+//! `other-config:datapath-id=000000000000000B` on `br0` (B in hex); no extra inventory field or
+//! database schema is needed, and a switch with any other id is refused with a WARN naming the
+//! setting.
+pub mod flowmod;
+pub mod reconcile;
+mod switch;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{mpsc, oneshot, watch};
+
+pub use switch::SwitchError;
+use switch::{Command, SwitchHandle};
+
+use crate::inventory::BranchId;
+use crate::path_group::PathCode;
+use crate::sdc::Sdc;
+use crate::store::Catalog;
+use crate::swap;
+
+/// Commands queued per switch. The coordinator sends at most one step per update at a time plus
+/// a reconcile, so 64 is never reached by a healthy switch; a full queue means the switch is
+/// stuck, and it is dropped. Worst case memory: 64 × one step's flows.
+pub const COMMAND_QUEUE: usize = 64;
+
+/// Settings of the OpenFlow server (`[openflow]` in the config, see [`crate::ui::config`]).
+#[derive(Clone, Debug)]
+pub struct OfcConfig {
+    /// TCP listen address (`None`: no TCP listener).
+    pub listen: Option<SocketAddr>,
+    /// Unix socket paths to listen on (a stale socket file is replaced).
+    pub unix: Vec<PathBuf>,
+    /// Channel timers: echo interval, dead-peer timeout, HELLO timeout.
+    pub channel: ofproto::channel::Config,
+    /// Longest wait for one reply or barrier.
+    pub request_timeout: Duration,
+    /// Longest wait for every switch of one update step to confirm it.
+    pub stage_timeout: Duration,
+    /// Flow and port statistics polling period.
+    pub stats_interval: Duration,
+}
+
+impl Default for OfcConfig {
+    fn default() -> Self {
+        Self {
+            listen: Some(SocketAddr::from(([0, 0, 0, 0], ofproto::OFP_TCP_PORT))),
+            unix: Vec::new(),
+            channel: ofproto::channel::Config::default(),
+            request_timeout: Duration::from_secs(10),
+            stage_timeout: Duration::from_secs(5),
+            stats_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The branch of a switch: its datapath id, when that is 1..=15.
+pub fn branch_of_datapath(datapath_id: u64) -> Option<BranchId> {
+    u8::try_from(datapath_id)
+        .ok()
+        .and_then(|b| BranchId::new(b).ok())
+}
+
+/// The datapath id a gateway's bridge must have (`other-config:datapath-id`, 16 hex digits).
+pub fn datapath_id_of(branch: BranchId) -> String {
+    format!("{:016x}", branch.get())
+}
+
+/// What switch tasks and listeners tell the coordinator.
+#[derive(Debug)]
+pub(crate) enum CoordEvent {
+    Up {
+        branch: BranchId,
+        datapath_id: u64,
+        peer: String,
+        handle: SwitchHandle,
+    },
+    Down {
+        branch: BranchId,
+        conn: u64,
+    },
+}
+
+/// The bound OpenFlow server.
+#[derive(Debug)]
+pub struct Ofc {
+    config: Arc<OfcConfig>,
+    tcp: Option<TcpListener>,
+    unix: Vec<(PathBuf, UnixListener)>,
+}
+
+impl Ofc {
+    /// Binds every listener (errors name the address or path).
+    pub async fn bind(config: OfcConfig) -> std::io::Result<Self> {
+        let tcp = match config.listen {
+            Some(a) => Some(TcpListener::bind(a).await.map_err(|e| {
+                std::io::Error::new(e.kind(), format!("bind OpenFlow TCP {a}: {e}"))
+            })?),
+            None => None,
+        };
+        let mut unix = Vec::new();
+        for p in &config.unix {
+            use std::os::unix::fs::FileTypeExt;
+            if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()) {
+                std::fs::remove_file(p)?;
+            }
+            let l = UnixListener::bind(p).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("bind OpenFlow unix socket {}: {e}", p.display()),
+                )
+            })?;
+            unix.push((p.clone(), l));
+        }
+        Ok(Self {
+            config: Arc::new(config),
+            tcp,
+            unix,
+        })
+    }
+
+    /// The TCP address (useful with port 0).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.tcp.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Serves switches until `shutdown`: accepts connections, reconciles each, and pushes every
+    /// change of the catalog seen on `catalog` to the connected switches.
+    pub async fn run(
+        self,
+        mut catalog: watch::Receiver<Arc<Catalog>>,
+        sdc: Arc<Mutex<Sdc>>,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) {
+        // Unbounded but small: each connection sends at most one `Up` and one `Down`.
+        let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+        let mut accept_tasks = tokio::task::JoinSet::new();
+        let next_conn = Arc::new(std::sync::atomic::AtomicU64::new(1));
+        if let Some(l) = self.tcp {
+            let (cfg, tx, sdc, n) = (
+                Arc::clone(&self.config),
+                ev_tx.clone(),
+                Arc::clone(&sdc),
+                Arc::clone(&next_conn),
+            );
+            accept_tasks.spawn(async move {
+                loop {
+                    match l.accept().await {
+                        Ok((s, peer)) => {
+                            let _ = s.set_nodelay(true);
+                            let conn = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            tokio::spawn(switch::run(
+                                s,
+                                peer.to_string(),
+                                conn,
+                                Arc::clone(&cfg),
+                                tx.clone(),
+                                Arc::clone(&sdc),
+                            ));
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "OpenFlow accept failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+            });
+        }
+        for (path, l) in self.unix {
+            let (cfg, tx, sdc, n) = (
+                Arc::clone(&self.config),
+                ev_tx.clone(),
+                Arc::clone(&sdc),
+                Arc::clone(&next_conn),
+            );
+            accept_tasks.spawn(async move {
+                loop {
+                    match l.accept().await {
+                        Ok((s, _)) => {
+                            let conn = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            tokio::spawn(switch::run(
+                                s,
+                                format!("unix:{}", path.display()),
+                                conn,
+                                Arc::clone(&cfg),
+                                tx.clone(),
+                                Arc::clone(&sdc),
+                            ));
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "OpenFlow accept failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+            });
+        }
+        drop(ev_tx);
+        let mut coord = Coordinator {
+            config: Arc::clone(&self.config),
+            switches: BTreeMap::new(),
+            catalog: Arc::clone(&catalog.borrow_and_update()),
+            sdc,
+        };
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                ev = ev_rx.recv() => match ev {
+                    Some(ev) => coord.event(ev),
+                    None => break,
+                },
+                r = catalog.changed() => {
+                    if r.is_err() {
+                        break;
+                    }
+                    let new = Arc::clone(&catalog.borrow_and_update());
+                    coord.update(new).await;
+                }
+            }
+        }
+        accept_tasks.abort_all();
+        // Dropping the handles closes every switch task's queue: they end their connections.
+        coord.switches.clear();
+    }
+}
+
+struct Coordinator {
+    config: Arc<OfcConfig>,
+    switches: BTreeMap<BranchId, SwitchHandle>,
+    catalog: Arc<Catalog>,
+    sdc: Arc<Mutex<Sdc>>,
+}
+
+impl Coordinator {
+    fn event(&mut self, ev: CoordEvent) {
+        match ev {
+            CoordEvent::Up {
+                branch,
+                datapath_id,
+                peer,
+                handle,
+            } => {
+                if let Some(old) = self.switches.get(&branch) {
+                    tracing::info!(
+                        branch = branch.get(),
+                        old = old.conn,
+                        new = handle.conn,
+                        "switch reconnected: dropping the old connection"
+                    );
+                }
+                let cmd = Command::Reconcile {
+                    tables: Arc::new(self.catalog.flows().clone()),
+                    ports: swap::switch_ports(self.catalog.inventory(), branch),
+                };
+                if handle.cmd.try_send(cmd).is_err() {
+                    return;
+                }
+                switch::lock(&self.sdc).connected(branch, handle.conn, datapath_id, peer);
+                self.switches.insert(branch, handle);
+            }
+            CoordEvent::Down { branch, conn } => {
+                if self.switches.get(&branch).is_some_and(|h| h.conn == conn) {
+                    self.switches.remove(&branch);
+                    switch::lock(&self.sdc).disconnected(branch, conn);
+                }
+            }
+        }
+    }
+
+    /// Pushes the change from the current catalog to `new` to every connected switch.
+    async fn update(&mut self, new: Arc<Catalog>) {
+        let old = Arc::clone(&self.catalog);
+        self.catalog = Arc::clone(&new);
+        if old.flows() == new.flows() {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        // Every switch of either table: a member path whose entries cannot reach a switch (not
+        // connected) is not installed further (its source stays away, so its subflow keeps using
+        // the patch flows instead of a half path).
+        let all: BTreeSet<BranchId> = old
+            .flows()
+            .iter()
+            .chain(new.flows().iter())
+            .map(|(b, _)| b)
+            .collect();
+        let diffs = reconcile::update_diffs(old.flows(), new.flows(), all);
+        let steps = reconcile::plan(&diffs);
+        let mut failed_members: BTreeSet<PathCode> = BTreeSet::new();
+        let mut ops_total = 0;
+        for step in &steps {
+            let install = matches!(step.phase, reconcile::Phase::Install(_));
+            let mut waits = Vec::new();
+            for (branch, ops) in &step.ops {
+                let ops: Vec<_> = if install {
+                    ops.iter()
+                        .filter(|o| o.member().is_none_or(|m| !failed_members.contains(&m)))
+                        .cloned()
+                        .collect()
+                } else {
+                    ops.clone()
+                };
+                if ops.is_empty() {
+                    continue;
+                }
+                let members: Vec<PathCode> = ops.iter().filter_map(|o| o.member()).collect();
+                let Some(h) = self.switches.get(branch) else {
+                    // Not connected: it gets the whole table when it connects.
+                    if install {
+                        failed_members.extend(members);
+                    }
+                    continue;
+                };
+                ops_total += ops.len();
+                let (done_tx, done_rx) = oneshot::channel();
+                if h.cmd
+                    .try_send(Command::Apply { ops, done: done_tx })
+                    .is_err()
+                {
+                    if install {
+                        failed_members.extend(members);
+                    }
+                    self.drop_switch(*branch, "command queue full or closed");
+                    continue;
+                }
+                waits.push((*branch, members, done_rx));
+            }
+            let deadline = tokio::time::Instant::now() + self.config.stage_timeout;
+            for (branch, members, rx) in waits {
+                let why = match tokio::time::timeout_at(deadline, rx).await {
+                    Ok(Ok(Ok(()))) => continue,
+                    Ok(Ok(Err(e))) => e.to_string(),
+                    Ok(Err(_)) => "connection ended".to_owned(),
+                    Err(_) => format!("no barrier within {:?}", self.config.stage_timeout),
+                };
+                // A failed removal needs nothing more: the dropped switch is reconciled (its
+                // stale entries deleted) when it reconnects, and forwards nothing until then.
+                if install {
+                    failed_members.extend(members);
+                }
+                tracing::warn!(branch = branch.get(), phase = ?step.phase, reason = %why, "update step failed on switch");
+                self.drop_switch(branch, "update step failed");
+            }
+        }
+        let report = crate::sdc::PushReport {
+            switches: diffs
+                .keys()
+                .filter(|b| self.switches.contains_key(b))
+                .count(),
+            steps: steps.len(),
+            flow_mods: ops_total,
+            failed_members: failed_members.len(),
+            ms: t0.elapsed().as_secs_f64() * 1e3,
+        };
+        tracing::info!(
+            switches = report.switches,
+            steps = report.steps,
+            flow_mods = report.flow_mods,
+            failed_members = report.failed_members,
+            ms = format!("{:.1}", report.ms),
+            "flows pushed"
+        );
+        let mut sdc = switch::lock(&self.sdc);
+        sdc.pushed(report);
+        for b in self.switches.keys() {
+            sdc.set_flows(*b, new.flows().switch(*b).len());
+        }
+    }
+
+    fn drop_switch(&mut self, branch: BranchId, why: &str) {
+        if let Some(h) = self.switches.remove(&branch) {
+            tracing::warn!(
+                branch = branch.get(),
+                conn = h.conn,
+                why,
+                "dropping switch; it reconciles when it reconnects"
+            );
+            switch::lock(&self.sdc).disconnected(branch, h.conn);
+        }
+    }
+}
