@@ -2,7 +2,28 @@
 //!
 //! Seed 000 §II-B: every packet from one branch to another is read from TUN `mms0`, classified,
 //! framed and written into a pre-established MPTCP connection to the destination branch ("IP over
-//! MPTCP"). This crate owns the TUN device, the MPTCP sockets, netlink and the local Open vSwitch
-//! set-up; all decisions are made by `mpa`.
+//! MPTCP"). This crate owns the TUN device, the MPTCP sockets, netlink and host set-up; all
+//! decisions (classification, path group, queueing, framing) are made by `mpa`.
 //!
-//! Status: the dataplane is built under issue #4; this crate holds only the binary's command line.
+//! Modules:
+//! - [`daemon`]: `mmsg run`: set-up, then the tasks.
+//! - [`tunnel`]: TUN reader, per-connection writer/reader tasks, subflow management.
+//! - [`tun`]: the TUN device with virtio-net header offload.
+//! - [`pm`] / [`genl`]: the MPTCP userspace path manager over generic netlink.
+//! - [`setup`]: sysctls, policy routing, TUN routes (idempotent, undone on exit).
+//! - [`control`] / [`stats`]: the control socket of `mmsg status` and the counters it shows.
+//! - [`sys`]: the only `unsafe` (ioctls, socket options).
+//!
+//! See `docs/mmsg.md`.
+#![deny(unsafe_code)]
+
+pub mod control;
+pub mod daemon;
+pub mod genl;
+pub mod pm;
+pub mod setup;
+pub mod stats;
+#[allow(unsafe_code)] // STYLE §5: the one module with unsafe, each block with `// SAFETY:`.
+pub mod sys;
+pub mod tun;
+pub mod tunnel;

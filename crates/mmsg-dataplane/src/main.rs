@@ -1,6 +1,13 @@
-//! `mmsg`: the MMS gateway daemon (see the crate docs of `mmsg_dataplane`).
+//! `mmsg`: the MMS gateway daemon (see the crate docs of `mmsg_dataplane` and `docs/mmsg.md`).
+#![forbid(unsafe_code)]
 
-use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use mmsg_dataplane::control;
+use mmsg_dataplane::daemon::{self, PmMode, RunOpts};
+use mmsg_dataplane::tunnel::SocketOpts;
 
 /// MMS gateway (MMSG): carries IP traffic between branches over multipath TCP.
 #[derive(Debug, Parser)]
@@ -10,18 +17,135 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run the gateway (not built yet: issue #4).
-    Run,
+#[derive(Debug, Args)]
+struct ControlArgs {
+    /// The control socket of the running daemon.
+    #[arg(long, env = "MMSG_CONTROL", default_value_os_t = control::default_path())]
+    control: PathBuf,
 }
 
-fn main() -> anyhow::Result<()> {
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a config file: prints every problem as `key: reason`, exit code 1 on error.
+    Check {
+        /// The gateway config (TOML).
+        #[arg(long, env = "MMSG_CONFIG")]
+        config: PathBuf,
+    },
+    /// Run the gateway.
+    Run(RunArgs),
+    /// Show the connections, subflows and counters of the running daemon.
+    Status {
+        #[command(flatten)]
+        control: ControlArgs,
+        /// Print JSON instead of text.
+        #[arg(long, env = "MMSG_STATUS_JSON")]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The gateway config (TOML).
+    #[arg(long, env = "MMSG_CONFIG")]
+    config: PathBuf,
+    #[command(flatten)]
+    control: ControlArgs,
+    /// Name of the TUN device.
+    #[arg(long, env = "MMSG_TUN", default_value = "mms0")]
+    tun: String,
+    /// MTU of the TUN device (inner packets; they travel in a byte stream, never fragmented).
+    #[arg(long, env = "MMSG_TUN_MTU", default_value_t = 1500)]
+    tun_mtu: u32,
+    /// Do not ask for TUN offload (virtio header, GSO super-packets).
+    #[arg(long, env = "MMSG_NO_OFFLOAD")]
+    no_offload: bool,
+    /// MPTCP path manager.
+    #[arg(
+        long,
+        env = "MMSG_PATH_MANAGER",
+        value_enum,
+        default_value = "userspace"
+    )]
+    path_manager: PmMode,
+    /// TCP_MAXSEG pinned on the tunnel sockets, so a subflow never needs PMTU discovery
+    /// (0: kernel default).
+    #[arg(long, env = "MMSG_MSS", default_value_t = 1360)]
+    mss: u16,
+    /// TCP_NOTSENT_LOWAT of the tunnel sockets in bytes (0: not set).
+    #[arg(long, env = "MMSG_NOTSENT_LOWAT", default_value_t = 128 * 1024)]
+    notsent_lowat: u32,
+    /// SO_SNDBUF/SO_RCVBUF of the tunnel sockets in bytes (0: kernel autotuning). A fixed size
+    /// gives a new connection its full window at once instead of after seconds of autotuning.
+    #[arg(long, env = "MMSG_SOCKET_BUFFER", default_value_t = 4 * 1024 * 1024)]
+    socket_buffer: u32,
+    /// Skip the host set-up (sysctls, policy rules); the TUN device and its routes are still set.
+    #[arg(long, env = "MMSG_NO_SETUP")]
+    no_setup: bool,
+}
+
+fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MMSG_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    match real_main(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mmsg: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Run => anyhow::bail!("mmsg run: the IPoMP dataplane is not built yet (issue #4)"),
+        Command::Check { config } => match daemon::load_config(&config) {
+            Ok(_) => {
+                println!("{}: ok", config.display());
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                Ok(ExitCode::FAILURE)
+            }
+        },
+        Command::Run(a) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            rt.block_on(daemon::run(RunOpts {
+                config: a.config,
+                tun_name: a.tun,
+                tun_mtu: a.tun_mtu,
+                offload: !a.no_offload,
+                pm: a.path_manager,
+                sockets: SocketOpts {
+                    mss: a.mss,
+                    notsent_lowat: a.notsent_lowat,
+                    buffer: a.socket_buffer,
+                },
+                control: a.control.control,
+                no_setup: a.no_setup,
+            }))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status { control, json } => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let report = rt.block_on(control::query(&control.control))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.to_text());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

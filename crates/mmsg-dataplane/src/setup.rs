@@ -1,0 +1,321 @@
+//! Host set-up that `mmsg run` performs in its own network namespace, idempotently (DESIGN §2, §3.1,
+//! §4): MPTCP path manager mode, cubic, the reserved MPA port range, policy routing per WAN address,
+//! the TUN device's MTU, state and routes. Sysctls are written through `/proc/sys` (per network
+//! namespace); links, routes and rules through the `ip` tool (iproute2), which is on every gateway
+//! and keeps this driver free of a netlink route library. What was changed is recorded in
+//! [`Undo`] and reverted on exit.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::process::Command;
+
+use anyhow::{bail, Context};
+use mpa::config::Config;
+use tracing::{debug, info, warn};
+
+/// First table of the per-WAN policy routing: WAN port k uses table 100 + k (DESIGN §2).
+pub const TABLE_BASE: u32 = 100;
+/// Rule preference of the per-WAN rules we add (the testbed uses the same).
+pub const RULE_PREF_BASE: u32 = 1000;
+
+/// What to revert on exit.
+#[derive(Debug, Default)]
+pub struct Undo {
+    sysctls: Vec<(String, String)>,
+    rules: Vec<Vec<String>>,
+    commands: Vec<Vec<String>>,
+}
+
+impl Undo {
+    /// Reverts every recorded change (best effort, logged).
+    pub fn revert(&mut self) {
+        for args in self.commands.drain(..).rev() {
+            if let Err(e) = ip(&args) {
+                warn!(error = %e, "could not undo a set-up step");
+            }
+        }
+        for args in self.rules.drain(..).rev() {
+            let mut del: Vec<String> = vec!["rule".into(), "del".into()];
+            del.extend(args.into_iter().skip(2));
+            if let Err(e) = ip(&del) {
+                warn!(error = %e, "could not remove policy rule");
+            }
+        }
+        for (key, old) in self.sysctls.drain(..).rev() {
+            if let Err(e) = write_sysctl(&key, &old) {
+                warn!(key, error = %e, "could not restore sysctl");
+            }
+        }
+    }
+}
+
+impl Undo {
+    /// Records an `ip` command that undoes a set-up step.
+    pub fn on_exit_ip(&mut self, args: &[&str]) {
+        self.commands
+            .push(args.iter().map(|a| (*a).to_owned()).collect());
+    }
+}
+
+fn sysctl_path(key: &str) -> String {
+    format!("/proc/sys/{}", key.replace('.', "/"))
+}
+
+/// Reads a sysctl (trimmed).
+pub fn read_sysctl(key: &str) -> anyhow::Result<String> {
+    let p = sysctl_path(key);
+    Ok(std::fs::read_to_string(&p)
+        .with_context(|| format!("read {p}"))?
+        .trim()
+        .to_owned())
+}
+
+fn write_sysctl(key: &str, value: &str) -> anyhow::Result<()> {
+    let p = sysctl_path(key);
+    // A newline, so that even an empty value reaches the kernel's handler (a 0-byte write does not).
+    std::fs::write(&p, format!("{value}\n")).with_context(|| format!("write {value:?} to {p}"))
+}
+
+/// Sets a sysctl if it differs, recording the old value.
+pub fn ensure_sysctl(undo: &mut Undo, key: &str, value: &str) -> anyhow::Result<()> {
+    let old = read_sysctl(key)?;
+    if old == value {
+        debug!(key, value, "sysctl already set");
+        return Ok(());
+    }
+    write_sysctl(key, value)?;
+    info!(key, old = %old, new = value, "sysctl set");
+    undo.sysctls.push((key.to_owned(), old));
+    Ok(())
+}
+
+/// Runs `ip ARGS`; returns stdout.
+pub fn ip<S: AsRef<str>>(args: &[S]) -> anyhow::Result<String> {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let out = Command::new("ip")
+        .args(&args)
+        .output()
+        .with_context(|| format!("run ip {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!(
+            "ip {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Parses `ip_local_reserved_ports` ("1000-1010,2000") into inclusive ranges.
+pub fn parse_port_ranges(s: &str) -> Vec<(u16, u16)> {
+    s.split(',')
+        .filter_map(|p| {
+            let p = p.trim();
+            if p.is_empty() {
+                return None;
+            }
+            match p.split_once('-') {
+                Some((a, b)) => Some((a.trim().parse().ok()?, b.trim().parse().ok()?)),
+                None => {
+                    let v = p.parse().ok()?;
+                    Some((v, v))
+                }
+            }
+        })
+        .collect()
+}
+
+/// Merges ranges (sorted, overlapping or adjacent ones joined) and formats them for the sysctl.
+pub fn format_port_ranges(mut r: Vec<(u16, u16)>) -> String {
+    r.sort_unstable();
+    let mut merged: Vec<(u16, u16)> = Vec::new();
+    for (a, b) in r {
+        match merged.last_mut() {
+            Some(last) if u32::from(a) <= u32::from(last.1) + 1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    merged
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The MPA port ranges to reserve: `0xB000-0xBFFF` for our branch and every configured remote,
+/// because after a swap any `0xBASG` of those branches appears as a local port (DESIGN §3.1).
+pub fn mpa_port_ranges(config: &Config) -> Vec<(u16, u16)> {
+    let mut branches: BTreeSet<u8> = config.remote.iter().map(|r| r.id).collect();
+    branches.insert(config.branch_id);
+    branches
+        .into_iter()
+        .filter(|b| (1..=15).contains(b))
+        .map(|b| {
+            let base = u16::from(b) << 12;
+            (base, base | 0x0FFF)
+        })
+        .collect()
+}
+
+/// Adds our ranges to `net.ipv4.ip_local_reserved_ports`, keeping what is there.
+pub fn reserve_ports(undo: &mut Undo, config: &Config) -> anyhow::Result<()> {
+    let key = "net.ipv4.ip_local_reserved_ports";
+    let mut ranges = parse_port_ranges(&read_sysctl(key)?);
+    ranges.extend(mpa_port_ranges(config));
+    let want = format_port_ranges(ranges);
+    let have = format_port_ranges(parse_port_ranges(&read_sysctl(key)?));
+    if have == want {
+        return Ok(());
+    }
+    ensure_sysctl(undo, key, &want)
+}
+
+/// Picks cubic (DESIGN §4: bbr made MPTCP retransmit ~25 %) if the host allows it.
+pub fn ensure_cubic(undo: &mut Undo) -> anyhow::Result<()> {
+    let allowed = read_sysctl("net.ipv4.tcp_allowed_congestion_control").unwrap_or_default();
+    let available = read_sysctl("net.ipv4.tcp_available_congestion_control").unwrap_or_default();
+    if !allowed.split_whitespace().any(|c| c == "cubic")
+        && !available.split_whitespace().any(|c| c == "cubic")
+    {
+        warn!(allowed = %allowed, "cubic is not allowed here; keeping the current congestion control");
+        return Ok(());
+    }
+    ensure_sysctl(undo, "net.ipv4.tcp_congestion_control", "cubic")
+}
+
+/// Switches the namespace's MPTCP path manager to userspace (new sockets only) or back to kernel.
+pub fn ensure_path_manager(undo: &mut Undo, userspace: bool) -> anyhow::Result<()> {
+    ensure_sysctl(undo, "net.mptcp.enabled", "1")?;
+    let want = if userspace { "userspace" } else { "kernel" };
+    if read_sysctl("net.mptcp.path_manager").is_ok() {
+        ensure_sysctl(undo, "net.mptcp.path_manager", want)
+    } else {
+        // Kernels before 6.15 only have the numeric form.
+        ensure_sysctl(undo, "net.mptcp.pm_type", if userspace { "1" } else { "0" })
+    }
+}
+
+/// One `ip rule` as reported by `ip -j rule show`.
+fn rule_exists(rules_json: &str, src: Ipv4Addr, table: u32) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(rules_json) else {
+        return false;
+    };
+    v.as_array().is_some_and(|rules| {
+        rules.iter().any(|r| {
+            let src_ok = r.get("src").and_then(|s| s.as_str()) == Some(&src.to_string())
+                && r.get("srclen")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(32)
+                    == 32;
+            let table_ok = match r.get("table") {
+                Some(serde_json::Value::String(t)) => t == &table.to_string(),
+                Some(serde_json::Value::Number(n)) => n.as_u64() == Some(u64::from(table)),
+                _ => false,
+            };
+            src_ok && table_ok
+        })
+    })
+}
+
+/// Policy routing per WAN address (DESIGN §2): `ip rule from p_k lookup 100+k` and a default route
+/// via the port's gateway in that table. Existing rules are kept (never duplicated); the default
+/// route is added only when the table has none.
+pub fn ensure_policy_routing(undo: &mut Undo, config: &Config) -> anyhow::Result<()> {
+    let rules = ip(&["-j", "-4", "rule", "show"])?;
+    for (k, w) in config.wan.iter().enumerate() {
+        let k = u32::try_from(k).unwrap_or(0);
+        let table = TABLE_BASE + k;
+        let src = w.address.addr();
+        let t = table.to_string();
+        let routes = ip(&["-4", "route", "show", "table", &t]).unwrap_or_default();
+        if !routes.lines().any(|l| l.starts_with("default")) {
+            let gw = w.gateway.to_string();
+            ip(&["-4", "route", "replace", "default", "via", &gw, "table", &t])?;
+            info!(table, gateway = %gw, "policy route added");
+        }
+        if rule_exists(&rules, src, table) {
+            debug!(%src, table, "policy rule already present");
+            continue;
+        }
+        let args: Vec<String> = vec![
+            "rule".into(),
+            "add".into(),
+            "from".into(),
+            format!("{src}/32"),
+            "lookup".into(),
+            t,
+            "pref".into(),
+            (RULE_PREF_BASE + k).to_string(),
+        ];
+        ip(&args)?;
+        info!(%src, table, "policy rule added");
+        undo.rules.push(args);
+    }
+    Ok(())
+}
+
+/// Brings the TUN device up with `mtu` and routes every remote branch's LAN prefixes into it
+/// (`ip route replace`: idempotent). Routes vanish with the device when `mmsg` exits.
+pub fn configure_tun(name: &str, mtu: u32, config: &Config) -> anyhow::Result<()> {
+    ip(&["link", "set", "dev", name, "mtu", &mtu.to_string(), "up"])?;
+    for r in &config.remote {
+        for p in &r.lan_prefixes {
+            let fam = if p.addr().is_ipv4() { "-4" } else { "-6" };
+            ip(&[fam, "route", "replace", &p.to_string(), "dev", name])?;
+            info!(prefix = %p, branch = r.id, tun = name, "route into TUN");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn port_ranges_merge() {
+        assert_eq!(parse_port_ranges(""), vec![]);
+        assert_eq!(
+            parse_port_ranges("100-200, 300"),
+            vec![(100, 200), (300, 300)]
+        );
+        assert_eq!(
+            format_port_ranges(vec![(0x2000, 0x2FFF), (0x1000, 0x1FFF), (80, 80)]),
+            "80,4096-12287"
+        );
+        assert_eq!(
+            format_port_ranges(vec![(5, 10), (8, 20), (22, 22)]),
+            "5-20,22"
+        );
+    }
+
+    #[test]
+    fn ranges_of_the_example() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/mmsg-branch1.toml"
+        ))
+        .unwrap();
+        let c = Config::parse(&text).unwrap();
+        assert_eq!(
+            mpa_port_ranges(&c),
+            vec![(0x1000, 0x1FFF), (0x2000, 0x2FFF)]
+        );
+    }
+
+    #[test]
+    fn rules_are_recognised() {
+        let j = r#"[{"priority":0,"src":"all","table":"local"},
+                    {"priority":1000,"src":"198.18.10.2","table":"100"}]"#;
+        assert!(rule_exists(j, Ipv4Addr::new(198, 18, 10, 2), 100));
+        assert!(!rule_exists(j, Ipv4Addr::new(198, 18, 11, 2), 101));
+        assert!(!rule_exists("garbage", Ipv4Addr::new(198, 18, 10, 2), 100));
+    }
+}
