@@ -3,9 +3,10 @@
 //!
 //! Modules: [`topology`] (the TOML topology and address plan), [`testbed`] (namespaces, links,
 //! routing, cut/restore), [`wanem`] (the WAN emulator: pure core + TUN driver), [`ovs`] (one Open
-//! vSwitch per gateway), [`baseline`] (the single-path VXLAN baseline), [`demo`], [`deps`] (system packages), [`sh`] (running commands).
+//! vSwitch per gateway), [`bench`] (`bench controller`: ssc programming real OVS), [`baseline`] (the single-path VXLAN baseline), [`demo`], [`deps`] (system packages), [`sh`] (running commands).
 
 pub mod baseline;
+pub mod bench;
 pub mod demo;
 pub mod deps;
 pub mod iperf;

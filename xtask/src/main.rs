@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
-use xtask::{baseline, demo, deps, wanem};
+use xtask::{baseline, bench, demo, deps, wanem};
 
 /// MMS developer tasks: testbed, demo, tests.
 #[derive(Debug, Parser)]
@@ -39,6 +39,9 @@ enum Cmd {
     /// Network-namespace testbed (DESIGN §5).
     #[command(subcommand)]
     Testbed(TestbedCmd),
+    /// Benchmarks on the testbed (docs/ofc.md "Benchmark").
+    #[command(subcommand)]
+    Bench(BenchCmd),
     /// The WAN emulator daemon (started by `testbed up` inside the inet namespace).
     #[command(hide = true)]
     Wanem {
@@ -51,6 +54,38 @@ enum Cmd {
         /// Where to write counters.
         #[arg(long)]
         stats: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCmd {
+    /// ssc programming real OVS: compile + push + barrier for the paper topology and a
+    /// synthetic full mesh (see xtask/src/bench.rs).
+    Controller {
+        /// Also write the results as JSON to this file (e.g. results/bench-controller.json).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Branches of the synthetic full mesh (2..=15).
+        #[arg(long, default_value_t = 15)]
+        branches: u8,
+        /// Path groups per ordered branch pair in the mesh (1..=16).
+        #[arg(long, default_value_t = 16)]
+        groups: u8,
+        /// Measured imports per case (median reported).
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+        /// Skip the paper topology.
+        #[arg(long)]
+        skip_paper: bool,
+        /// Skip the synthetic mesh.
+        #[arg(long)]
+        skip_mesh: bool,
+        /// Mesh path groups from a deterministic generator instead of the automatic PC.
+        #[arg(long)]
+        synthetic_groups: bool,
+        /// Testbed name prefix stem (1-10 of a-z, 0-9; default `bc<pid>`).
+        #[arg(long)]
+        prefix: Option<String>,
     },
 }
 
@@ -206,6 +241,39 @@ fn main() -> anyhow::Result<()> {
         Cmd::Test { unit_only } => run_tests(unit_only),
         Cmd::Wanem { tun, config, stats } => wanem::run(&tun, &config, &stats),
         Cmd::Testbed(t) => testbed_cmd(t),
+        Cmd::Bench(BenchCmd::Controller {
+            json,
+            branches,
+            groups,
+            repeat,
+            skip_paper,
+            skip_mesh,
+            synthetic_groups,
+            prefix,
+        }) => {
+            deps::ensure()?;
+            let results = bench::controller(&bench::Options {
+                root: repo_root(),
+                mesh_branches: branches,
+                mesh_groups: groups,
+                repeat,
+                skip_paper,
+                skip_mesh,
+                synthetic_groups,
+                prefix: prefix.unwrap_or_else(|| format!("bc{}", std::process::id() % 1_000_000)),
+            })?;
+            bench::print_table(&results);
+            if let Some(path) = json {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)
+                        .with_context(|| format!("create {}", dir.display()))?;
+                }
+                std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
+                    .with_context(|| format!("write {}", path.display()))?;
+                println!("wrote {}", path.display());
+            }
+            Ok(())
+        }
     }
 }
 

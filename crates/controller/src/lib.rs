@@ -13,6 +13,9 @@
 //! - [`swap`] (the flow compiler for the OFC): inventory + path groups → the exact flow table of
 //!   every gateway OVS (IP address swapping, seed 000 §III), cookies, install order.
 //! - [`priority`] (PM): hop-count and Type I / Type II priority as DSCP marks and flow priorities.
+//! - [`wrr`] (PM/SDC → gateways): per path group weights `w = c / Σc` of each ordered pair from
+//!   the SDC's measured rates (seed 001 §III-C, seed 004 Alg. 2), smoothed, with fallbacks, as
+//!   integers for the gateways' weighted round robin.
 //!
 //! Drivers (IO):
 //! - [`store`] (UI): the inventory, path groups and settings in an embedded database (redb),
@@ -38,3 +41,4 @@ pub mod sdc;
 pub mod store;
 pub mod swap;
 pub mod ui;
+pub mod wrr;

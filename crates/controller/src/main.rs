@@ -66,6 +66,8 @@ enum Command {
     Flows(FlowsArgs),
     /// Statistics collected from the switches: per branch, pair, path group and member path.
     Stats(ClientArgs),
+    /// WRR weights of the path groups of every ordered pair (or of one pair).
+    Weights(WeightsArgs),
     /// The API's health.
     Health(ClientArgs),
 }
@@ -408,6 +410,18 @@ struct FlowsArgs {
     branch: BranchId,
 }
 
+#[derive(Debug, Args)]
+struct WeightsArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Only the pair from this branch ...
+    #[arg(long, value_parser = branch_id, requires = "destination")]
+    source: Option<BranchId>,
+    /// ... to this branch.
+    #[arg(long, value_parser = branch_id, requires = "source")]
+    destination: Option<BranchId>,
+}
+
 fn main() -> ExitCode {
     match main_inner() {
         Ok(()) => ExitCode::SUCCESS,
@@ -449,6 +463,7 @@ fn main_inner() -> anyhow::Result<()> {
             }
         }
         Command::Health(c) => print_json(&c.client().get("/health")?),
+        Command::Weights(args) => weights(args),
     }
 }
 
@@ -474,6 +489,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(d) = args.stats_interval {
         of.stats_interval = d.into();
     }
+    let stats_interval = of.stats_interval;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -505,12 +521,17 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let ofc_task = tokio::spawn(ofc.run(store.subscribe(), Arc::clone(&sdc), async move {
             let _ = ofc_stop.wait_for(|s| *s).await;
         }));
-        let api = controller::ui::serve(
+        // WRR: feed the SDC's per group rates into the weights every statistics interval (the
+        // weights themselves are recomputed against the current catalog on every request).
+        let wrr = Arc::new(std::sync::Mutex::new(controller::wrr::Wrr::default()));
+        let wrr_task = tokio::spawn(feed_wrr(Arc::clone(&sdc), Arc::clone(&wrr), stats_interval));
+        let state = controller::ui::api::AppState::new(Arc::clone(&store), &token)
+            .with_sdc(sdc)
+            .with_wrr(wrr);
+        let api = controller::ui::serve_state(
             listener,
-            Arc::clone(&store),
-            &token,
+            state,
             config.api.body_limit_bytes,
-            Some(sdc),
             async move {
                 shutdown_signal().await;
                 let _ = stop_tx.send(true);
@@ -519,6 +540,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         .await
         .context("REST API");
         let _ = ofc_task.await;
+        wrr_task.abort();
         for p in &unix {
             let _ = std::fs::remove_file(p);
         }
@@ -526,6 +548,35 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// Every `interval`, the SDC's forward rate of each path group → [`controller::wrr::Wrr::observe`].
+async fn feed_wrr(
+    sdc: Arc<std::sync::Mutex<controller::sdc::Sdc>>,
+    wrr: Arc<std::sync::Mutex<controller::wrr::Wrr>>,
+    interval: std::time::Duration,
+) {
+    let mut tick = tokio::time::interval(interval.max(std::time::Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let view = sdc
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .view(std::time::Instant::now());
+        let mut w = wrr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for g in &view.groups {
+            if let (Ok(a), Ok(b), Ok(id)) = (
+                BranchId::new(g.source),
+                BranchId::new(g.destination),
+                GroupId::new(g.group),
+            ) {
+                w.observe(a, b, id, g.traffic.forward_bits_per_s);
+            }
+        }
+    }
 }
 
 async fn shutdown_signal() {
@@ -978,5 +1029,47 @@ fn flows(args: FlowsArgs) -> anyhow::Result<()> {
         println!("{}", f.ofctl);
     }
     println!("{} flows on branch {}", out.count, args.branch);
+    Ok(())
+}
+
+fn weights(args: WeightsArgs) -> anyhow::Result<()> {
+    use controller::wrr::PairWeights;
+    let client = args.client.client();
+    let pairs: Vec<PairWeights> = match (args.source, args.destination) {
+        (Some(a), Some(b)) => {
+            let v = client.get(&format!("/api/v1/weights/{a}/{b}"))?;
+            if args.client.json {
+                return print_json(&v);
+            }
+            vec![serde_json::from_value(v).context("weights from the API")?]
+        }
+        _ => {
+            let v = client.get("/api/v1/weights")?;
+            if args.client.json {
+                return print_json(&v);
+            }
+            let list: controller::ui::api::WeightList =
+                serde_json::from_value(v).context("weights from the API")?;
+            list.pairs
+        }
+    };
+    for p in &pairs {
+        let groups: Vec<String> = p
+            .groups
+            .iter()
+            .map(|g| format!("g{}={}", g.group, g.weight))
+            .collect();
+        println!(
+            "{:>2} -> {:<2} {:<10} {} (of {})",
+            p.source,
+            p.destination,
+            format!("{:?}", p.basis).to_lowercase(),
+            groups.join(" "),
+            p.scale
+        );
+    }
+    if pairs.is_empty() {
+        println!("no path groups");
+    }
     Ok(())
 }

@@ -23,6 +23,7 @@ use crate::path_group::{GroupId, GroupsFile, MemberPath, PathGroup, Transit};
 use crate::sdc::Sdc;
 use crate::store::{BranchPatch, Catalog, NewPort, PortPatch, Store, StoreError};
 use crate::swap::FlowEntry;
+use crate::wrr::{PairWeights, Wrr};
 
 /// Prefix of every authenticated route.
 pub const API_PREFIX: &str = "/api/v1";
@@ -33,6 +34,7 @@ pub struct AppState {
     store: Arc<Store>,
     token: Arc<str>,
     sdc: Option<Arc<std::sync::Mutex<Sdc>>>,
+    wrr: Arc<std::sync::Mutex<Wrr>>,
 }
 
 impl AppState {
@@ -43,12 +45,20 @@ impl AppState {
             store,
             token: Arc::from(token),
             sdc: None,
+            wrr: Arc::new(std::sync::Mutex::new(Wrr::default())),
         }
     }
 
     /// Serves the statistics the OFC's switch tasks collect into `sdc`.
     pub fn with_sdc(mut self, sdc: Arc<std::sync::Mutex<Sdc>>) -> Self {
         self.sdc = Some(sdc);
+        self
+    }
+
+    /// Serves the WRR weights of `wrr`, which the caller feeds with measured rates
+    /// ([`crate::wrr::Wrr::observe`]); without it the weights come from configured capacities.
+    pub fn with_wrr(mut self, wrr: Arc<std::sync::Mutex<Wrr>>) -> Self {
+        self.wrr = wrr;
         self
     }
 }
@@ -96,6 +106,10 @@ pub enum Op {
     SetSettings,
     /// Statistics collected by the SDC.
     Stats,
+    /// WRR weights of every ordered pair.
+    Weights,
+    /// WRR weights of one ordered pair.
+    PairWeights,
 }
 
 /// One route: method, path (axum and OpenAPI share the `{param}` syntax) and its documentation.
@@ -180,6 +194,10 @@ pub const ROUTES: &[Route] = &[
         req=Some("Settings"), 200 Some("Settings")),
     route!(GET "/api/v1/stats" Stats auth=true "stats" "Statistics (SDC): per switch (flows, ports), per member path, path group and branch pair"
         req=None, 200 Some("Stats")),
+    route!(GET "/api/v1/weights" Weights auth=true "weights" "WRR weights per path group of every ordered branch pair (w = c / sum c from the SDC's smoothed rates, else configured capacities), integers summing to `scale`"
+        req=None, 200 Some("WeightList")),
+    route!(GET "/api/v1/weights/{source}/{destination}" PairWeights auth=true "weights" "WRR weights of the path groups of one ordered branch pair"
+        req=None, 200 Some("PairWeights")),
 ];
 
 fn method_filter(m: &Method) -> MethodFilter {
@@ -215,6 +233,8 @@ fn method_router(r: &Route) -> MethodRouter<AppState> {
         Op::GetSettings => on(f, get_settings),
         Op::SetSettings => on(f, set_settings),
         Op::Stats => on(f, stats),
+        Op::Weights => on(f, weights),
+        Op::PairWeights => on(f, pair_weights),
     }
 }
 
@@ -856,6 +876,67 @@ async fn stats(State(state): State<AppState>) -> Json<Value> {
             "members": [],
         })),
     }
+}
+
+/// `GET /api/v1/weights`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WeightList {
+    /// Sum of the weights of each pair.
+    pub scale: u32,
+    /// Whether measured rates can feed the weights (the SDC runs in this process).
+    pub measured: bool,
+    /// Every ordered pair with path groups, by (source, destination).
+    pub pairs: Vec<PairWeights>,
+}
+
+/// Brings the WRR state up to the current catalog and returns what it publishes.
+async fn current_weights(state: &AppState) -> Result<Vec<PairWeights>, ApiError> {
+    let c = blocking(state, |s| s.catalog()).await?;
+    let wrr = Arc::clone(&state.wrr);
+    // One max-flow per group (3,360 with 15 branches): off the async threads.
+    tokio::task::spawn_blocking(move || {
+        let mut wrr = wrr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        wrr.update(c.inventory(), c.groups());
+        wrr.weights().cloned().collect()
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+async fn weights(State(state): State<AppState>) -> Result<Json<WeightList>, ApiError> {
+    let pairs = current_weights(&state).await?;
+    let scale = state
+        .wrr
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .settings()
+        .scale;
+    Ok(Json(WeightList {
+        scale,
+        measured: state.sdc.is_some(),
+        pairs,
+    }))
+}
+
+async fn pair_weights(
+    State(state): State<AppState>,
+    Path((source, destination)): Path<(String, String)>,
+) -> Result<Json<PairWeights>, ApiError> {
+    let a = parse_branch("source", &source)?;
+    let b = parse_branch("destination", &destination)?;
+    let pairs = current_weights(&state).await?;
+    pairs
+        .into_iter()
+        .find(|p| p.source == a.get() && p.destination == b.get())
+        .map(Json)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no path groups from branch {a} to branch {b}"),
+            )
+        })
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 //! - [`api`]: the REST API (axum, JSON, bearer token), one table of routes ([`api::ROUTES`]).
 //! - [`openapi`]: the OpenAPI 3 document built from that table, served at `/openapi.json`.
 //! - [`client`]: the blocking HTTP client behind the `ssc` CLI subcommands.
+//! - the WRR weights ([`crate::wrr`]) are served at `/api/v1/weights`; `ssc run` feeds them the
+//!   SDC's group rates ([`api::AppState::with_wrr`]).
 //!
 //! Call order for a server: [`config::Config::load`] → [`crate::store::Store::open`] →
 //! [`api::AppState::new`] → [`serve`].
@@ -33,6 +35,17 @@ pub async fn serve(
     if let Some(sdc) = sdc {
         state = state.with_sdc(sdc);
     }
+    serve_state(listener, state, body_limit_bytes, shutdown).await
+}
+
+/// [`serve`] with a prepared [`api::AppState`] (e.g. one sharing its SDC and WRR state with
+/// other tasks).
+pub async fn serve_state(
+    listener: tokio::net::TcpListener,
+    state: api::AppState,
+    body_limit_bytes: usize,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let app = api::router(state, body_limit_bytes);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)

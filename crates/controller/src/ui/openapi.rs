@@ -219,6 +219,20 @@ fn stats_schemas(branch_id: &Value) -> Value {
             "pairs": {"type": "array", "items": schema_ref("PairStats")},
             "groups": {"type": "array", "items": schema_ref("GroupStats")},
             "members": {"type": "array", "items": schema_ref("MemberStats")}}},
+        "GroupWeight": {"type": "object", "properties": {
+            "group": {"type": "integer", "minimum": 0, "maximum": 15},
+            "weight": {"type": "integer", "minimum": 1, "description": "integer WRR weight; a pair's weights sum to its `scale`"},
+            "configured_kbps": {"type": "integer", "description": "max-flow over the members' port capacities"},
+            "measured_bps": {"type": "number", "nullable": true, "description": "smoothed (EWMA) forward rate from the SDC; null if not measured"}}},
+        "PairWeights": {"type": "object", "description": "WRR weights of one ordered pair (seed 001 §III-C: w = c / sum c); published only when a weight moves by more than the hysteresis", "properties": {
+            "source": branch_id, "destination": branch_id,
+            "scale": {"type": "integer", "example": 1000},
+            "basis": {"type": "string", "enum": ["measured", "configured", "equal"], "description": "measured: every group measured and the pair not idle; configured: capacities from the inventory; equal: nothing known"},
+            "groups": {"type": "array", "items": schema_ref("GroupWeight")}}},
+        "WeightList": {"type": "object", "properties": {
+            "scale": {"type": "integer", "example": 1000},
+            "measured": {"type": "boolean", "description": "whether the SDC runs in this process and can feed measured rates"},
+            "pairs": {"type": "array", "items": schema_ref("PairWeights")}}},
     })
 }
 

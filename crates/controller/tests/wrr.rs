@@ -1,0 +1,256 @@
+//! WRR weights (`controller::wrr`): properties of the apportionment and of the published weights,
+//! the paper's Table II groups, and the REST routes `/api/v1/weights[/{source}/{destination}]`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+mod common;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, Method, Request, StatusCode};
+use controller::path_group::GroupId;
+use controller::store::Store;
+use controller::ui::api::{router, AppState};
+use controller::wrr::{apportion, Basis, Settings, Wrr};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+fn caps(v: &[u64]) -> Vec<(GroupId, u64)> {
+    v.iter()
+        .enumerate()
+        .map(|(i, c)| (GroupId::new(u8::try_from(i).unwrap()).unwrap(), *c))
+        .collect()
+}
+
+fn weights_of(w: &Wrr, a: u8, b: u8) -> Vec<u32> {
+    w.pair(common::branch(a), common::branch(b))
+        .unwrap()
+        .groups
+        .iter()
+        .map(|g| g.weight)
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The integer weights of a pair sum exactly to the scale and nobody gets 0.
+    #[test]
+    fn weights_sum_to_the_scale(
+        c in prop::collection::vec(0u64..=10_000_000_000, 1..=16),
+        scale in 16u32..=100_000,
+    ) {
+        let w = apportion(&caps(&c), scale);
+        prop_assert_eq!(w.len(), c.len());
+        prop_assert_eq!(w.values().map(|x| u64::from(*x)).sum::<u64>(), u64::from(scale));
+        prop_assert!(w.values().all(|x| *x >= 1));
+    }
+
+    /// Raising one group's capacity never lowers its weight; and its weight is within one of
+    /// its exact share `1 + (scale − n) · c / Σc` (w_j = c_j / Σc, seed 001 §III-C).
+    #[test]
+    fn monotone_in_capacity(
+        c in prop::collection::vec(0u64..=1_000_000_000, 1..=16),
+        pick in any::<prop::sample::Index>(),
+        delta in 1u64..=1_000_000_000,
+        scale in 16u32..=10_000,
+    ) {
+        let i = pick.index(c.len());
+        let before = apportion(&caps(&c), scale);
+        let mut more = c.clone();
+        more[i] += delta;
+        let after = apportion(&caps(&more), scale);
+        let g = GroupId::new(u8::try_from(i).unwrap()).unwrap();
+        prop_assert!(after[&g] >= before[&g], "{:?} -> {:?}", before, after);
+        let total: u64 = more.iter().sum();
+        let n = u32::try_from(more.len()).unwrap();
+        let exact = 1.0 + f64::from(scale - n) * more[i] as f64 / total as f64;
+        prop_assert!((f64::from(after[&g]) - exact).abs() < 1.0 + 1e-9, "{} vs {exact}", after[&g]);
+    }
+
+    /// Measured rates that only wobble (each sample within ±4 % of a fixed rate) never
+    /// re-publish the weights (hysteresis 5 % of the scale: the shares move by at most
+    /// ε/(1−ε) ≈ 4.2 % of the scale, plus 2 for rounding), while the first measurement does
+    /// publish, on the measured basis, and the smoothed rates stay in the noise band.
+    #[test]
+    fn stable_under_noise_below_the_threshold(
+        base in prop::collection::vec(1_000_000.0f64..1e9, 4),
+        noise in prop::collection::vec(prop::collection::vec(-0.04f64..=0.04, 4), 1..40),
+    ) {
+        let inv = common::paper_inventory();
+        let groups = common::table2(&inv);
+        let (a, b) = (common::branch(1), common::branch(2));
+        let mut w = Wrr::new(Settings::default());
+        // Before any measurement: configured capacities (4 × 80 Mbit/s: equal).
+        prop_assert_eq!(w.update(&inv, &groups), vec![(a, b)]);
+        prop_assert_eq!(w.pair(a, b).unwrap().basis, Basis::Configured);
+        prop_assert_eq!(weights_of(&w, 1, 2), vec![250, 250, 250, 250]);
+        let gids: Vec<GroupId> = groups.pair(a, b).unwrap().keys().copied().collect();
+        for (g, r) in gids.iter().zip(&base) {
+            w.observe(a, b, *g, *r);
+        }
+        prop_assert_eq!(w.update(&inv, &groups), vec![(a, b)]);
+        prop_assert_eq!(w.pair(a, b).unwrap().basis, Basis::Measured);
+        let published = weights_of(&w, 1, 2);
+        prop_assert_eq!(published.iter().sum::<u32>(), 1000);
+        for round in &noise {
+            for ((g, r), e) in gids.iter().zip(&base).zip(round) {
+                w.observe(a, b, *g, r * (1.0 + e));
+            }
+            prop_assert!(w.update(&inv, &groups).is_empty(), "re-published for noise");
+            prop_assert_eq!(weights_of(&w, 1, 2), published.clone());
+            for (gw, r) in w.pair(a, b).unwrap().groups.iter().zip(&base) {
+                let m = gw.measured_bps.unwrap();
+                prop_assert!((m / r - 1.0).abs() <= 0.04 + 1e-9);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_real_change_is_published_after_smoothing() {
+    let inv = common::paper_inventory();
+    let groups = common::table2(&inv);
+    let (a, b) = (common::branch(1), common::branch(2));
+    let gids: Vec<GroupId> = groups.pair(a, b).unwrap().keys().copied().collect();
+    let mut w = Wrr::new(Settings::default());
+    for g in &gids {
+        w.observe(a, b, *g, 20e6);
+    }
+    w.update(&inv, &groups);
+    assert_eq!(weights_of(&w, 1, 2), vec![250, 250, 250, 250]);
+    // Group 1's path gets congested: 20 → 2 Mbit/s. EWMA (α = 0.3) moves there step by step;
+    // the weights follow once the move exceeds the hysteresis, and end at 2:20:20:20.
+    let mut published_at = Vec::new();
+    for round in 0..30 {
+        w.observe(a, b, gids[0], 2e6);
+        for g in &gids[1..] {
+            w.observe(a, b, *g, 20e6);
+        }
+        if !w.update(&inv, &groups).is_empty() {
+            published_at.push(round);
+        }
+    }
+    assert_eq!(published_at.first(), Some(&0), "a 30 % drop is beyond 5 %");
+    let last = weights_of(&w, 1, 2);
+    // Exact 2:20:20:20 of 996 + 1 each is 32.1, 322.0 ×3; the hysteresis may hold the last
+    // few points.
+    assert!(last[0] < 32 + 50 && last[0] >= 32, "{last:?}");
+    assert_eq!(last.iter().sum::<u32>(), 1000);
+    assert!(
+        published_at.len() < 10,
+        "published {published_at:?}: not for every sample"
+    );
+}
+
+#[test]
+fn groups_that_go_away_are_forgotten() {
+    let inv = common::paper_inventory();
+    let groups = common::table2(&inv);
+    let (a, b) = (common::branch(1), common::branch(2));
+    let mut w = Wrr::new(Settings::default());
+    w.observe(a, b, GroupId::new(1).unwrap(), 1e6);
+    w.update(&inv, &groups);
+    assert_eq!(w.weights().count(), 1);
+    let none = controller::path_group::PathGroups::default();
+    w.update(&inv, &none);
+    assert_eq!(w.weights().count(), 0);
+    // Measurements of removed groups are dropped too: back to configured capacities.
+    w.update(&inv, &groups);
+    assert_eq!(w.pair(a, b).unwrap().basis, Basis::Configured);
+}
+
+async fn call(app: &axum::Router, uri: &str, token: Option<&str>) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(Method::GET).uri(uri);
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let resp = app
+        .clone()
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn weights_over_rest() {
+    const TOKEN: &str = "wrr-test-token-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("ssc.redb")).unwrap());
+    let inv = common::paper_inventory();
+    let groups = common::table2(&inv);
+    store.import(inv.to_file(), groups.to_file(), None).unwrap();
+    let wrr = Arc::new(std::sync::Mutex::new(Wrr::default()));
+    let app = router(
+        AppState::new(store, TOKEN).with_wrr(Arc::clone(&wrr)),
+        1 << 20,
+    );
+
+    let (s, _) = call(&app, "/api/v1/weights", None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, v) = call(&app, "/api/v1/weights", Some(TOKEN)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["scale"], 1000);
+    assert_eq!(v["measured"], false);
+    let pairs = v["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 1);
+    assert_eq!(pairs[0]["basis"], "configured");
+    let ws: Vec<u64> = pairs[0]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["weight"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ws, vec![250, 250, 250, 250]);
+    assert_eq!(pairs[0]["groups"][0]["configured_kbps"], 80_000);
+
+    // Measured rates fed in (as `ssc run` does from the SDC) change the published weights.
+    {
+        let mut w = wrr.lock().unwrap();
+        for (g, r) in [(1, 30e6), (2, 10e6), (3, 10e6), (4, 30e6)] {
+            w.observe(
+                common::branch(1),
+                common::branch(2),
+                GroupId::new(g).unwrap(),
+                r,
+            );
+        }
+    }
+    let (s, v) = call(&app, "/api/v1/weights/1/2", Some(TOKEN)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["basis"], "measured");
+    assert_eq!(v["source"], 1);
+    assert_eq!(v["destination"], 2);
+    let ws: Vec<u64> = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["weight"].as_u64().unwrap())
+        .collect();
+    // 1 each + 996 · 3:1:1:3 / 8 = 373.5, 124.5, 124.5, 373.5: the 2 left over go to the
+    // lowest ids among the equal remainders.
+    assert_eq!(ws, vec![375, 126, 125, 374]);
+    assert_eq!(
+        v["groups"][1],
+        json!({"group": 2, "weight": 126, "configured_kbps": 80000, "measured_bps": 10e6})
+    );
+
+    let (s, v) = call(&app, "/api/v1/weights/2/1", Some(TOKEN)).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("no path groups"));
+    let (s, _) = call(&app, "/api/v1/weights/0/1", Some(TOKEN)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+}
