@@ -327,14 +327,17 @@ fn subflows_when_up(s: &serde_json::Value) -> Option<Vec<usize>> {
         .collect()
 }
 
-/// Runs `mmsg` in both gateways, waits for every tunnel connection to have its n × m subflows,
-/// and measures TCP goodput host to host through the tunnel.
-fn measure_ipomp(
-    root: &Path,
-    prefix: &str,
-    topo: &Topology,
-    secs: u32,
-) -> anyhow::Result<(Row, usize)> {
+/// `mmsg` running in the gateways of branches 1 and 2 (stopped by PID on drop).
+#[derive(Debug)]
+pub struct Tunnels {
+    gws: Vec<Gateway>,
+    /// Subflows per connection (n × m).
+    pub n_m: usize,
+}
+
+/// Runs `mmsg` in the gateways of branches 1 and 2 with `examples/mmsg-branch{1,2}.toml` and waits
+/// until every tunnel connection is up with its n × m subflows.
+pub fn start_tunnels(root: &Path, prefix: &str, topo: &Topology) -> anyhow::Result<Tunnels> {
     let mmsg = build_mmsg(root)?;
     let dir = testbed::state_dir(prefix);
     let mut gws = Vec::new();
@@ -371,7 +374,7 @@ fn measure_ipomp(
             .collect();
         if let Some(all) = all {
             if all.iter().flatten().all(|&n| n == n_m) {
-                break;
+                return Ok(Tunnels { gws, n_m });
             }
         }
         if Instant::now() > deadline {
@@ -382,6 +385,24 @@ fn measure_ipomp(
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+impl Tunnels {
+    /// Stops both gateways (SIGTERM, so they undo their host set-up).
+    pub fn stop(self) {
+        drop(self.gws);
+    }
+}
+
+/// Runs `mmsg` in both gateways and measures TCP goodput host to host through the tunnel.
+fn measure_ipomp(
+    root: &Path,
+    prefix: &str,
+    topo: &Topology,
+    secs: u32,
+) -> anyhow::Result<(Row, usize)> {
+    let tunnels = start_tunnels(root, prefix, topo)?;
+    let n_m = tunnels.n_m;
     let (h_a, h_b) = (
         testbed::ns_host(prefix, 1, 0),
         testbed::ns_host(prefix, 2, 0),
@@ -402,7 +423,7 @@ fn measure_ipomp(
     )?;
     server.wait(Duration::from_secs(2));
     let mbps = iperf::tcp_received_mbps(&v).context("iperf3 gave no receiver rate")?;
-    drop(gws);
+    tunnels.stop();
     Ok((
         Row {
             path: format!("IPoMP, {n_m} subflows"),

@@ -12,6 +12,7 @@ pub mod deps;
 pub mod iperf;
 pub mod ovs;
 pub mod sh;
+pub mod table1;
 pub mod testbed;
 pub mod topology;
 pub mod wanem;

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
-use xtask::{baseline, bench, demo, deps, wanem};
+use xtask::{baseline, bench, demo, deps, table1, wanem};
 
 /// MMS developer tasks: testbed, demo, tests.
 #[derive(Debug, Parser)]
@@ -59,6 +59,19 @@ enum Cmd {
 
 #[derive(Debug, Subcommand)]
 enum BenchCmd {
+    /// The paper's Table I on the 2x2 testbed: 4 subflows sharing 40 Mbit/s in four ratios; TCP
+    /// and UDP through the IPoMP tunnel and end-to-end MPTCP (see xtask/src/table1.rs).
+    Table1 {
+        /// Also write the results as JSON to this file (e.g. results/table1.json).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Seconds of traffic per measurement (2 more are sent and omitted for TCP).
+        #[arg(long, default_value_t = 10)]
+        seconds: u32,
+        /// Testbed prefix.
+        #[arg(long, default_value = "mmst1")]
+        prefix: String,
+    },
     /// ssc programming real OVS: compile + push + barrier for the paper topology and a
     /// synthetic full mesh (see xtask/src/bench.rs).
     Controller {
@@ -241,6 +254,18 @@ fn main() -> anyhow::Result<()> {
         Cmd::Test { unit_only } => run_tests(unit_only),
         Cmd::Wanem { tun, config, stats } => wanem::run(&tun, &config, &stats),
         Cmd::Testbed(t) => testbed_cmd(t),
+        Cmd::Bench(BenchCmd::Table1 {
+            json,
+            seconds,
+            prefix,
+        }) => {
+            let cases = table1::run(&repo_root(), &prefix, seconds)?;
+            table1::print_table(&cases);
+            if let Some(path) = json {
+                write_json(&path, &cases)?;
+            }
+            Ok(())
+        }
         Cmd::Bench(BenchCmd::Controller {
             json,
             branches,
@@ -264,17 +289,22 @@ fn main() -> anyhow::Result<()> {
             })?;
             bench::print_table(&results);
             if let Some(path) = json {
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir)
-                        .with_context(|| format!("create {}", dir.display()))?;
-                }
-                std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")
-                    .with_context(|| format!("write {}", path.display()))?;
-                println!("wrote {}", path.display());
+                write_json(&path, &results)?;
             }
             Ok(())
         }
     }
+}
+
+/// Writes `value` as pretty JSON to `path`, creating its directory.
+fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    std::fs::write(path, serde_json::to_string_pretty(value)? + "\n")
+        .with_context(|| format!("write {}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
 }
 
 fn testbed_cmd(cmd: TestbedCmd) -> anyhow::Result<()> {

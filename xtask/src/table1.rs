@@ -1,0 +1,255 @@
+//! `cargo xtask bench table1`: the paper's Table I on the 2×2 testbed.
+//!
+//! Four subflows share 40 Mbit/s in the ratios 10:10:10:10, 4:8:12:16, 2:4:8:26 and 1:2:4:33. Each
+//! subflow is one WAN address pair (1a>2a, 1a>2b, 1b>2a, 1b>2b), and each pair gets its own
+//! bottleneck with `testbed pair` (2 ms delay). The WAN ports themselves are unlimited. For every
+//! case it measures:
+//! - TCP over IPoMP: one iperf3 TCP flow from host 1 to host 2 through `mmsg`;
+//! - UDP over IPoMP: iperf3 UDP offered at the 40 Mbit/s total, received rate;
+//! - end-to-end MPTCP: iperf3 under `mptcpize` between the gateways' WAN addresses with the
+//!   in-kernel path manager (client addresses `subflow fullmesh`, server's second address
+//!   `signal`, so 2 × 2 subflows), with `mmsg` stopped.
+//!
+//! The paper's numbers (seed 000 Table I) are printed beside ours.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::topology::{self, Impairment};
+use crate::{demo, deps, iperf, sh, testbed};
+
+/// The four cases: per-subflow rates (Mbit/s) and the paper's TCP/UDP/e2e-MPTCP goodput.
+const CASES: [([f64; 4], [f64; 3]); 4] = [
+    ([10.0, 10.0, 10.0, 10.0], [36.5, 37.3, 38.4]),
+    ([4.0, 8.0, 12.0, 16.0], [34.0, 34.7, 35.7]),
+    ([2.0, 4.0, 8.0, 26.0], [25.9, 26.3, 26.9]),
+    ([1.0, 2.0, 4.0, 33.0], [16.4, 16.9, 17.3]),
+];
+/// The subflows' address pairs, in the order of the rates.
+const PAIRS: [(&str, &str); 4] = [("1a", "2a"), ("1a", "2b"), ("1b", "2a"), ("1b", "2b")];
+/// One-way delay of each pair bottleneck.
+const PAIR_DELAY_MS: f64 = 2.0;
+
+/// One row of the table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Case {
+    /// Per-subflow available bandwidth, Mbit/s.
+    pub rates: [f64; 4],
+    /// One TCP flow through the IPoMP tunnel, Mbit/s.
+    pub ipomp_tcp_mbps: f64,
+    /// UDP offered at the total rate through the tunnel, received Mbit/s.
+    pub ipomp_udp_mbps: f64,
+    /// End-to-end MPTCP between the gateways, Mbit/s.
+    pub e2e_mptcp_mbps: Option<f64>,
+    /// The paper's numbers: TCP over IPoMP, UDP over IPoMP, end-to-end MPTCP.
+    pub paper_mbps: [f64; 3],
+}
+
+const TOPOLOGY: &str =
+    "name = \"table1\"\n[[branch]]\nid = 1\nwan = [{}, {}]\n[[branch]]\nid = 2\nwan = [{}, {}]\n";
+
+fn set_case(prefix: &str, rates: &[f64; 4]) -> anyhow::Result<()> {
+    for ((from, to), rate) in PAIRS.iter().zip(rates) {
+        let imp = Impairment {
+            rate_mbit: Some(*rate),
+            delay_ms: Some(PAIR_DELAY_MS),
+            ..Impairment::default()
+        };
+        testbed::pair_set(prefix, from, to, true, &imp)?;
+    }
+    Ok(())
+}
+
+fn udp_received_mbps(v: &serde_json::Value) -> Option<f64> {
+    v.pointer("/end/sum_received/bits_per_second")?
+        .as_f64()
+        .map(|b| b / 1e6)
+}
+
+/// Runs the whole table; always tears the testbed down.
+pub fn run(root: &Path, prefix: &str, secs: u32) -> anyhow::Result<Vec<Case>> {
+    deps::ensure()?;
+    if !sh::have("mptcpize") {
+        sh::run("apt-get", &["install", "-y", "-qq", "mptcpize"]).context("install mptcpize")?;
+    }
+    let topo = topology::parse(TOPOLOGY)?;
+    testbed::up(
+        &topo,
+        &testbed::UpOptions {
+            prefix: prefix.to_owned(),
+            ovs: false,
+        },
+    )?;
+    let result = run_cases(root, prefix, &topo, secs);
+    let down = testbed::down(prefix);
+    let cases = result?;
+    down?;
+    Ok(cases)
+}
+
+fn run_cases(
+    root: &Path,
+    prefix: &str,
+    topo: &topology::Topology,
+    secs: u32,
+) -> anyhow::Result<Vec<Case>> {
+    let (h1, h2) = (
+        testbed::ns_host(prefix, 1, 0),
+        testbed::ns_host(prefix, 2, 0),
+    );
+    let dst = testbed::host_addr(2, 0).to_string();
+    let t = secs.to_string();
+    let mut cases: Vec<Case> = Vec::new();
+    set_case(prefix, &CASES[0].0)?;
+    let tunnels = demo::start_tunnels(root, prefix, topo)?;
+    for (rates, paper) in CASES {
+        set_case(prefix, &rates)?;
+        std::thread::sleep(Duration::from_secs(1));
+        let server = iperf::Server::start(&h2, 5311, None)?;
+        let v = iperf::client(&h1, &["-c", &dst, "-p", "5311", "-t", &t, "-O", "2"])?;
+        server.wait(Duration::from_secs(2));
+        let tcp = iperf::tcp_received_mbps(&v).context("no TCP receiver rate")?;
+        let server = iperf::Server::start(&h2, 5312, None)?;
+        let v = iperf::client(
+            &h1,
+            &[
+                "-c", &dst, "-p", "5312", "-u", "-b", "40M", "-l", "1300", "-t", &t,
+            ],
+        )?;
+        server.wait(Duration::from_secs(2));
+        let udp = udp_received_mbps(&v).context("no UDP receiver rate")?;
+        eprintln!("table1 {rates:?}: IPoMP TCP {tcp:.1} Mbit/s, UDP {udp:.1} Mbit/s");
+        cases.push(Case {
+            rates,
+            ipomp_tcp_mbps: tcp,
+            ipomp_udp_mbps: udp,
+            e2e_mptcp_mbps: None,
+            paper_mbps: paper,
+        });
+    }
+    tunnels.stop();
+    // End-to-end MPTCP between the gateways, in-kernel path manager.
+    let (gw1, gw2) = (testbed::ns_gw(prefix, 1), testbed::ns_gw(prefix, 2));
+    for ns in [&gw1, &gw2] {
+        sh::ns(ns, "sysctl", &["-qw", "net.mptcp.enabled=1"])?;
+        // Kernels >= 6.15 name the path manager; older ones use pm_type (0 = in-kernel).
+        if sh::ns(ns, "sysctl", &["-qw", "net.mptcp.path_manager=kernel"]).is_err() {
+            sh::ns(ns, "sysctl", &["-qw", "net.mptcp.pm_type=0"])?;
+        }
+        sh::ip_batch(
+            ns,
+            &["mptcp limits set subflow 8 add_addr_accepted 8".to_owned()],
+        )?;
+    }
+    sh::ip_batch(
+        &gw1,
+        &[
+            "mptcp endpoint flush".to_owned(),
+            "mptcp endpoint add 198.18.10.2 dev wan0 subflow fullmesh".to_owned(),
+            "mptcp endpoint add 198.18.11.2 dev wan1 subflow fullmesh".to_owned(),
+        ],
+    )?;
+    sh::ip_batch(
+        &gw2,
+        &[
+            "mptcp endpoint flush".to_owned(),
+            "mptcp endpoint add 198.18.21.2 dev wan1 signal".to_owned(),
+        ],
+    )?;
+    for case in &mut cases {
+        set_case(prefix, &case.rates)?;
+        std::thread::sleep(Duration::from_secs(1));
+        let server = std::process::Command::new("ip")
+            .args([
+                "netns", "exec", &gw2, "mptcpize", "run", "iperf3", "-s", "-1", "-p", "5313",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("start the MPTCP iperf3 server")?;
+        let mut server = ServerGuard(server);
+        std::thread::sleep(Duration::from_millis(500));
+        let out = sh::ns(
+            &gw1,
+            "mptcpize",
+            &[
+                "run",
+                "iperf3",
+                "--json",
+                "-c",
+                "198.18.20.2",
+                "-B",
+                "198.18.10.2",
+                "-p",
+                "5313",
+                "-t",
+                &t,
+                "-O",
+                "2",
+            ],
+        )?;
+        server.finish();
+        let v: serde_json::Value = serde_json::from_str(&out).context("parse iperf3 JSON")?;
+        case.e2e_mptcp_mbps = iperf::tcp_received_mbps(&v);
+        eprintln!(
+            "table1 {:?}: end-to-end MPTCP {:?} Mbit/s",
+            case.rates, case.e2e_mptcp_mbps
+        );
+    }
+    Ok(cases)
+}
+
+/// Reaps (or kills) a one-off server.
+struct ServerGuard(std::process::Child);
+
+impl ServerGuard {
+    fn finish(&mut self) {
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for ServerGuard {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Prints the table beside the paper's.
+pub fn print_table(cases: &[Case]) {
+    println!(
+        "{:<16} {:>10} {:>10} {:>10}   {:>10} {:>10} {:>10}",
+        "rates", "TCP/IPoMP", "UDP/IPoMP", "e2e MPTCP", "paper TCP", "paper UDP", "paper e2e"
+    );
+    for c in cases {
+        let rates = c
+            .rates
+            .iter()
+            .map(|r| format!("{r}"))
+            .collect::<Vec<_>>()
+            .join(":");
+        let e2e = c
+            .e2e_mptcp_mbps
+            .map_or("-".to_owned(), |v| format!("{v:.1}"));
+        println!(
+            "{:<16} {:>10.1} {:>10.1} {:>10}   {:>10.1} {:>10.1} {:>10.1}",
+            rates,
+            c.ipomp_tcp_mbps,
+            c.ipomp_udp_mbps,
+            e2e,
+            c.paper_mbps[0],
+            c.paper_mbps[1],
+            c.paper_mbps[2]
+        );
+    }
+}
