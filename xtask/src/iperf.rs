@@ -21,27 +21,50 @@ impl Server {
         port: u16,
         json_out: Option<&std::path::Path>,
     ) -> anyhow::Result<Server> {
+        let mut extra = Vec::new();
+        if let Some(p) = json_out {
+            extra.extend([
+                "--json".to_owned(),
+                "--logfile".to_owned(),
+                p.display().to_string(),
+            ]);
+        }
+        Self::start_with(ns, &[], port, &extra)
+    }
+
+    /// Like [`Server::start`], with `wrapper` run in front of iperf3 (e.g. `["mptcpize", "run"]`)
+    /// and `extra` server flags. Returns once the server listens.
+    pub fn start_with(
+        ns: &str,
+        wrapper: &[&str],
+        port: u16,
+        extra: &[String],
+    ) -> anyhow::Result<Server> {
         let port_s = port.to_string();
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", ns, "iperf3", "-s", "-1", "-p", &port_s]);
-        if let Some(p) = json_out {
-            cmd.arg("--json").arg("--logfile").arg(p);
-        }
-        let child = cmd
+        cmd.args(["netns", "exec", ns])
+            .args(wrapper)
+            .args(["iperf3", "-s", "-1", "-p", &port_s])
+            .args(extra);
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .context("start iperf3 server")?;
-        // Wait until it listens.
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             let out = sh::ns(ns, "ss", &["-Hltn", &format!("sport = :{port}")]).unwrap_or_default();
             if !out.trim().is_empty() {
                 return Ok(Server { child });
             }
+            if let Ok(Some(status)) = child.try_wait() {
+                bail!("iperf3 server in {ns} exited at start ({status})");
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         bail!("iperf3 server in {ns} did not listen on {port}");
     }
 

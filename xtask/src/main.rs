@@ -371,9 +371,11 @@ fn testbed_cmd(cmd: TestbedCmd) -> anyhow::Result<()> {
         }
         TestbedCmd::Baseline(BaselineCmd::Up { hop, prefix }) => baseline::up(&prefix.prefix, &hop),
         TestbedCmd::Baseline(BaselineCmd::Down { prefix }) => baseline::down(&prefix.prefix),
-        TestbedCmd::Link(LinkCmd::Cut { port, prefix }) => testbed::link_cut(&prefix.prefix, &port),
+        TestbedCmd::Link(LinkCmd::Cut { port, prefix }) => {
+            testbed::link_cut(&prefix.prefix, &port, true)
+        }
         TestbedCmd::Link(LinkCmd::Restore { port, prefix }) => {
-            testbed::link_restore(&prefix.prefix, &port)
+            testbed::link_cut(&prefix.prefix, &port, false)
         }
         TestbedCmd::Link(LinkCmd::Set {
             port,

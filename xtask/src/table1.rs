@@ -162,17 +162,7 @@ fn run_cases(
     for case in &mut cases {
         set_case(prefix, &case.rates)?;
         std::thread::sleep(Duration::from_secs(1));
-        let server = std::process::Command::new("ip")
-            .args([
-                "netns", "exec", &gw2, "mptcpize", "run", "iperf3", "-s", "-1", "-p", "5313",
-            ])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .context("start the MPTCP iperf3 server")?;
-        let mut server = ServerGuard(server);
-        std::thread::sleep(Duration::from_millis(500));
+        let server = iperf::Server::start_with(&gw2, &["mptcpize", "run"], 5313, &[])?;
         let out = sh::ns(
             &gw1,
             "mptcpize",
@@ -192,7 +182,7 @@ fn run_cases(
                 "2",
             ],
         )?;
-        server.finish();
+        server.wait(Duration::from_secs(2));
         let v: serde_json::Value = serde_json::from_str(&out).context("parse iperf3 JSON")?;
         case.e2e_mptcp_mbps = iperf::tcp_received_mbps(&v);
         eprintln!(
@@ -201,28 +191,6 @@ fn run_cases(
         );
     }
     Ok(cases)
-}
-
-/// Reaps (or kills) a one-off server.
-struct ServerGuard(std::process::Child);
-
-impl ServerGuard {
-    fn finish(&mut self) {
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for ServerGuard {
-    fn drop(&mut self) {
-        self.finish();
-    }
 }
 
 /// Prints the table beside the paper's.

@@ -560,35 +560,25 @@ fn port_of(state: &State, name: &str) -> anyhow::Result<ResolvedPort> {
         .with_context(|| format!("port {name} does not exist in testbed {}", state.prefix))
 }
 
-/// Cuts (blackholes both directions of) WAN port `name` while everything keeps running.
-pub fn link_cut(prefix: &str, name: &str) -> anyhow::Result<()> {
+/// Cuts (blackholes both directions of) WAN port `name` while everything keeps running, or
+/// restores it. Idempotent.
+pub fn link_cut(prefix: &str, name: &str, cut: bool) -> anyhow::Result<()> {
     let mut state = load_state(prefix)?;
     let port = port_of(&state, name)?;
     let net = format!("{}/{}", port.network(), port.prefix_len);
-    if state.cut.insert(port.id.to_string()) {
+    let id = port.id.to_string();
+    let changed = if cut {
+        state.cut.insert(id)
+    } else {
+        state.cut.remove(&id)
+    };
+    if changed {
+        let verb = if cut { "add" } else { "del" };
         sh::ip_batch(
             &ns_inet(prefix),
             &[
-                format!("rule add pref {PREF_CUT} from {net} blackhole"),
-                format!("rule add pref {PREF_CUT} to {net} blackhole"),
-            ],
-        )?;
-        save_state(&state)?;
-    }
-    Ok(())
-}
-
-/// Restores a cut port.
-pub fn link_restore(prefix: &str, name: &str) -> anyhow::Result<()> {
-    let mut state = load_state(prefix)?;
-    let port = port_of(&state, name)?;
-    let net = format!("{}/{}", port.network(), port.prefix_len);
-    if state.cut.remove(&port.id.to_string()) {
-        sh::ip_batch(
-            &ns_inet(prefix),
-            &[
-                format!("rule del pref {PREF_CUT} from {net} blackhole"),
-                format!("rule del pref {PREF_CUT} to {net} blackhole"),
+                format!("rule {verb} pref {PREF_CUT} from {net} blackhole"),
+                format!("rule {verb} pref {PREF_CUT} to {net} blackhole"),
             ],
         )?;
         save_state(&state)?;

@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use xtask::iperf::Server;
 
 /// Tests measure timing: never two at once, even without `--test-threads=1`.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -159,66 +160,17 @@ fn ping_avg_ms(ns: &str, args: &[&str]) -> (f64, f64) {
     (avg, loss)
 }
 
-/// A one-off iperf3 server; on drop it gets a few seconds to finish, then is killed and reaped.
-struct Server(std::process::Child);
-
-impl Server {
-    fn finish(&mut self, grace: Duration) {
-        let deadline = Instant::now() + grace;
-        while self.0.try_wait().unwrap().is_none() {
-            if Instant::now() > deadline {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.finish(Duration::from_secs(5));
-    }
-}
-
 /// Starts a one-off iperf3 server in `ns` writing JSON to a file; returns (server, file).
 fn iperf_server(ns: &str, port: u16, extra: &[&str]) -> (Server, PathBuf) {
     let file = std::env::temp_dir().join(format!("{ns}-{port}.json"));
     let _ = std::fs::remove_file(&file);
-    let mut args = vec!["netns", "exec", ns, "iperf3", "-s", "-1", "--json", "-p"];
-    let port_s = port.to_string();
-    args.push(&port_s);
-    args.extend_from_slice(&["--logfile", file.to_str().unwrap()]);
-    args.extend_from_slice(extra);
-    let child = Command::new("ip")
-        .args(&args)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut child = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        let out = sh(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                ns,
-                "ss",
-                "-Hltn",
-                &format!("sport = :{port}"),
-            ],
-        );
-        if !out.stdout.is_empty() {
-            return (child, file);
-        }
-        if child.0.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("iperf3 server did not start in {ns}");
+    let mut args = vec![
+        "--json".to_owned(),
+        "--logfile".to_owned(),
+        file.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    (Server::start_with(ns, &[], port, &args).unwrap(), file)
 }
 
 fn iperf_client(ns: &str, args: &[&str]) -> Value {
@@ -491,7 +443,7 @@ fn tcp_transfer_stalls_on_cut_and_resumes_on_restore() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let p = prefix("c");
     let tb = Testbed::up(&p, &two_branches("rate_mbit = 50"), &[]);
-    let (mut server, file) = iperf_server(&tb.ns("gw2"), 5404, &["-i", "0.5"]);
+    let (server, file) = iperf_server(&tb.ns("gw2"), 5404, &["-i", "0.5"]);
     let gw1 = tb.ns("gw1");
     let client = std::thread::spawn(move || {
         iperf_client(&gw1, &["-c", "198.18.20.2", "-p", "5404", "-t", "14"])
@@ -504,7 +456,7 @@ fn tcp_transfer_stalls_on_cut_and_resumes_on_restore() {
     std::thread::sleep(Duration::from_secs(3));
     xtask_ok(&["testbed", "link", "restore", "1a", "--prefix", &p]);
     let _ = client.join().unwrap();
-    server.finish(Duration::from_secs(10));
+    server.wait(Duration::from_secs(10));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let _ = std::fs::remove_file(&file);
     // Receiver-side intervals: (start, end, bytes).

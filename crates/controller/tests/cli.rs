@@ -487,3 +487,45 @@ fn check_reports_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("use at least 16"));
 }
+
+#[test]
+fn ssc_weights_prints_the_published_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let server = Server::start(&config);
+
+    assert_eq!(ok(&server, &["weights"]).trim(), "no path groups");
+    let inv = examples().join("inventory-paper.toml");
+    let paths = examples().join("paths-paper-table2.toml");
+    ok(
+        &server,
+        &[
+            "import",
+            "--inventory",
+            inv.to_str().unwrap(),
+            "--paths",
+            paths.to_str().unwrap(),
+        ],
+    );
+    // No traffic (no switch connected): configured capacities, 4 × 80 Mbit/s → equal.
+    let text = ok(&server, &["weights"]);
+    assert_eq!(
+        text.trim_end(),
+        " 1 -> 2  configured g1=250 g2=250 g3=250 g4=250 (of 1000)"
+    );
+    let v: serde_json::Value = serde_json::from_str(&ok(&server, &["weights", "--json"])).unwrap();
+    assert_eq!(v["measured"], true, "ssc run feeds the SDC's rates");
+    assert_eq!(v["pairs"][0]["groups"][3]["weight"], 250);
+    let v: serde_json::Value = serde_json::from_str(&ok(
+        &server,
+        &["weights", "--source", "1", "--destination", "2", "--json"],
+    ))
+    .unwrap();
+    assert_eq!(v["basis"], "configured");
+    assert_eq!(v["scale"], 1000);
+    let err = fails(&server, &["weights", "--source", "2", "--destination", "1"]);
+    assert!(
+        err.contains("no path groups from branch 2 to branch 1"),
+        "{err}"
+    );
+}

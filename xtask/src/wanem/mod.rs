@@ -61,11 +61,10 @@ pub fn run(tun: &str, config_path: &Path, stats_path: &Path) -> anyhow::Result<(
     let mut emu = Emulator::new(&load_config(config_path)?);
     let start = Instant::now();
     let now_ns = || u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    // Min-heap of (release time, sequence) → packet; the sequence keeps equal times in order.
-    let mut held: Heap = BinaryHeap::new();
-    let mut held_bytes = 0usize;
-    let mut seq = 0u64;
-    let mut pool: Vec<Vec<u8>> = Vec::with_capacity(POOL_SIZE);
+    let mut held = Held {
+        pool: Vec::with_capacity(POOL_SIZE),
+        ..Held::default()
+    };
     let mut buf = vec![0u8; MAX_PACKET];
     let mut dstats = DriverStats::default();
     let write_stats = |emu: &Emulator, d: &DriverStats| {
@@ -91,38 +90,33 @@ pub fn run(tun: &str, config_path: &Path, stats_path: &Path) -> anyhow::Result<(
         }
         // Release (or move to their next stage) everything that is due.
         let now = now_ns();
-        while let Some(Reverse((at, _, _))) = held.peek() {
+        while let Some(Reverse((at, _, _))) = held.heap.peek() {
             if *at > now {
                 break;
             }
-            let Some(Reverse((at, _, pkt))) = held.pop() else {
+            let Some(Reverse((at, _, pkt))) = held.heap.pop() else {
                 break;
             };
-            held_bytes -= pkt.data.len();
-            match pkt.next_stage {
-                None => {
+            held.bytes -= pkt.data.len();
+            let verdict = match pkt.next_stage {
+                None => Verdict::Deliver(at),
+                Some(stage) => emu.advance(at, &pkt.data, stage),
+            };
+            match step(
+                verdict,
+                at,
+                held.heap.is_empty() || pkt.next_stage.is_none(),
+            ) {
+                Step::Drop => held.recycle(pkt.data),
+                Step::Now => {
                     deliver(&mut dev, &pkt.data, &mut dstats);
-                    if pool.len() < POOL_SIZE {
-                        pool.push(pkt.data);
-                    }
+                    held.recycle(pkt.data);
                 }
-                Some(stage) => {
-                    let verdict = emu.advance(at, &pkt.data, stage);
-                    hold(
-                        verdict,
-                        at,
-                        pkt.data,
-                        &mut held,
-                        &mut held_bytes,
-                        &mut seq,
-                        &mut dev,
-                        &mut dstats,
-                        &mut pool,
-                    );
-                }
+                Step::Later(at, stage) => held.push(at, stage, pkt.data, &mut dstats),
             }
         }
         let timeout = held
+            .heap
             .peek()
             .map(|Reverse((at, _, _))| Duration::from_nanos(at.saturating_sub(now_ns())))
             .unwrap_or(STATS_EVERY)
@@ -139,35 +133,77 @@ pub fn run(tun: &str, config_path: &Path, stats_path: &Path) -> anyhow::Result<(
             };
             let Some(pkt) = buf.get(..n) else { break };
             let now = now_ns();
-            let verdict = emu.handle_packet(now, pkt);
-            if let Verdict::Deliver(at) = verdict {
-                if at <= now && held.is_empty() {
-                    deliver(&mut dev, pkt, &mut dstats);
-                    continue;
+            match step(emu.handle_packet(now, pkt), now, held.heap.is_empty()) {
+                Step::Drop => {}
+                Step::Now => deliver(&mut dev, pkt, &mut dstats),
+                Step::Later(at, stage) => {
+                    let data = held.buffer(pkt);
+                    held.push(at, stage, data, &mut dstats);
                 }
             }
-            if matches!(verdict, Verdict::Drop(_)) {
-                continue;
-            }
-            let mut v = pool.pop().unwrap_or_default();
-            v.clear();
-            v.extend_from_slice(pkt);
-            hold(
-                verdict,
-                now,
-                v,
-                &mut held,
-                &mut held_bytes,
-                &mut seq,
-                &mut dev,
-                &mut dstats,
-                &mut pool,
-            );
         }
     }
 }
 
-type Heap = BinaryHeap<Reverse<(u64, u64, Packet)>>;
+/// What to do with a packet now.
+enum Step {
+    Drop,
+    /// Write it back into the network at once.
+    Now,
+    /// Hold it until the time; then deliver it (`None`) or continue at that stage.
+    Later(u64, Option<u8>),
+}
+
+/// Turns a verdict into a step. A packet due now goes out at once only when nothing is held
+/// (`idle`), so it cannot overtake an earlier packet still in the heap.
+fn step(verdict: Verdict, now: u64, idle: bool) -> Step {
+    match verdict {
+        Verdict::Drop(_) => Step::Drop,
+        Verdict::Deliver(at) if at <= now && idle => Step::Now,
+        Verdict::Deliver(at) => Step::Later(at, None),
+        Verdict::Next { at, stage } => Step::Later(at, Some(stage)),
+    }
+}
+
+/// Packets held for later, in release order, with their memory bound and buffer pool.
+#[derive(Debug, Default)]
+struct Held {
+    /// Min-heap of (release time, sequence) → packet; the sequence keeps equal times in order.
+    heap: BinaryHeap<Reverse<(u64, u64, Packet)>>,
+    bytes: usize,
+    seq: u64,
+    pool: Vec<Vec<u8>>,
+}
+
+impl Held {
+    /// A pooled buffer holding a copy of `pkt`.
+    fn buffer(&mut self, pkt: &[u8]) -> Vec<u8> {
+        let mut v = self.pool.pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(pkt);
+        v
+    }
+
+    /// Returns a buffer to the pool.
+    fn recycle(&mut self, data: Vec<u8>) {
+        if self.pool.len() < POOL_SIZE {
+            self.pool.push(data);
+        }
+    }
+
+    /// Holds `data` until `at`; drops it (counted) beyond [`MAX_HELD_BYTES`].
+    fn push(&mut self, at: u64, next_stage: Option<u8>, data: Vec<u8>, dstats: &mut DriverStats) {
+        if self.bytes + data.len() > MAX_HELD_BYTES {
+            dstats.overflow_drops += 1;
+            self.recycle(data);
+            return;
+        }
+        self.bytes += data.len();
+        self.seq += 1;
+        self.heap
+            .push(Reverse((at, self.seq, Packet { data, next_stage })));
+    }
+}
 
 /// Writes one packet back into the network. A TUN write takes the whole packet or fails.
 fn deliver(dev: &mut std::fs::File, pkt: &[u8], dstats: &mut DriverStats) {
@@ -176,45 +212,6 @@ fn deliver(dev: &mut std::fs::File, pkt: &[u8], dstats: &mut DriverStats) {
         Ok(_) => dstats.delivered += 1,
         Err(_) => dstats.write_errors += 1,
     }
-}
-
-/// Queues a packet according to `verdict` (drops are returned to the pool).
-#[allow(clippy::too_many_arguments)]
-fn hold(
-    verdict: Verdict,
-    now: u64,
-    data: Vec<u8>,
-    held: &mut Heap,
-    held_bytes: &mut usize,
-    seq: &mut u64,
-    dev: &mut std::fs::File,
-    dstats: &mut DriverStats,
-    pool: &mut Vec<Vec<u8>>,
-) {
-    let (at, next_stage) = match verdict {
-        Verdict::Drop(_) => {
-            if pool.len() < POOL_SIZE {
-                pool.push(data);
-            }
-            return;
-        }
-        Verdict::Deliver(at) if at <= now && held.is_empty() => {
-            deliver(dev, &data, dstats);
-            if pool.len() < POOL_SIZE {
-                pool.push(data);
-            }
-            return;
-        }
-        Verdict::Deliver(at) => (at, None),
-        Verdict::Next { at, stage } => (at, Some(stage)),
-    };
-    if *held_bytes + data.len() > MAX_HELD_BYTES {
-        dstats.overflow_drops += 1;
-        return;
-    }
-    *held_bytes += data.len();
-    *seq += 1;
-    held.push(Reverse((at, *seq, Packet { data, next_stage })));
 }
 
 /// A held packet; ordered by nothing (the heap orders by time and sequence first).
