@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
-use xtask::{baseline, bench, demo, deps, table1, wanem};
+use xtask::{baseline, bench, bench_tunnel, demo, demo_paper, deps, table1, wanem};
 
 /// MMS developer tasks: testbed, demo, tests.
 #[derive(Debug, Parser)]
@@ -26,9 +26,13 @@ enum Cmd {
         /// Name prefix of the demo's namespaces.
         #[arg(long, default_value = "mmsdemo")]
         prefix: String,
-        /// Seconds of traffic per path.
-        #[arg(long, default_value_t = 4)]
+        /// Seconds of traffic (per path in the 2x2 demo).
+        #[arg(long, default_value_t = 8)]
         seconds: u32,
+        /// Which demo: `paper` (5 branches, ssc, OVS, multi-WAN-hop path groups) or `2x2`
+        /// (two branches without OVS: each path alone, all at once, and the tunnel).
+        #[arg(long, default_value = "paper", value_parser = ["paper", "2x2"])]
+        topology: String,
     },
     /// Run every test: unit, property, and netns integration tests (what CI runs).
     Test {
@@ -70,6 +74,24 @@ enum BenchCmd {
         seconds: u32,
         /// Testbed prefix.
         #[arg(long, default_value = "mmst1")]
+        prefix: String,
+    },
+    /// What the IPoMP tunnel costs: iperf3 TCP h1->h2 through mmsg (offload on and off) against
+    /// end-to-end MPTCP between the gateways (2x2 subflows) on the 2x2 testbed with no rate
+    /// limits, alternating, plus the idle ping overhead per gateway and mmsg CPU per GB (see
+    /// xtask/src/bench_tunnel.rs, docs/mmsg.md "bench tunnel").
+    Tunnel {
+        /// Also write the results as JSON to this file (e.g. results/bench-tunnel.json).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Measured seconds per transfer (2 more are sent first and omitted).
+        #[arg(long, default_value_t = 10)]
+        secs: u32,
+        /// Repetitions of the three measurements (median, min and max are reported).
+        #[arg(long, default_value_t = 3)]
+        reps: u32,
+        /// Testbed prefix.
+        #[arg(long, default_value = "mmsbt")]
         prefix: String,
     },
     /// ssc programming real OVS: compile + push + barrier for the paper topology and a
@@ -247,9 +269,17 @@ fn repo_root() -> PathBuf {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Demo { prefix, seconds } => {
+        Cmd::Demo {
+            prefix,
+            seconds,
+            topology,
+        } => {
             deps::ensure()?;
-            demo::run(&repo_root(), &prefix, seconds)
+            if topology == "2x2" {
+                demo::run(&repo_root(), &prefix, seconds)
+            } else {
+                demo_paper::run(&repo_root(), &prefix, seconds)
+            }
         }
         Cmd::Test { unit_only } => run_tests(unit_only),
         Cmd::Wanem { tun, config, stats } => wanem::run(&tun, &config, &stats),
@@ -263,6 +293,24 @@ fn main() -> anyhow::Result<()> {
             table1::print_table(&cases);
             if let Some(path) = json {
                 write_json(&path, &cases)?;
+            }
+            Ok(())
+        }
+        Cmd::Bench(BenchCmd::Tunnel {
+            json,
+            secs,
+            reps,
+            prefix,
+        }) => {
+            let report = bench_tunnel::run(&bench_tunnel::Options {
+                root: repo_root(),
+                prefix,
+                secs,
+                reps,
+            })?;
+            bench_tunnel::print_table(&report);
+            if let Some(path) = json {
+                write_json(&path, &report)?;
             }
             Ok(())
         }

@@ -24,6 +24,9 @@
 //! - [`ui`] (UI): configuration, the REST API (axum, bearer token, OpenAPI) and its CLI client.
 //! - [`ofc`] (OFC): the OpenFlow 1.3 server; its pure parts are the IR → FLOW_MOD conversion
 //!   ([`ofc::flowmod`]) and the reconcile diff and install order ([`ofc::reconcile`]).
+//! - [`gwc`] (SSC → MMSG): the gateway channel server: every gateway connects, registers and gets
+//!   its versioned config (remotes, path groups with WRR weights, DSCP marks), pushed on every
+//!   change ([`mpa::gwchan`] messages, `docs/gwchan.md`).
 //! - [`sdc`] (SDC): flow and port statistics per switch, member path, path group and pair (a pure
 //!   collector fed by the OFC's switch tasks).
 //!
@@ -32,6 +35,7 @@
 //! [`swap::install_plan`] for the OFC.
 #![forbid(unsafe_code)]
 
+pub mod gwc;
 pub mod inventory;
 pub mod ofc;
 pub mod path_config;

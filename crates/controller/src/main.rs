@@ -25,6 +25,9 @@ use serde_json::{json, Value};
 /// and the OpenFlow 1.3 server that programs every gateway's OVS: each switch (datapath id =
 /// branch id) is reconciled by cookie when it connects, every change is pushed in the order
 /// destination → transit → source with a barrier per step, and flow/port statistics are polled.
+/// With `--gateway-listen` / `--gateway-unix` it also serves the gateway channel: every `mmsg`
+/// registers and gets its remotes, path groups and WRR weights, pushed on every change
+/// (docs/gwchan.md).
 #[derive(Debug, Parser)]
 #[command(version, about, long_about)]
 struct Cli {
@@ -34,7 +37,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the REST API and the OpenFlow server that programs the gateways' OVS.
+    /// Serve the REST API, the OpenFlow server that programs the gateways' OVS, and the gateway
+    /// channel that configures every mmsg.
     Run(RunArgs),
     /// Validate the config file and its database (schema version, every rule, flows compile).
     Check(CheckArgs),
@@ -68,6 +72,9 @@ enum Command {
     Stats(ClientArgs),
     /// WRR weights of the path groups of every ordered pair (or of one pair).
     Weights(WeightsArgs),
+    /// Gateways on the gateway channel: connected or not, config version sent and acked, last
+    /// report.
+    Gateways(ClientArgs),
     /// The API's health.
     Health(ClientArgs),
 }
@@ -98,6 +105,13 @@ struct RunArgs {
     /// Statistics polling period; overrides `openflow.stats_interval_ms`.
     #[arg(long, env = "SSC_STATS_INTERVAL")]
     stats_interval: Option<humantime::Duration>,
+    /// Gateway channel TCP listen address (mmsg `[controller] address = "tcp:..."`); overrides
+    /// `gateways.listen` (port 0 picks a free port).
+    #[arg(long, env = "SSC_GATEWAY_LISTEN")]
+    gateway_listen: Option<SocketAddr>,
+    /// Gateway channel unix socket (repeatable or comma-separated); replaces `gateways.unix`.
+    #[arg(long, env = "SSC_GATEWAY_UNIX", value_delimiter = ',')]
+    gateway_unix: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -464,6 +478,7 @@ fn main_inner() -> anyhow::Result<()> {
         }
         Command::Health(c) => print_json(&c.client().get("/health")?),
         Command::Weights(args) => weights(args),
+        Command::Gateways(c) => gateways(c),
     }
 }
 
@@ -490,6 +505,13 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         of.stats_interval = d.into();
     }
     let stats_interval = of.stats_interval;
+    let mut gw = config.gateways.to_gwc();
+    if let Some(a) = args.gateway_listen {
+        gw.listen = Some(a);
+    }
+    if !args.gateway_unix.is_empty() {
+        gw.unix = args.gateway_unix.clone();
+    }
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -502,13 +524,21 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let of_addr = ofc
             .local_addr()
             .map_or_else(|| "-".to_owned(), |a| a.to_string());
+        let registry = Arc::new(controller::gwc::Registry::new());
+        let gwc = controller::gwc::Gwc::bind(&gw, Arc::clone(&registry))
+            .await
+            .context("start the gateway channel")?;
+        let gw_addr = gwc
+            .local_addr()
+            .map_or_else(|| "-".to_owned(), |a| a.to_string());
+        tracing::info!(tcp = %gw_addr, unix = ?gw.unix, "gateway channel listening");
         tracing::info!(%addr, db = %db.display(), "REST API listening");
         tracing::info!(tcp = %of_addr, unix = ?unix, "OpenFlow server listening (datapath id = branch id)");
         // Machine-readable lines on stdout for scripts and tests (`--listen 127.0.0.1:0`), in
         // one write: a reader that stops after the first line must not make a later write fail.
         // Nobody reading stdout is no reason to stop serving, so a failed write is only logged.
         let lines = format!(
-            "ssc: REST API listening on http://{addr}\nssc: OpenFlow listening on tcp:{of_addr}\n"
+            "ssc: REST API listening on http://{addr}\nssc: OpenFlow listening on tcp:{of_addr}\nssc: gateways listening on tcp:{gw_addr}\n"
         );
         let mut out = std::io::stdout().lock();
         if let Err(e) = out.write_all(lines.as_bytes()).and_then(|()| out.flush()) {
@@ -524,10 +554,26 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         // WRR: feed the SDC's per group rates into the weights every statistics interval (the
         // weights themselves are recomputed against the current catalog on every request).
         let wrr = Arc::new(std::sync::Mutex::new(controller::wrr::Wrr::default()));
-        let wrr_task = tokio::spawn(feed_wrr(Arc::clone(&sdc), Arc::clone(&wrr), stats_interval));
+        let wrr_changed = Arc::new(tokio::sync::Notify::new());
+        let wrr_task = tokio::spawn(feed_wrr(
+            Arc::clone(&sdc),
+            Arc::clone(&wrr),
+            Arc::clone(&wrr_changed),
+            stats_interval,
+        ));
+        let mut gwc_stop = stop_rx.clone();
+        let gwc_task = tokio::spawn(gwc.run(
+            store.subscribe(),
+            Arc::clone(&wrr),
+            wrr_changed,
+            async move {
+                let _ = gwc_stop.wait_for(|s| *s).await;
+            },
+        ));
         let state = controller::ui::api::AppState::new(Arc::clone(&store), &token)
             .with_sdc(sdc)
-            .with_wrr(wrr);
+            .with_wrr(wrr)
+            .with_gateways(registry);
         let api = controller::ui::serve_state(
             listener,
             state,
@@ -540,8 +586,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         .await
         .context("REST API");
         let _ = ofc_task.await;
+        let _ = gwc_task.await;
         wrr_task.abort();
-        for p in &unix {
+        for p in unix.iter().chain(&gw.unix) {
             let _ = std::fs::remove_file(p);
         }
         api?;
@@ -550,10 +597,12 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Every `interval`, the SDC's forward rate of each path group → [`controller::wrr::Wrr::observe`].
+/// Every `interval`, the SDC's forward rate of each path group → [`controller::wrr::Wrr::observe`];
+/// then `changed` wakes the gateway channel, which republishes weights that moved.
 async fn feed_wrr(
     sdc: Arc<std::sync::Mutex<controller::sdc::Sdc>>,
     wrr: Arc<std::sync::Mutex<controller::wrr::Wrr>>,
+    changed: Arc<tokio::sync::Notify>,
     interval: std::time::Duration,
 ) {
     let mut tick = tokio::time::interval(interval.max(std::time::Duration::from_millis(10)));
@@ -575,6 +624,10 @@ async fn feed_wrr(
             ) {
                 w.observe(a, b, id, g.traffic.forward_bits_per_s);
             }
+        }
+        drop(w);
+        if !view.groups.is_empty() {
+            changed.notify_one();
         }
     }
 }
@@ -1071,5 +1124,52 @@ fn weights(args: WeightsArgs) -> anyhow::Result<()> {
     if pairs.is_empty() {
         println!("no path groups");
     }
+    Ok(())
+}
+
+fn gateways(c: ClientArgs) -> anyhow::Result<()> {
+    let v = c.client().get("/api/v1/gateways")?;
+    if c.json {
+        return print_json(&v);
+    }
+    let list: controller::gwc::GatewayList =
+        serde_json::from_value(v).context("gateways from the API")?;
+    for g in &list.gateways {
+        let report = match (&g.last_report, g.last_report_age_ms) {
+            (Some(r), Some(age)) => format!(
+                "{} conns {}/{} drops {} ({} ms ago)",
+                if r.healthy { "healthy" } else { "degraded" },
+                r.connections_up,
+                r.connections_total,
+                r.drops,
+                age
+            ),
+            _ => "no report".to_owned(),
+        };
+        println!(
+            "branch {:>2} {:<12} config {} acked {}{} {} [{}]",
+            g.branch,
+            if g.connected {
+                "connected"
+            } else {
+                "disconnected"
+            },
+            g.config_version,
+            g.config_version_acked,
+            g.last_error
+                .as_deref()
+                .map(|e| format!(" (refused: {e})"))
+                .unwrap_or_default(),
+            report,
+            g.software_version,
+        );
+    }
+    if list.gateways.is_empty() {
+        println!("no gateways registered");
+    }
+    println!(
+        "refused: {} unknown branch, {} other; {} sessions replaced",
+        list.rejected_unknown_branch, list.rejected_other, list.replaced
+    );
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use mpa::config::Config;
-use mpa::{BranchId, PathGroupId};
+use mpa::BranchId;
 use tracing::{error, info, warn};
 
 use crate::control::{self, ReportSource};
@@ -15,7 +15,7 @@ use crate::pm::PathManager;
 use crate::setup::{self, Undo};
 use crate::stats::Stats;
 use crate::tun::Tun;
-use crate::tunnel::{self, PathManagement, SocketOpts, CLASSES};
+use crate::tunnel::{self, PathManagement, SocketOpts};
 
 /// Which path manager to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -103,6 +103,14 @@ async fn run_inner(
     stats: Arc<Stats>,
     undo: &mut Undo,
 ) -> anyhow::Result<()> {
+    // `[ovs]`: bridge, ports, addresses on mpa{k}; from here on `wan[k].name` is `mpa{k}`.
+    let config = match config.ovs.clone() {
+        Some(o) => crate::ovs::setup(&config, &o, undo).context("Open vSwitch set-up ([ovs])")?,
+        None => config,
+    };
+    // `[controller]`: remotes from the file, else the cache, else none until the controller
+    // sends them (crate::ctlchan).
+    let (config, source, version) = crate::ctlchan::initial_config(config);
     if !opts.no_setup {
         setup::ensure_path_manager(undo, opts.pm == PmMode::Userspace)
             .context("set the MPTCP path manager")?;
@@ -131,38 +139,20 @@ async fn run_inner(
     setup::configure_tun(tun.name(), opts.tun_mtu, &config).context("configure TUN")?;
 
     let control_listener = control::bind(&opts.control)?;
-    let remotes: Vec<_> = config
-        .remote
-        .iter()
-        .map(|r| (r.id, r.wan_addresses.clone(), r.path_groups.clone()))
-        .collect();
-    let mut own_groups: Vec<PathGroupId> = config
-        .remote
-        .iter()
-        .flat_map(|r| r.path_groups.iter().filter_map(|g| PathGroupId::new(g.id)))
-        .collect();
-    own_groups.sort_unstable();
-    own_groups.dedup();
+    let controller = config.controller.clone();
     let (sh, events) = tunnel::build(config, own, tun, Arc::clone(&stats), pm, opts.sockets);
-
-    for g in own_groups {
-        let l = tunnel::listen(&sh, g).with_context(|| format!("listen for path group {g}"))?;
-        tokio::spawn(tunnel::accept_loop(Arc::clone(&sh), l, g));
-    }
-    for (id, addrs, groups) in remotes {
-        let Some(b) = BranchId::new(id) else { continue };
-        for g in groups {
-            let Some(g) = PathGroupId::new(g.id) else {
-                continue;
-            };
-            for c in CLASSES {
-                tokio::spawn(tunnel::run_outbound(
-                    Arc::clone(&sh),
-                    (b, g, c),
-                    addrs.clone(),
-                ));
-            }
-        }
+    // Listeners and outbound connections, keyed so a new config can start/stop exactly those
+    // that change.
+    let mut topology = crate::ctlchan::Topology::start(&sh)?;
+    let (updates_tx, mut updates) = tokio::sync::mpsc::channel(4);
+    if let Some(ctl) = controller {
+        tokio::spawn(crate::ctlchan::run_client(
+            Arc::clone(&sh),
+            ctl,
+            source,
+            version,
+            updates_tx,
+        ));
     }
     tokio::spawn(control::serve(
         control_listener,
@@ -180,14 +170,26 @@ async fn run_inner(
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let tun_task = tunnel::tun_loop(Arc::clone(&sh), events);
-    tokio::select! {
-        r = tun_task => {
-            if let Err(e) = &r {
-                error!(error = %e, "TUN loop ended");
+    tokio::pin!(tun_task);
+    loop {
+        tokio::select! {
+            r = &mut tun_task => {
+                if let Err(e) = &r {
+                    error!(error = %e, "TUN loop ended");
+                }
+                return r;
             }
-            r
+            Some(u) = updates.recv() => {
+                // A config from the controller (validated): applied here, where the set-up's
+                // undo list lives. A failure keeps the old config and never ends the process.
+                let r = topology.apply(&sh, u.config, opts.tun_mtu, opts.no_setup, undo);
+                if let Ok(how) = &r {
+                    info!(change = ?how, "controller config applied");
+                }
+                let _ = u.reply.send(r.map(|_| ()).map_err(|e| format!("{e:#}")));
+            }
+            _ = tokio::signal::ctrl_c() => { info!("SIGINT: shutting down"); return Ok(()); }
+            _ = term.recv() => { info!("SIGTERM: shutting down"); return Ok(()); }
         }
-        _ = tokio::signal::ctrl_c() => { info!("SIGINT: shutting down"); Ok(()) }
-        _ = term.recv() => { info!("SIGTERM: shutting down"); Ok(()) }
     }
 }

@@ -10,16 +10,20 @@
 //! - [`tunnel`]: TUN reader, per-connection writer/reader tasks, subflow management.
 //! - [`tun`]: the TUN device with virtio-net header offload.
 //! - [`pm`] / [`genl`]: the MPTCP userspace path manager over generic netlink.
+//! - [`ovs`]: with `[ovs]`, the gateway's Open vSwitch bridge and the WAN addresses on `mpa{k}`.
 //! - [`setup`]: sysctls, policy routing, TUN routes (idempotent, undone on exit).
 //! - [`control`] / [`stats`]: the control socket of `mmsg status` and the counters it shows.
+//! - [`ctlchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
 //! - [`sys`]: the only `unsafe` (ioctls, socket options).
 //!
 //! See `docs/mmsg.md`.
 #![deny(unsafe_code)]
 
 pub mod control;
+pub mod ctlchan;
 pub mod daemon;
 pub mod genl;
+pub mod ovs;
 pub mod pm;
 pub mod setup;
 pub mod stats;

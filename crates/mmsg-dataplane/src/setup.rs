@@ -1,6 +1,7 @@
 //! Host set-up that `mmsg run` performs in its own network namespace, idempotently (DESIGN §2, §3.1,
 //! §4): MPTCP path manager mode, cubic, the reserved MPA port range, policy routing per WAN address,
-//! the TUN device's MTU, state and routes. Sysctls are written through `/proc/sys` (per network
+//! the TUN device's MTU, state and routes; with `[ovs]` the main default route too (the OVS bridge
+//! itself is [`crate::ovs`]). Sysctls are written through `/proc/sys` (per network
 //! namespace); links, routes and rules through the `ip` tool (iproute2), which is on every gateway
 //! and keeps this driver free of a netlink route library. What was changed is recorded in
 //! [`Undo`] and reverted on exit.
@@ -23,14 +24,15 @@ pub const RULE_PREF_BASE: u32 = 1000;
 pub struct Undo {
     sysctls: Vec<(String, String)>,
     rules: Vec<Vec<String>>,
-    commands: Vec<Vec<String>>,
+    /// (program, arguments), run in reverse order.
+    commands: Vec<(String, Vec<String>)>,
 }
 
 impl Undo {
     /// Reverts every recorded change (best effort, logged).
     pub fn revert(&mut self) {
-        for args in self.commands.drain(..).rev() {
-            if let Err(e) = ip(&args) {
+        for (program, args) in self.commands.drain(..).rev() {
+            if let Err(e) = run(&program, &args) {
                 warn!(error = %e, "could not undo a set-up step");
             }
         }
@@ -52,8 +54,15 @@ impl Undo {
 impl Undo {
     /// Records an `ip` command that undoes a set-up step.
     pub fn on_exit_ip(&mut self, args: &[&str]) {
-        self.commands
-            .push(args.iter().map(|a| (*a).to_owned()).collect());
+        self.on_exit("ip", args);
+    }
+
+    /// Records any command that undoes a set-up step (undone in reverse order of recording).
+    pub fn on_exit<S: AsRef<str>>(&mut self, program: &str, args: &[S]) {
+        self.commands.push((
+            program.to_owned(),
+            args.iter().map(|a| a.as_ref().to_owned()).collect(),
+        ));
     }
 }
 
@@ -91,14 +100,19 @@ pub fn ensure_sysctl(undo: &mut Undo, key: &str, value: &str) -> anyhow::Result<
 
 /// Runs `ip ARGS`; returns stdout.
 pub fn ip<S: AsRef<str>>(args: &[S]) -> anyhow::Result<String> {
+    run("ip", args)
+}
+
+/// Runs `PROGRAM ARGS`; returns stdout, or an error with its stderr.
+pub fn run<S: AsRef<str>>(program: &str, args: &[S]) -> anyhow::Result<String> {
     let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
-    let out = Command::new("ip")
+    let out = Command::new(program)
         .args(&args)
         .output()
-        .with_context(|| format!("run ip {}", args.join(" ")))?;
+        .with_context(|| format!("run {program} {}", args.join(" ")))?;
     if !out.status.success() {
         bail!(
-            "ip {} failed: {}",
+            "{program} {} failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         );
@@ -223,9 +237,18 @@ fn rule_exists(rules_json: &str, src: Ipv4Addr, table: u32) -> bool {
     })
 }
 
+/// Whether `ip route show` output has a default route leaving by `dev`.
+fn default_via_dev(routes: &str, dev: &str) -> bool {
+    routes.lines().any(|l| {
+        let mut words = l.split_whitespace();
+        l.starts_with("default") && words.any(|w| w == "dev") && words.next() == Some(dev)
+    })
+}
+
 /// Policy routing per WAN address (DESIGN §2): `ip rule from p_k lookup 100+k` and a default route
-/// via the port's gateway in that table. Existing rules are kept (never duplicated); the default
-/// route is added only when the table has none.
+/// via the port's gateway in that table, leaving by the interface that carries p_k (`wan[k].name`:
+/// the WAN NIC, or `mpa{k}` with `[ovs]`, see [`crate::ovs`]). Existing rules are kept (never
+/// duplicated); the default route is replaced only when the table has none by that interface.
 pub fn ensure_policy_routing(undo: &mut Undo, config: &Config) -> anyhow::Result<()> {
     let rules = ip(&["-j", "-4", "rule", "show"])?;
     for (k, w) in config.wan.iter().enumerate() {
@@ -234,10 +257,12 @@ pub fn ensure_policy_routing(undo: &mut Undo, config: &Config) -> anyhow::Result
         let src = w.address.addr();
         let t = table.to_string();
         let routes = ip(&["-4", "route", "show", "table", &t]).unwrap_or_default();
-        if !routes.lines().any(|l| l.starts_with("default")) {
+        if !default_via_dev(&routes, &w.name) {
             let gw = w.gateway.to_string();
-            ip(&["-4", "route", "replace", "default", "via", &gw, "table", &t])?;
-            info!(table, gateway = %gw, "policy route added");
+            ip(&[
+                "-4", "route", "replace", "default", "via", &gw, "dev", &w.name, "table", &t,
+            ])?;
+            info!(table, gateway = %gw, dev = %w.name, "policy route set");
         }
         if rule_exists(&rules, src, table) {
             debug!(%src, table, "policy rule already present");
@@ -256,6 +281,24 @@ pub fn ensure_policy_routing(undo: &mut Undo, config: &Config) -> anyhow::Result
         ip(&args)?;
         info!(%src, table, "policy rule added");
         undo.rules.push(args);
+    }
+    Ok(())
+}
+
+/// The main table's default route via WAN port 0's gateway, by the interface that carries its
+/// address (`mpa0` with `[ovs]`): Type III and everything not tunnelled leaves there. Replaced
+/// only when it does not already leave by that interface.
+pub fn ensure_main_default(config: &Config) -> anyhow::Result<()> {
+    let Some(w) = config.wan.first() else {
+        return Ok(());
+    };
+    let routes = ip(&["-4", "route", "show", "default"]).unwrap_or_default();
+    if !default_via_dev(&routes, &w.name) {
+        let gw = w.gateway.to_string();
+        ip(&[
+            "-4", "route", "replace", "default", "via", &gw, "dev", &w.name,
+        ])?;
+        info!(gateway = %gw, dev = %w.name, "main default route set");
     }
     Ok(())
 }
@@ -308,6 +351,15 @@ mod tests {
             mpa_port_ranges(&c),
             vec![(0x1000, 0x1FFF), (0x2000, 0x2FFF)]
         );
+    }
+
+    #[test]
+    fn default_route_by_dev() {
+        let r = "default via 198.18.10.1 dev mpa0 proto static\n198.18.10.0/24 dev mpa0\n";
+        assert!(default_via_dev(r, "mpa0"));
+        assert!(!default_via_dev(r, "wan0"));
+        assert!(!default_via_dev("198.18.10.0/24 dev wan0\n", "wan0"));
+        assert!(!default_via_dev("", "wan0"));
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub struct Stats {
     /// The counters.
     pub counters: Counters,
     conns: Mutex<BTreeMap<String, ConnStatus>>,
+    controller: Mutex<Option<ControllerStatus>>,
 }
 
 impl std::ops::Deref for Stats {
@@ -143,6 +144,28 @@ impl Stats {
         }
     }
 
+    /// Updates the controller channel's status (creates it when absent).
+    pub fn update_controller(&self, f: impl FnOnce(&mut ControllerStatus)) {
+        if let Ok(mut c) = self.controller.lock() {
+            f(c.get_or_insert_with(ControllerStatus::default));
+        }
+    }
+
+    /// The controller channel's status (`None` without `[controller]`).
+    pub fn controller(&self) -> Option<ControllerStatus> {
+        self.controller.lock().ok().and_then(|c| c.clone())
+    }
+
+    /// Every drop counter summed (for the controller's report).
+    pub fn drops(&self) -> u64 {
+        self.counters
+            .snapshot()
+            .iter()
+            .filter(|(k, _)| k.starts_with("drop_"))
+            .map(|(_, v)| *v)
+            .sum()
+    }
+
     /// The whole report.
     pub fn report(&self, branch: u8, offload: bool, path_manager: &str) -> StatusReport {
         let connections = self
@@ -156,6 +179,7 @@ impl Stats {
             path_manager: path_manager.to_owned(),
             connections,
             counters: self.counters.snapshot(),
+            controller: self.controller(),
         }
     }
 }
@@ -235,6 +259,30 @@ pub struct StatusReport {
     pub connections: Vec<ConnStatus>,
     /// The counters.
     pub counters: BTreeMap<String, u64>,
+    /// The controller channel (`None` without `[controller]` in the config).
+    #[serde(default)]
+    pub controller: Option<ControllerStatus>,
+}
+
+/// The gateway channel to the controller (`crate::ctlchan`, `docs/gwchan.md`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerStatus {
+    /// The controller's address (`tcp:HOST:PORT` or `unix:/PATH`).
+    pub address: String,
+    /// `connecting`, `connected`, `backoff`, or `waiting for controller` (no remotes yet).
+    pub state: String,
+    /// Whether a session is established now.
+    pub connected: bool,
+    /// The version of the config in use (0: from the file).
+    pub config_version: u64,
+    /// Where the remotes in use came from: `file`, `cache`, `controller`, or `none`.
+    pub source: String,
+    /// Configs received and applied since start.
+    pub configs_applied: u64,
+    /// Configs refused (invalid) since start.
+    pub configs_refused: u64,
+    /// The last problem: a refused config, an error from the controller, a failed connect.
+    pub last_error: Option<String>,
 }
 
 impl StatusReport {
@@ -249,6 +297,22 @@ impl StatusReport {
             if self.offload { "on" } else { "off" },
             self.path_manager
         );
+        if let Some(c) = &self.controller {
+            let _ = writeln!(
+                s,
+                "controller {}  {}  config version {}  source {}  applied {}  refused {}{}",
+                c.address,
+                c.state,
+                c.config_version,
+                c.source,
+                c.configs_applied,
+                c.configs_refused,
+                c.last_error
+                    .as_deref()
+                    .map(|e| format!("  last error: {e}"))
+                    .unwrap_or_default()
+            );
+        }
         let _ = writeln!(s, "connections: {}", self.connections.len());
         for c in &self.connections {
             let _ = writeln!(

@@ -14,7 +14,7 @@ use std::io::{self, IoSlice};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, BytesMut};
@@ -120,11 +120,26 @@ pub struct ConnEvent {
     up: bool,
 }
 
+/// What the TUN task (owner of the agent) is told.
+#[derive(Debug, Clone)]
+pub enum TunEvent {
+    /// A connection went up or down.
+    Conn(ConnEvent),
+    /// New WRR weights of existing path groups (the controller published them): the schedulers
+    /// change in place, no flow moves.
+    Weights(Vec<(BranchId, PathGroupId, u32)>),
+    /// Remotes, groups or classifier changed ([`Shared::config`] and the queues are already
+    /// replaced): the agent is rebuilt from the new config, the up state of the connections
+    /// that still exist is kept. Flows are re-assigned on their next packet.
+    Reload,
+}
+
 /// Everything the tasks share.
 #[derive(Debug)]
 pub struct Shared {
-    /// The validated configuration.
-    pub config: Config,
+    /// The validated configuration; replaced as a whole when the controller pushes a new one
+    /// (read it with [`Shared::config`]).
+    config: RwLock<Arc<Config>>,
     /// Our branch.
     pub own: BranchId,
     /// The TUN device.
@@ -135,9 +150,104 @@ pub struct Shared {
     pub pm: PathManagement,
     /// Socket options.
     pub opts: SocketOpts,
-    /// Outbound queues.
-    pub queues: BTreeMap<ConnKey, Arc<OutQueue>>,
-    events: mpsc::UnboundedSender<ConnEvent>,
+    /// Outbound queues (the TUN task keeps its own copy, refreshed on [`TunEvent::Reload`]).
+    queues: RwLock<BTreeMap<ConnKey, Arc<OutQueue>>>,
+    events: mpsc::UnboundedSender<TunEvent>,
+}
+
+impl Shared {
+    /// The configuration in use.
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.config.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The outbound queues.
+    pub fn queues(&self) -> BTreeMap<ConnKey, Arc<OutQueue>> {
+        self.queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn queue(&self, key: &ConnKey) -> Option<Arc<OutQueue>> {
+        self.queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
+    /// Replaces the configuration and the set of outbound queues (queues of connections that
+    /// stay are kept, new ones are created, others dropped). Tell the TUN task with
+    /// [`Shared::send`]`(`[`TunEvent::Reload`]`)` afterwards.
+    pub fn replace_config(&self, config: Config) {
+        let aqm = AqmConfig::from(&config.queue);
+        let wanted = conn_keys(&config);
+        {
+            let mut q = self.queues.write().unwrap_or_else(PoisonError::into_inner);
+            q.retain(|k, _| wanted.contains(k));
+            for k in wanted {
+                q.entry(k).or_insert_with(|| Arc::new(OutQueue::new(aqm)));
+            }
+        }
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
+    }
+
+    /// Only the weights changed: stores the new config (same remotes, groups, classifier).
+    pub fn replace_weights(&self, config: Config) {
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
+    }
+
+    /// Sends an event to the TUN task.
+    pub fn send(&self, ev: TunEvent) {
+        let _ = self.events.send(ev);
+    }
+
+    /// Per path group (remote branch, group): tunnel bytes written so far and whether all its
+    /// connections are up; then connections up and connections configured.
+    pub fn group_report(&self) -> (Vec<mpa::gwchan::GroupReport>, u32, u32) {
+        let mut groups: BTreeMap<(u8, u8), (u64, bool)> = BTreeMap::new();
+        let (mut up, mut total) = (0u32, 0u32);
+        for ((b, g, _), oq) in self.queues() {
+            let is_up = oq.up.load(Ordering::Relaxed);
+            total += 1;
+            up += u32::from(is_up);
+            let e = groups.entry((b.get(), g.get())).or_insert((0, true));
+            e.0 += oq.sent_bytes.load(Ordering::Relaxed);
+            e.1 &= is_up;
+        }
+        let groups = groups
+            .into_iter()
+            .map(
+                |((branch, group), (bytes_tx, up))| mpa::gwchan::GroupReport {
+                    branch,
+                    group,
+                    bytes_tx,
+                    up,
+                },
+            )
+            .collect();
+        (groups, up, total)
+    }
+}
+
+/// Every outbound connection a config asks for: (remote branch, path group, class).
+pub fn conn_keys(config: &Config) -> BTreeSet<ConnKey> {
+    let mut out = BTreeSet::new();
+    for r in &config.remote {
+        let Some(b) = BranchId::new(r.id) else {
+            continue;
+        };
+        for g in &r.path_groups {
+            let Some(g) = PathGroupId::new(g.id) else {
+                continue;
+            };
+            for c in CLASSES {
+                out.insert((b, g, c));
+            }
+        }
+    }
+    out
 }
 
 /// The classes that get a connection per path group.
@@ -151,39 +261,30 @@ pub fn build(
     stats: Arc<Stats>,
     pm: PathManagement,
     opts: SocketOpts,
-) -> (Arc<Shared>, mpsc::UnboundedReceiver<ConnEvent>) {
+) -> (Arc<Shared>, mpsc::UnboundedReceiver<TunEvent>) {
     let aqm = AqmConfig::from(&config.queue);
-    let mut queues = BTreeMap::new();
-    for r in &config.remote {
-        let Some(b) = BranchId::new(r.id) else {
-            continue;
-        };
-        for g in &r.path_groups {
-            let Some(g) = PathGroupId::new(g.id) else {
-                continue;
-            };
-            for c in CLASSES {
-                queues.insert((b, g, c), Arc::new(OutQueue::new(aqm)));
-            }
-        }
-    }
+    let queues = conn_keys(&config)
+        .into_iter()
+        .map(|k| (k, Arc::new(OutQueue::new(aqm))))
+        .collect();
     let (tx, rx) = mpsc::unbounded_channel();
     (
         Arc::new(Shared {
-            config,
+            config: RwLock::new(Arc::new(config)),
             own,
             tun,
             stats,
             pm,
             opts,
-            queues,
+            queues: RwLock::new(queues),
             events: tx,
         }),
         rx,
     )
 }
 
-fn conn_name(dir: &str, key: ConnKey) -> String {
+/// The registry name of a connection in `mmsg status`, e.g. `out b2 g0 type1`.
+pub fn conn_name(dir: &str, key: ConnKey) -> String {
     format!("{dir} b{} g{} {}", key.0, key.1, key.2)
 }
 
@@ -195,9 +296,10 @@ fn conn_name(dir: &str, key: ConnKey) -> String {
 /// applies connection up/down events (a group is up when all its class connections are).
 pub async fn tun_loop(
     sh: Arc<Shared>,
-    mut events: mpsc::UnboundedReceiver<ConnEvent>,
+    mut events: mpsc::UnboundedReceiver<TunEvent>,
 ) -> anyhow::Result<()> {
-    let mut agent = Agent::new(&sh.config);
+    let mut agent = Agent::new(&sh.config());
+    let mut queues = sh.queues();
     let mut up: BTreeSet<ConnKey> = BTreeSet::new();
     let mut arena = BytesMut::with_capacity(TUN_ARENA);
     let mut next_expiry = Instant::now();
@@ -206,7 +308,7 @@ pub async fn tun_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         while let Ok(ev) = events.try_recv() {
-            apply_event(&mut agent, &mut up, ev);
+            tun_event(&sh, &mut agent, &mut queues, &mut up, ev);
         }
         arena.reserve(FRAME_HEADER_LEN + MAX_TUN_READ);
         arena.put_bytes(0, FRAME_HEADER_LEN);
@@ -214,12 +316,12 @@ pub async fn tun_loop(
             r = sh.tun.read_into(&mut arena) => Some(r),
             ev = events.recv() => {
                 if let Some(ev) = ev {
-                    apply_event(&mut agent, &mut up, ev);
+                    tun_event(&sh, &mut agent, &mut queues, &mut up, ev);
                 }
                 None
             }
             _ = tick.tick() => {
-                rates.update(&sh, &mut agent, Instant::now());
+                rates.update(&queues, &mut agent, Instant::now());
                 None
             }
         };
@@ -233,7 +335,7 @@ pub async fn tun_loop(
             match result {
                 Ok(Some(n)) => {
                     let pkt = arena.split_to(FRAME_HEADER_LEN + n);
-                    handle_tun_packet(&sh, &mut agent, pkt);
+                    handle_tun_packet(&sh, &queues, &mut agent, pkt);
                 }
                 Ok(None) => {
                     arena.clear();
@@ -278,9 +380,14 @@ struct GroupRates {
 }
 
 impl GroupRates {
-    fn update(&mut self, sh: &Shared, agent: &mut Agent, now: Instant) {
+    fn update(
+        &mut self,
+        queues: &BTreeMap<ConnKey, Arc<OutQueue>>,
+        agent: &mut Agent,
+        now: Instant,
+    ) {
         let mut totals: BTreeMap<(BranchId, PathGroupId), u64> = BTreeMap::new();
-        for ((b, g, _), oq) in &sh.queues {
+        for ((b, g, _), oq) in queues {
             *totals.entry((*b, *g)).or_default() += oq.sent_bytes.load(Ordering::Relaxed);
         }
         for (key, total) in totals {
@@ -293,6 +400,39 @@ impl GroupRates {
             if let Some(rate) = est.record(now, delta) {
                 agent.set_group_rate(key.0, key.1, rate);
             }
+        }
+    }
+}
+
+fn tun_event(
+    sh: &Shared,
+    agent: &mut Agent,
+    queues: &mut BTreeMap<ConnKey, Arc<OutQueue>>,
+    up: &mut BTreeSet<ConnKey>,
+    ev: TunEvent,
+) {
+    match ev {
+        TunEvent::Conn(ev) => apply_event(agent, up, ev),
+        TunEvent::Weights(list) => {
+            for (b, g, w) in list {
+                agent.set_group_weight(b, g, w);
+            }
+            info!("path group weights updated in place");
+        }
+        TunEvent::Reload => {
+            *queues = sh.queues();
+            *agent = Agent::new(&sh.config());
+            up.retain(|k| queues.contains_key(k));
+            let groups: BTreeSet<(BranchId, PathGroupId)> =
+                queues.keys().map(|(b, g, _)| (*b, *g)).collect();
+            for (b, g) in groups {
+                let group_up = CLASSES.iter().all(|c| up.contains(&(b, g, *c)));
+                agent.set_group_up(b, g, group_up);
+            }
+            info!(
+                connections = queues.len(),
+                "agent rebuilt for the new config"
+            );
         }
     }
 }
@@ -315,7 +455,12 @@ fn apply_event(agent: &mut Agent, up: &mut BTreeSet<ConnKey>, ev: ConnEvent) {
     }
 }
 
-fn handle_tun_packet(sh: &Shared, agent: &mut Agent, mut pkt: BytesMut) {
+fn handle_tun_packet(
+    sh: &Shared,
+    queues: &BTreeMap<ConnKey, Arc<OutQueue>>,
+    agent: &mut Agent,
+    mut pkt: BytesMut,
+) {
     let now = Instant::now();
     let st = &sh.stats;
     let mut ftype = FrameType::Ip;
@@ -358,7 +503,7 @@ fn handle_tun_packet(sh: &Shared, agent: &mut Agent, mut pkt: BytesMut) {
             return;
         }
     };
-    let Some(oq) = sh.queues.get(&(route.branch, route.group, route.class)) else {
+    let Some(oq) = queues.get(&(route.branch, route.group, route.class)) else {
         Stats::inc(&st.drop_no_connection);
         return;
     };
@@ -801,14 +946,14 @@ fn check_fallback(sh: &Shared, stream: &impl AsFd, name: &str, reported: &mut bo
 /// back off, repeat.
 pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4Addr>) {
     let name = conn_name("out", key);
-    let Some(oq) = sh.queues.get(&key).cloned() else {
+    let Some(oq) = sh.queue(&key) else {
         return;
     };
     let (branch, group, class) = key;
     let Some(port) = mpa::mpa_port(branch.get(), group.get()) else {
         return;
     };
-    let pairs = wanted_pairs(&sh.config, class, &remote_addrs);
+    let pairs = wanted_pairs(&sh.config(), class, &remote_addrs);
     if pairs.is_empty() {
         warn!(conn = %name, "no (uplink, remote address) pair for this connection");
         return;
@@ -841,7 +986,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
                 info!(conn = %name, %local, remote = %target, "tunnel connection up");
                 let end = run_outbound_conn(&sh, &name, key, &oq, stream, &pairs, port).await;
                 oq.up.store(false, Ordering::Relaxed);
-                let _ = sh.events.send(ConnEvent { key, up: false });
+                sh.send(TunEvent::Conn(ConnEvent { key, up: false }));
                 if matches!(end, ConnEnd::Dead(_)) {
                     Stats::inc(&sh.stats.conn_dead);
                 }
@@ -892,7 +1037,7 @@ async fn run_outbound_conn(
     let std_stream_fd = stream.as_fd().try_clone_to_owned();
     let (mut r, mut w) = stream.into_split();
     oq.up.store(true, Ordering::Relaxed);
-    let _ = sh.events.send(ConnEvent { key, up: true });
+    sh.send(TunEvent::Conn(ConnEvent { key, up: true }));
     let fd = match std_stream_fd {
         Ok(fd) => fd,
         Err(e) => return ConnEnd::Io(e),
@@ -967,7 +1112,7 @@ async fn manage_subflows(
             continue;
         }
         let if_index = sh
-            .config
+            .config()
             .wan
             .get(k)
             .map(|w| sys::if_index(&w.name))
@@ -1116,7 +1261,7 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
             return;
         }
     };
-    if let Err(why) = hello_policy(&sh.config, &hello, group) {
+    if let Err(why) = hello_policy(&sh.config(), &hello, group) {
         Stats::inc(&st.hello_rejected);
         warn!(%peer, reason = %why, "inbound connection refused");
         return;

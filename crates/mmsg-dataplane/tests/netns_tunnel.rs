@@ -506,6 +506,36 @@ fn tunnel_over_2x2_testbed() {
     );
     eprintln!("junk and wrong hello: hello_rejected +{rejected}, tun_tx_packets unchanged");
 
+    // (4) Malformed packets from TUN: written into mms0 on gw1 through a packet socket (the kernel
+    // hands them to mmsg as if a LAN host had sent them). Dropped and counted, nothing reaches gw2.
+    let before1 = status(&ctl1);
+    let before2 = status(&ctl2);
+    let inject = "import socket\n\
+        s=socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind(('mms0', 0))\n\
+        pkts=[b'\\x45\\x00\\x00', \n\
+              bytes([0x45,0,0,40,0,0,0,0,64,6,0,0,198,19,1,10,198,19,2,10]), \n\
+              bytes([0x4f,0,0,20]) + bytes(16), \n\
+              bytes([0x70]) + bytes(39), \n\
+              bytes([0x46,0,0,20,0,0,0,0,64,17,0,0,198,19,1,10,198,19,2,10])]\n\
+        for p in pkts: s.send(p)\n\
+        print(len(pkts))";
+    let sent = run_ok(&mut netns(&gw1, &["python3", "-c", inject]));
+    let sent: u64 = sent.trim().parse().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let after1 = status(&ctl1);
+    let after2 = status(&ctl2);
+    let malformed = counter(&after1, "drop_malformed") - counter(&before1, "drop_malformed");
+    assert_eq!(
+        malformed, sent,
+        "every malformed packet from TUN is dropped and counted"
+    );
+    assert_eq!(
+        counter(&after2, "tun_tx_packets"),
+        counter(&before2, "tun_tx_packets"),
+        "no malformed packet reached the other branch"
+    );
+    eprintln!("{sent} malformed packets written into mms0 on gw1: drop_malformed +{malformed}, gw2's TUN got none");
+
     // Uplink 1b cut for 4 s during a TCP transfer: the transfer goes on over 1a, the gap is measured.
     run_ok(&mut netns(
         &h2,
@@ -656,6 +686,43 @@ fn tunnel_over_2x2_testbed() {
             "group {g}: share {share:.3}, weight share {want:.3} (all: {shares:?})"
         );
     }
+
+    // Real aggregation: four equal bottlenecks of 10 Mbit/s, one per address pair. Plain TCP over
+    // the best single path and one TCP flow through the tunnel, side by side in this run.
+    let pairs = [("1a", "2a"), ("1a", "2b"), ("1b", "2a"), ("1b", "2b")];
+    for (from, to) in pairs {
+        run_ok(&mut xtask(&[
+            "testbed",
+            "pair",
+            from,
+            to,
+            "--prefix",
+            &tb.prefix,
+            "--rate-mbit",
+            "10",
+            "--delay-ms",
+            "2",
+        ]));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let single = iperf_bps(
+        &gw2,
+        &gw1,
+        "198.18.20.2",
+        &["-B", "198.18.10.2", "-t", "6", "-O", "1"],
+        5305,
+    );
+    let tunnel = iperf_bps(&h2, &h1, "198.19.2.10", &["-t", "8", "-O", "2"], 5205);
+    let ratio = tunnel / single;
+    eprintln!(
+        "10:10:10:10 bottlenecks: single path {:.1} Mbit/s, one TCP flow through the tunnel {:.1} Mbit/s, ratio {ratio:.2}",
+        single / 1e6,
+        tunnel / 1e6
+    );
+    assert!(
+        ratio > 1.5,
+        "no real aggregation on 10:10:10:10: tunnel {tunnel}, best single path {single}"
+    );
     drop(p1);
     drop(p2);
     drop(tb);

@@ -119,6 +119,14 @@ impl Agent {
             .is_some_and(|s| s.set_rate(group, bytes_per_s))
     }
 
+    /// Changes the configured WRR weight of a path group towards `branch` (the controller
+    /// published new weights); no flow moves. Returns `false` for an unknown branch or group.
+    pub fn set_group_weight(&mut self, branch: BranchId, group: PathGroupId, weight: u32) -> bool {
+        self.branches
+            .get_mut(&branch)
+            .is_some_and(|s| s.set_weight(group, weight))
+    }
+
     /// The scheduler (and groups) towards `branch`.
     pub fn scheduler(&self, branch: BranchId) -> Option<&Scheduler> {
         self.branches.get(&branch)

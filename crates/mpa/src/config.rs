@@ -16,7 +16,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use ipnet::{IpNet, Ipv4Net};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
 use crate::{BranchId, Class, PathGroupId};
@@ -108,6 +108,102 @@ pub struct Config {
     /// The per-connection queues.
     #[serde(default)]
     pub queue: QueueConfig,
+    /// The controller (`ssc`) to take remotes, path groups and weights from (`crate::gwchan`,
+    /// `docs/gwchan.md`). With it, `remote` may be empty.
+    #[serde(default)]
+    pub controller: Option<ControllerConfig>,
+    /// `[ovs]`: `mmsg` builds its Open vSwitch bridge itself (`docs/e2e.md`). Without it, OVS is
+    /// not touched and the WAN addresses stay on the WAN interfaces.
+    #[serde(default)]
+    pub ovs: Option<OvsConfig>,
+}
+
+/// `[ovs]`: the gateway's Open vSwitch (DESIGN §2, docs/ofc.md §9).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OvsConfig {
+    /// The bridge name. Default: `br0`.
+    #[serde(default = "default_ovs_bridge")]
+    pub bridge: String,
+    /// The OVSDB target for `ovs-vsctl --db`. Default: `unix:/var/run/openvswitch/db.sock`.
+    #[serde(default = "default_ovs_db")]
+    pub db: String,
+    /// The OpenFlow controller (`ssc`): `tcp:HOST:PORT` or `unix:/PATH` (inside the OVS run
+    /// directory: ovs-vswitchd refuses unix controllers elsewhere).
+    pub controller: String,
+}
+
+/// The default `[ovs] db`.
+pub const DEFAULT_OVS_DB: &str = "unix:/var/run/openvswitch/db.sock";
+
+fn default_ovs_bridge() -> String {
+    "br0".to_owned()
+}
+
+fn default_ovs_db() -> String {
+    DEFAULT_OVS_DB.to_owned()
+}
+
+/// An Ethernet address, written `02:00:c6:12:0a:02`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl MacAddr {
+    /// The MMS convention (the controller's `MacAddr::from_ipv4`): `02:00` + the four octets.
+    pub fn from_ipv4(a: Ipv4Addr) -> MacAddr {
+        let [a0, a1, a2, a3] = a.octets();
+        MacAddr([0x02, 0x00, a0, a1, a2, a3])
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [a, b, c, d, e, g] = self.0;
+        write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
+    }
+}
+
+impl<'de> Deserialize<'de> for MacAddr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let bad = || {
+            serde::de::Error::custom(format!(
+                "invalid MAC address {s:?}: expected six hex octets like \"02:00:c6:12:0a:02\""
+            ))
+        };
+        let mut out = [0u8; 6];
+        let mut parts = s.split(':');
+        for o in &mut out {
+            let p = parts.next().ok_or_else(bad)?;
+            if p.len() != 2 {
+                return Err(bad());
+            }
+            *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+        }
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        Ok(MacAddr(out))
+    }
+}
+
+/// `[controller]`: where the gateway channel connects and where it keeps the last good config.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerConfig {
+    /// `tcp:HOST:PORT` or `unix:/PATH` of `ssc`'s gateway listener.
+    pub address: String,
+    /// The last good config from the controller (JSON, written atomically, mode 0600).
+    /// Default: `/var/lib/mmsg/controller-config.json`.
+    #[serde(default = "default_controller_cache")]
+    pub cache: std::path::PathBuf,
+}
+
+/// The default `[controller] cache`.
+pub const DEFAULT_CONTROLLER_CACHE: &str = "/var/lib/mmsg/controller-config.json";
+
+fn default_controller_cache() -> std::path::PathBuf {
+    std::path::PathBuf::from(DEFAULT_CONTROLLER_CACHE)
 }
 
 fn default_flow_idle_timeout_s() -> u64 {
@@ -127,6 +223,18 @@ pub struct WanPort {
     /// What kind of access this is. Default: `internet`.
     #[serde(default)]
     pub kind: WanKind,
+    /// With `[ovs]`: the MAC of the internal port `mpa{k}` that carries `address`. Default:
+    /// `02:00` + the address's four octets ([`MacAddr::from_ipv4`], as the controller's inventory).
+    #[serde(default)]
+    pub mac: Option<MacAddr>,
+}
+
+impl WanPort {
+    /// The MAC of this port's MPA interface: `mac`, else derived from the address.
+    pub fn mpa_mac(&self) -> MacAddr {
+        self.mac
+            .unwrap_or_else(|| MacAddr::from_ipv4(self.address.addr()))
+    }
 }
 
 /// The kind of a WAN port (seed 000 §II-A: Type I prefers leased lines).
@@ -141,7 +249,7 @@ pub enum WanKind {
 }
 
 /// Another branch.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RemoteBranch {
     /// Its branch id, 1..=15, not ours.
@@ -160,7 +268,7 @@ fn default_path_groups() -> Vec<PathGroupConfig> {
 }
 
 /// One path group towards a remote branch (seed 000 §III-A).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PathGroupConfig {
     /// The path group id, 0..=15 (the last nibble of the outer TCP port).
@@ -188,7 +296,7 @@ pub enum SelectionPolicy {
 }
 
 /// The TC's configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClassifierConfig {
     /// The class of inter-branch traffic no rule matches. Default: `type2`.
@@ -213,7 +321,7 @@ fn default_class() -> TunnelClass {
 }
 
 /// A class that can be tunnelled (Type III is decided by the destination, not by rules).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TunnelClass {
     /// Type I.
@@ -233,7 +341,7 @@ impl From<TunnelClass> for Class {
 
 /// One classifier rule: every non-empty criterion must match (AND); within a list any entry may
 /// match (OR). A rule needs at least one criterion.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     /// A name for logs and stats. Default: empty.
@@ -274,6 +382,18 @@ impl PortRange {
     /// Whether `port` is in the range.
     pub fn contains(self, port: u16) -> bool {
         (self.lo..=self.hi).contains(&port)
+    }
+}
+
+/// Written back as the file would spell it: `443` or `"5000-5999"` (the gateway channel carries
+/// classifier rules as JSON, `crate::gwchan`).
+impl Serialize for PortRange {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.lo == self.hi {
+            s.serialize_u16(self.lo)
+        } else {
+            s.collect_str(&format_args!("{}-{}", self.lo, self.hi))
+        }
     }
 }
 
@@ -576,6 +696,32 @@ impl Config {
             }
         }
 
+        if let Some(c) = &self.controller {
+            let ok = match c.address.split_once(':') {
+                Some(("tcp", rest)) => rest.rsplit_once(':').is_some_and(|(h, port)| {
+                    !h.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0)
+                }),
+                Some(("unix", path)) => path.starts_with('/'),
+                _ => false,
+            };
+            if !ok {
+                p.push(
+                    "controller.address",
+                    format!(
+                        "{:?} must be \"tcp:HOST:PORT\" or \"unix:/PATH\"",
+                        c.address
+                    ),
+                );
+            }
+            if c.cache.as_os_str().is_empty() {
+                p.push("controller.cache", "must not be empty".into());
+            }
+        }
+
+        if let Some(o) = &self.ovs {
+            check_ovs(&mut p, o, &self.wan);
+        }
+
         let q = &self.queue;
         if q.codel_target_ms == 0 || q.codel_target_ms >= q.codel_interval_ms {
             p.push(
@@ -594,6 +740,61 @@ impl Config {
         }
 
         p.finish()
+    }
+}
+
+fn check_ovs(p: &mut Problems, o: &OvsConfig, wan: &[WanPort]) {
+    if o.bridge.is_empty() || o.bridge.len() > 15 {
+        p.push(
+            "ovs.bridge",
+            format!("{:?} must be 1..=15 bytes (an interface name)", o.bridge),
+        );
+    }
+    let db_ok = ["unix:", "tcp:", "ssl:"]
+        .iter()
+        .any(|m| o.db.strip_prefix(m).is_some_and(|r| !r.is_empty()));
+    if !db_ok {
+        p.push(
+            "ovs.db",
+            format!(
+                "{:?} must be \"unix:/PATH\", \"tcp:HOST:PORT\" or \"ssl:HOST:PORT\"",
+                o.db
+            ),
+        );
+    }
+    let ctl_ok = match o.controller.split_once(':') {
+        Some(("tcp" | "ssl", rest)) => rest
+            .rsplit_once(':')
+            .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0)),
+        Some(("unix", path)) => path.starts_with('/'),
+        _ => false,
+    };
+    if !ctl_ok {
+        p.push(
+            "ovs.controller",
+            format!(
+                "{:?} must be \"tcp:HOST:PORT\" or \"unix:/PATH\"",
+                o.controller
+            ),
+        );
+    }
+    for (i, w) in wan.iter().enumerate() {
+        if w.name.starts_with("mpa") || w.name == o.bridge {
+            p.push(
+                format!("wan[{i}].name"),
+                format!(
+                    "{:?} collides with the OVS bridge or its internal ports mpa0..",
+                    w.name
+                ),
+            );
+        }
+        let mac = w.mpa_mac();
+        if mac.0[0] & 1 == 1 || mac.0 == [0; 6] {
+            p.push(
+                format!("wan[{i}].mac"),
+                format!("{mac} is not a unicast address"),
+            );
+        }
     }
 }
 
@@ -645,3 +846,5 @@ impl Problems {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ovs;

@@ -16,6 +16,7 @@
 //! - [`queue`]: per-connection strict-priority queues with a CoDel sojourn-time AQM.
 //! - [`framing`]: the connection hello and the tunnel frame codec (`docs/wire.md`).
 //! - [`keepalive`]: connection liveness timers (keepalive frames, dead connections).
+//! - [`gwchan`]: the gateway ⇄ controller channel: messages and their length-prefixed JSON codec.
 //!
 //! Call order for one packet from TUN (sender side): [`agent::Agent::route`] (=
 //! [`classifier::Classifier::classify`] → [`flow_table::FlowTable::assign`], which asks the
@@ -32,6 +33,7 @@ pub mod classifier;
 pub mod config;
 pub mod flow_table;
 pub mod framing;
+pub mod gwchan;
 pub mod keepalive;
 pub mod path_group;
 pub mod queue;

@@ -97,6 +97,18 @@ impl PathGroups {
         }
     }
 
+    /// Changes a group's configured weight (clamped to at least 1); returns `false` for an unknown
+    /// id. Used when the controller publishes new weights (`crate::gwchan`): no flow moves.
+    pub fn set_weight(&mut self, id: PathGroupId, weight: u32) -> bool {
+        match self.get_mut(id) {
+            Some(g) => {
+                g.weight = weight.max(1);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// How many groups are up.
     pub fn up_count(&self) -> usize {
         self.groups.iter().filter(|g| g.up).count()

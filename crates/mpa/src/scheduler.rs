@@ -75,6 +75,13 @@ impl Scheduler {
         self.groups.set_rate(group, bytes_per_s)
     }
 
+    /// Changes a group's configured weight (new flows only; the flow table keeps every existing
+    /// flow where it is). The smooth WRR credits are kept, so the new ratio takes over within
+    /// one round. Returns `false` for an unknown group.
+    pub fn set_weight(&mut self, group: PathGroupId, weight: u32) -> bool {
+        self.groups.set_weight(group, weight)
+    }
+
     /// Picks the group for a new flow; `None` when no group is up.
     pub fn select(&mut self) -> Option<PathGroupId> {
         let chosen = match self.policy {

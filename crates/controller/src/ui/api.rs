@@ -35,6 +35,7 @@ pub struct AppState {
     token: Arc<str>,
     sdc: Option<Arc<std::sync::Mutex<Sdc>>>,
     wrr: Arc<std::sync::Mutex<Wrr>>,
+    gateways: Option<Arc<crate::gwc::Registry>>,
 }
 
 impl AppState {
@@ -46,7 +47,15 @@ impl AppState {
             token: Arc::from(token),
             sdc: None,
             wrr: Arc::new(std::sync::Mutex::new(Wrr::default())),
+            gateways: None,
         }
+    }
+
+    /// Serves the gateways of the gateway channel ([`crate::gwc`]); without it
+    /// `GET /api/v1/gateways` is an empty list.
+    pub fn with_gateways(mut self, registry: Arc<crate::gwc::Registry>) -> Self {
+        self.gateways = Some(registry);
+        self
     }
 
     /// Serves the statistics the OFC's switch tasks collect into `sdc`.
@@ -110,6 +119,8 @@ pub enum Op {
     Weights,
     /// WRR weights of one ordered pair.
     PairWeights,
+    /// Gateways of the gateway channel.
+    Gateways,
 }
 
 /// One route: method, path (axum and OpenAPI share the `{param}` syntax) and its documentation.
@@ -198,6 +209,8 @@ pub const ROUTES: &[Route] = &[
         req=None, 200 Some("WeightList")),
     route!(GET "/api/v1/weights/{source}/{destination}" PairWeights auth=true "weights" "WRR weights of the path groups of one ordered branch pair"
         req=None, 200 Some("PairWeights")),
+    route!(GET "/api/v1/gateways" Gateways auth=true "gateways" "Gateways on the gateway channel (docs/gwchan.md): connected or not, config version sent and acked, last report"
+        req=None, 200 Some("GatewayList")),
 ];
 
 fn method_filter(m: &Method) -> MethodFilter {
@@ -235,6 +248,7 @@ fn method_router(r: &Route) -> MethodRouter<AppState> {
         Op::Stats => on(f, stats),
         Op::Weights => on(f, weights),
         Op::PairWeights => on(f, pair_weights),
+        Op::Gateways => on(f, gateways),
     }
 }
 
@@ -937,6 +951,16 @@ async fn pair_weights(
                 format!("no path groups from branch {a} to branch {b}"),
             )
         })
+}
+
+async fn gateways(State(state): State<AppState>) -> Json<crate::gwc::GatewayList> {
+    Json(
+        state
+            .gateways
+            .as_ref()
+            .map(|r| r.list())
+            .unwrap_or_default(),
+    )
 }
 
 #[cfg(test)]

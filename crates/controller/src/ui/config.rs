@@ -39,6 +39,30 @@ pub struct Config {
     /// The OpenFlow server (OFC) and statistics (SDC).
     #[serde(default)]
     pub openflow: OpenflowConfig,
+    /// The gateway channel (`mmsg` connects here for its config, `docs/gwchan.md`).
+    #[serde(default)]
+    pub gateways: GatewaysConfig,
+}
+
+/// `[gateways]`: the listeners of the gateway channel ([`crate::gwc`]). None by default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewaysConfig {
+    /// TCP listen address, e.g. `0.0.0.0:6690`; default or empty string: no TCP listener.
+    #[serde(with = "opt_addr")]
+    pub listen: Option<SocketAddr>,
+    /// Unix socket paths to listen on as well (a stale socket file is replaced).
+    pub unix: Vec<PathBuf>,
+}
+
+impl GatewaysConfig {
+    /// The listeners' settings.
+    pub fn to_gwc(&self) -> crate::gwc::GwcConfig {
+        crate::gwc::GwcConfig {
+            listen: self.listen,
+            unix: self.unix.clone(),
+        }
+    }
 }
 
 /// `[openflow]`: the OpenFlow 1.3 server that programs the gateways' OVS, and the SDC's polling.
@@ -220,6 +244,11 @@ impl Config {
         let dir = path.parent().unwrap_or(Path::new("."));
         if config.database.path.is_relative() {
             config.database.path = dir.join(&config.database.path);
+        }
+        for p in &mut config.gateways.unix {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
         }
         for p in &mut config.openflow.unix {
             if p.is_relative() {

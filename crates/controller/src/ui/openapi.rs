@@ -233,6 +233,34 @@ fn stats_schemas(branch_id: &Value) -> Value {
             "scale": {"type": "integer", "example": 1000},
             "measured": {"type": "boolean", "description": "whether the SDC runs in this process and can feed measured rates"},
             "pairs": {"type": "array", "items": schema_ref("PairWeights")}}},
+        "GatewayReport": {"type": "object", "description": "a gateway's periodic report (docs/gwchan.md)", "properties": {
+            "healthy": {"type": "boolean"},
+            "config_version": {"type": "integer"},
+            "config_source": {"type": "string", "enum": ["file", "cache", "controller"]},
+            "connections_up": {"type": "integer"},
+            "connections_total": {"type": "integer"},
+            "drops": {"type": "integer"},
+            "groups": {"type": "array", "items": {"type": "object", "properties": {
+                "branch": branch_id, "group": {"type": "integer", "minimum": 0, "maximum": 15},
+                "bytes_tx": {"type": "integer"}, "up": {"type": "boolean"}}}}}},
+        "Gateway": {"type": "object", "properties": {
+            "branch": branch_id,
+            "connected": {"type": "boolean"},
+            "peer": {"type": "string"},
+            "software_version": {"type": "string"},
+            "wan": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "address": {"type": "string"}}}},
+            "config_version": {"type": "integer", "description": "the version the controller has for this branch"},
+            "config_version_sent": {"type": "integer"},
+            "config_version_acked": {"type": "integer", "description": "the version the gateway runs (its last ack)"},
+            "last_error": {"type": "string", "nullable": true, "description": "why the gateway refused the last config"},
+            "last_report": {"allOf": [schema_ref("GatewayReport")], "nullable": true},
+            "last_report_age_ms": {"type": "integer", "nullable": true},
+            "sessions": {"type": "integer"}}},
+        "GatewayList": {"type": "object", "properties": {
+            "gateways": {"type": "array", "items": schema_ref("Gateway")},
+            "rejected_unknown_branch": {"type": "integer"},
+            "rejected_other": {"type": "integer"},
+            "replaced": {"type": "integer"}}},
     })
 }
 

@@ -306,6 +306,7 @@ fn type1_prefers_leased_uplinks() {
         address: "198.19.201.1/30".parse().unwrap(),
         gateway: "198.19.201.2".parse().unwrap(),
         kind: WanKind::Leased,
+        mac: None,
     });
     c.validate().unwrap();
     assert_eq!(c.uplinks_for(Class::TypeI), vec![1]);

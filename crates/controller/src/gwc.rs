@@ -1,0 +1,690 @@
+//! GWC: the controller's end of the gateway channel (issue #6; seed 000 §IV: the SSC configures
+//! every MMSG). Messages and codec: [`mpa::gwchan`]; protocol: `docs/gwchan.md`.
+//!
+//! Every gateway (`mmsg`) connects out to `ssc` (TCP or a unix socket), says hello, registers
+//! with its branch id, and then receives its [`GatewayConfig`]: the other branches (WAN
+//! addresses, LAN prefixes), the path groups of each pair with their WRR weights
+//! ([`crate::wrr`]) and the PM's DSCP marks ([`crate::priority`]). The config is pushed at once
+//! on connect and whenever it changes (catalog commit, new WRR weights); the gateway answers
+//! with an ack and sends a report every few seconds.
+//!
+//! Parts:
+//! - [`build_remotes`] (pure): inventory + path groups + weights → the remotes of one branch.
+//! - [`Registry`]: the current config of every branch (versioned), the sessions, and what
+//!   `GET /api/v1/gateways` shows. A second session of a branch replaces the first; a branch
+//!   not in the inventory is refused with an error message and counted.
+//! - [`Gwc`]: the listeners and the task that recomputes the configs on every change.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mpa::config::{PathGroupConfig, RemoteBranch};
+use mpa::gwchan::{
+    self, Ack, ControllerMsg, ErrorMsg, GatewayConfig, GatewayMsg, Hello, Priorities, Register,
+    Report,
+};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{oneshot, watch, Notify};
+use tracing::{debug, info, warn};
+
+use crate::inventory::BranchId;
+use crate::priority::{self, TrafficClass};
+use crate::store::Catalog;
+use crate::wrr::{PairWeights, Wrr};
+
+/// How long a gateway may take for its hello and registration.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Silence after which a gateway's session is closed (it reports every 2 s).
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(15);
+/// Bytes read from a gateway per call; the receive buffer holds at most one message
+/// ([`gwchan::MAX_BODY_LEN`]) plus one chunk.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Settings of the gateway listeners (`[gateways]` in the config, `--gateway-listen`,
+/// `--gateway-unix`).
+#[derive(Clone, Debug, Default)]
+pub struct GwcConfig {
+    /// TCP listen address (`None`: no TCP listener).
+    pub listen: Option<SocketAddr>,
+    /// Unix socket paths to listen on (a stale socket file is replaced).
+    pub unix: Vec<PathBuf>,
+}
+
+/// The remotes of `branch`: every other branch with a path group in either direction, with
+/// its WAN addresses (port order) and LAN prefixes; per group id of the pair the WRR weight of
+/// `branch → other` (`weights`, by (source, destination)), or 1 for a group that exists only
+/// in the direction `other → branch` (the gateway accepts it, and sends little on it).
+pub fn build_remotes(
+    catalog: &Catalog,
+    weights: &BTreeMap<(u8, u8), PairWeights>,
+    branch: BranchId,
+) -> Vec<RemoteBranch> {
+    let inv = catalog.inventory();
+    let mut out = Vec::new();
+    for other in inv.branches() {
+        if other.id == branch {
+            continue;
+        }
+        let mut groups: BTreeMap<u8, u32> = BTreeMap::new();
+        for g in catalog.groups().groups() {
+            if g.source == branch && g.destination == other.id {
+                let w = weights
+                    .get(&(branch.get(), other.id.get()))
+                    .and_then(|p| p.groups.iter().find(|x| x.group == g.id.get()))
+                    .map_or(1, |x| x.weight);
+                groups.insert(g.id.get(), w.clamp(1, mpa::config::MAX_WEIGHT));
+            } else if g.source == other.id && g.destination == branch {
+                groups.entry(g.id.get()).or_insert(1);
+            }
+        }
+        if groups.is_empty() {
+            continue;
+        }
+        out.push(RemoteBranch {
+            id: other.id.get(),
+            wan_addresses: other.wan.iter().map(|p| p.ip()).collect(),
+            lan_prefixes: other.lan.iter().map(|n| ipnet::IpNet::V4(*n)).collect(),
+            path_groups: groups
+                .into_iter()
+                .map(|(id, weight)| PathGroupConfig { id, weight })
+                .collect(),
+        });
+    }
+    out
+}
+
+/// The PM's marks (the same for every gateway).
+pub fn priorities() -> Priorities {
+    let mut marks = BTreeMap::new();
+    for (name, class) in [
+        ("type1", TrafficClass::TypeI),
+        ("type2", TrafficClass::TypeII),
+    ] {
+        for hops in 1..=priority::MAX_PRIORITY_HOPS {
+            marks.insert(format!("{name}/{hops}"), priority::dscp(class, hops));
+        }
+    }
+    Priorities {
+        type1_socket_dscp: priority::TYPE_I_MARK,
+        marks,
+    }
+}
+
+/// What `GET /api/v1/gateways` shows about one gateway.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GatewayView {
+    /// The branch id.
+    pub branch: u8,
+    /// Whether a session is open now.
+    pub connected: bool,
+    /// The peer address of the (last) session (`unix` for a unix socket).
+    pub peer: String,
+    /// The software version the gateway registered with.
+    pub software_version: String,
+    /// The WAN ports as the gateway sees them.
+    pub wan: Vec<mpa::gwchan::WanSeen>,
+    /// The version of the config the controller has for this branch now.
+    pub config_version: u64,
+    /// The last version pushed to the gateway.
+    pub config_version_sent: u64,
+    /// The version the gateway runs, from its last ack (0: none yet).
+    pub config_version_acked: u64,
+    /// The gateway's reason for refusing the last config, if it did.
+    pub last_error: Option<String>,
+    /// The last report.
+    pub last_report: Option<Report>,
+    /// Milliseconds since the last report (`None`: none yet).
+    pub last_report_age_ms: Option<u64>,
+    /// Sessions opened so far (a replaced or reconnecting gateway counts again).
+    pub sessions: u64,
+}
+
+/// `GET /api/v1/gateways`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GatewayList {
+    /// Every gateway that registered since `ssc` started, by branch id.
+    pub gateways: Vec<GatewayView>,
+    /// Registrations refused because the branch is not in the inventory.
+    pub rejected_unknown_branch: u64,
+    /// Sessions refused for other reasons (protocol version, malformed messages, timeouts).
+    pub rejected_other: u64,
+    /// Sessions closed because the same branch registered again.
+    pub replaced: u64,
+}
+
+#[derive(Debug)]
+struct SessionSlot {
+    id: u64,
+    kill: Option<oneshot::Sender<()>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// Per branch in the inventory: the current config (watched by that branch's session).
+    configs: BTreeMap<u8, watch::Sender<Option<Arc<GatewayConfig>>>>,
+    sessions: BTreeMap<u8, SessionSlot>,
+    views: BTreeMap<u8, (GatewayView, Option<Instant>)>,
+    next_version: u64,
+    next_session: u64,
+    rejected_unknown_branch: u64,
+    rejected_other: u64,
+    replaced: u64,
+}
+
+/// A session just opened: its id, the branch's config (watched), and the signal that a newer
+/// session replaced it.
+#[derive(Debug)]
+struct Opened {
+    id: u64,
+    configs: watch::Receiver<Option<Arc<GatewayConfig>>>,
+    kill: oneshot::Receiver<()>,
+}
+
+/// The configs, sessions and views of every gateway.
+#[derive(Debug)]
+pub struct Registry {
+    inner: Mutex<Inner>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    /// Empty. Versions start at the current Unix time in milliseconds, so they keep increasing
+    /// across restarts of `ssc` (as long as the clock does).
+    pub fn new() -> Self {
+        let start = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| u64::try_from(d.as_millis()).unwrap_or(1));
+        Self {
+            inner: Mutex::new(Inner {
+                configs: BTreeMap::new(),
+                sessions: BTreeMap::new(),
+                views: BTreeMap::new(),
+                next_version: start,
+                next_session: 1,
+                rejected_unknown_branch: 0,
+                rejected_other: 0,
+                replaced: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Recomputes every branch's config from `catalog` and `weights`; a branch whose content
+    /// changed gets a new version, pushed at once to its session. Branches no longer in the
+    /// inventory lose their config (their session is closed). Returns the branches that changed.
+    pub fn update(&self, catalog: &Catalog, weights: &BTreeMap<(u8, u8), PairWeights>) -> Vec<u8> {
+        let prio = priorities();
+        let mut changed = Vec::new();
+        let mut inner = self.lock();
+        let present: Vec<u8> = catalog.inventory().branches().map(|b| b.id.get()).collect();
+        inner.configs.retain(|b, tx| {
+            let keep = present.contains(b);
+            if !keep {
+                tx.send_replace(None);
+            }
+            keep
+        });
+        for b in catalog.inventory().branches() {
+            let remotes = build_remotes(catalog, weights, b.id);
+            let id = b.id.get();
+            let same = inner.configs.get(&id).is_some_and(|tx| {
+                tx.borrow()
+                    .as_ref()
+                    .is_some_and(|c| c.remotes == remotes && c.priorities == prio)
+            });
+            if same {
+                continue;
+            }
+            inner.next_version += 1;
+            let cfg = Arc::new(GatewayConfig {
+                version: inner.next_version,
+                branch_id: id,
+                remotes,
+                classifier: None,
+                priorities: prio.clone(),
+            });
+            if let Some((v, _)) = inner.views.get_mut(&id) {
+                v.config_version = cfg.version;
+            }
+            match inner.configs.get(&id) {
+                Some(tx) => {
+                    tx.send_replace(Some(cfg));
+                }
+                None => {
+                    inner.configs.insert(id, watch::Sender::new(Some(cfg)));
+                }
+            }
+            changed.push(id);
+        }
+        changed
+    }
+
+    /// The current config of `branch`.
+    pub fn config(&self, branch: u8) -> Option<Arc<GatewayConfig>> {
+        self.lock()
+            .configs
+            .get(&branch)
+            .and_then(|tx| tx.borrow().clone())
+    }
+
+    /// What the REST API shows.
+    pub fn list(&self) -> GatewayList {
+        let inner = self.lock();
+        let now = Instant::now();
+        GatewayList {
+            gateways: inner
+                .views
+                .values()
+                .map(|(v, at)| {
+                    let mut v = v.clone();
+                    v.last_report_age_ms =
+                        at.map(|t| u64::try_from(now.duration_since(t).as_millis()).unwrap_or(0));
+                    v
+                })
+                .collect(),
+            rejected_unknown_branch: inner.rejected_unknown_branch,
+            rejected_other: inner.rejected_other,
+            replaced: inner.replaced,
+        }
+    }
+
+    /// Opens a session for a registered gateway: `Err` with the message for the peer when the
+    /// branch has no config (not in the inventory). Replaces an older session of the branch.
+    fn open(&self, reg: &Register, peer: &str) -> Result<Opened, String> {
+        let mut inner = self.lock();
+        let Some(rx) = inner.configs.get(&reg.branch_id).map(|tx| tx.subscribe()) else {
+            inner.rejected_unknown_branch += 1;
+            return Err(format!(
+                "branch {} is not in the controller's inventory",
+                reg.branch_id
+            ));
+        };
+        let id = inner.next_session;
+        inner.next_session += 1;
+        let (kill_tx, kill_rx) = oneshot::channel();
+        if let Some(mut old) = inner.sessions.insert(
+            reg.branch_id,
+            SessionSlot {
+                id,
+                kill: Some(kill_tx),
+            },
+        ) {
+            if let Some(k) = old.kill.take() {
+                let _ = k.send(());
+            }
+            inner.replaced += 1;
+        }
+        let version = rx.borrow().as_ref().map_or(0, |c| c.version);
+        let entry = inner.views.entry(reg.branch_id).or_default();
+        let sessions = entry.0.sessions + 1;
+        entry.0 = GatewayView {
+            branch: reg.branch_id,
+            connected: true,
+            peer: peer.to_owned(),
+            software_version: reg.software_version.clone(),
+            wan: reg.wan.clone(),
+            config_version: version,
+            config_version_sent: 0,
+            config_version_acked: reg.config_version,
+            last_error: None,
+            last_report: entry.0.last_report.take(),
+            last_report_age_ms: None,
+            sessions,
+        };
+        Ok(Opened {
+            id,
+            configs: rx,
+            kill: kill_rx,
+        })
+    }
+
+    fn with_view(
+        &self,
+        branch: u8,
+        session: u64,
+        f: impl FnOnce(&mut GatewayView, &mut Option<Instant>),
+    ) {
+        let mut inner = self.lock();
+        if inner.sessions.get(&branch).is_some_and(|s| s.id == session) {
+            if let Some((v, at)) = inner.views.get_mut(&branch) {
+                f(v, at);
+            }
+        }
+    }
+
+    fn close(&self, branch: u8, session: u64) {
+        let mut inner = self.lock();
+        if inner.sessions.get(&branch).is_some_and(|s| s.id == session) {
+            inner.sessions.remove(&branch);
+            if let Some((v, _)) = inner.views.get_mut(&branch) {
+                v.connected = false;
+            }
+        }
+    }
+
+    fn reject_other(&self) {
+        self.lock().rejected_other += 1;
+    }
+}
+
+/// The bound gateway listeners.
+#[derive(Debug)]
+pub struct Gwc {
+    tcp: Option<TcpListener>,
+    unix: Vec<(PathBuf, UnixListener)>,
+    registry: Arc<Registry>,
+}
+
+impl Gwc {
+    /// Binds every listener (errors name the address or path).
+    pub async fn bind(config: &GwcConfig, registry: Arc<Registry>) -> std::io::Result<Self> {
+        let tcp = match config.listen {
+            Some(a) => Some(TcpListener::bind(a).await.map_err(|e| {
+                std::io::Error::new(e.kind(), format!("bind gateway TCP {a}: {e}"))
+            })?),
+            None => None,
+        };
+        let mut unix = Vec::new();
+        for p in &config.unix {
+            use std::os::unix::fs::FileTypeExt;
+            if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()) {
+                std::fs::remove_file(p)?;
+            }
+            let l = UnixListener::bind(p).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("bind gateway unix socket {}: {e}", p.display()),
+                )
+            })?;
+            unix.push((p.clone(), l));
+        }
+        Ok(Self {
+            tcp,
+            unix,
+            registry,
+        })
+    }
+
+    /// The TCP address (useful with port 0).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.tcp.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Serves gateways until `shutdown`: recomputes the configs on every catalog commit and
+    /// every `wrr_changed` notification (new measured rates), and runs one task per session.
+    pub async fn run(
+        self,
+        mut catalog: watch::Receiver<Arc<Catalog>>,
+        wrr: Arc<Mutex<Wrr>>,
+        wrr_changed: Arc<Notify>,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) {
+        let mut tasks = tokio::task::JoinSet::new();
+        if let Some(l) = self.tcp {
+            let reg = Arc::clone(&self.registry);
+            tasks.spawn(async move {
+                loop {
+                    match l.accept().await {
+                        Ok((s, peer)) => {
+                            let _ = s.set_nodelay(true);
+                            tokio::spawn(session(s, peer.to_string(), Arc::clone(&reg)));
+                        }
+                        Err(e) => {
+                            warn!(error = %e, "gateway accept failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+            });
+        }
+        for (path, l) in self.unix {
+            let reg = Arc::clone(&self.registry);
+            tasks.spawn(async move {
+                loop {
+                    match l.accept().await {
+                        Ok((s, _)) => {
+                            tokio::spawn(session(
+                                s,
+                                format!("unix:{}", path.display()),
+                                Arc::clone(&reg),
+                            ));
+                        }
+                        Err(e) => {
+                            warn!(error = %e, "gateway accept failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+            });
+        }
+        let registry = self.registry;
+        let recompute = move |c: Arc<Catalog>| {
+            let registry = Arc::clone(&registry);
+            let wrr = Arc::clone(&wrr);
+            // One max-flow per group: off the async threads.
+            tokio::task::spawn_blocking(move || {
+                let weights: BTreeMap<(u8, u8), PairWeights> = {
+                    let mut w = wrr.lock().unwrap_or_else(PoisonError::into_inner);
+                    w.update(c.inventory(), c.groups());
+                    w.weights()
+                        .map(|p| ((p.source, p.destination), p.clone()))
+                        .collect()
+                };
+                let changed = registry.update(&c, &weights);
+                if !changed.is_empty() {
+                    info!(branches = ?changed, "gateway configs changed: pushed");
+                }
+            })
+        };
+        let first = Arc::clone(&catalog.borrow_and_update());
+        let _ = recompute(first).await;
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                r = catalog.changed() => {
+                    if r.is_err() {
+                        break;
+                    }
+                }
+                () = wrr_changed.notified() => {}
+            }
+            let c = Arc::clone(&catalog.borrow_and_update());
+            let _ = recompute(c).await;
+        }
+        tasks.abort_all();
+    }
+}
+
+/// Why a session ended (logged; the peer got an [`ErrorMsg`] where there is one).
+#[derive(Debug, thiserror::Error)]
+enum SessionEnd {
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("peer closed the stream")]
+    Eof,
+    #[error("protocol: {0}")]
+    Protocol(String),
+    #[error("replaced by a newer session of the same branch")]
+    Replaced,
+    #[error("branch removed from the inventory")]
+    Removed,
+    #[error("silent for {0:?}")]
+    Silent(Duration),
+}
+
+async fn send<S: AsyncWrite + Unpin>(w: &mut S, msg: &ControllerMsg) -> Result<(), SessionEnd> {
+    let mut out = Vec::new();
+    gwchan::encode(msg, &mut out).map_err(|e| SessionEnd::Protocol(e.to_string()))?;
+    w.write_all(&out).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+async fn recv<S: AsyncRead + Unpin>(
+    r: &mut S,
+    buf: &mut Vec<u8>,
+) -> Result<GatewayMsg, SessionEnd> {
+    loop {
+        match gwchan::decode::<GatewayMsg>(buf) {
+            Ok(Some((m, n))) => {
+                buf.drain(..n);
+                return Ok(m);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(SessionEnd::Protocol(e.to_string())),
+        }
+        // Read into a separate chunk: if this future is dropped (select, timeout), nothing
+        // half-read is left in `buf`.
+        let mut chunk = [0u8; READ_CHUNK];
+        let n = r.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(SessionEnd::Eof);
+        }
+        buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+    }
+}
+
+fn error_msg(code: &str, message: impl Into<String>) -> ControllerMsg {
+    ControllerMsg::Error(ErrorMsg {
+        code: code.to_owned(),
+        message: message.into(),
+    })
+}
+
+/// One gateway session: hello, registration, then configs out and reports/acks in.
+async fn session<S>(stream: S, peer: String, registry: Arc<Registry>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut r, mut w) = tokio::io::split(stream);
+    let mut buf = Vec::new();
+    let handshake = async {
+        let hello = match recv(&mut r, &mut buf).await? {
+            GatewayMsg::Hello(h) => h,
+            other => {
+                return Err(SessionEnd::Protocol(format!(
+                    "expected hello, got {other:?}"
+                )))
+            }
+        };
+        send(
+            &mut w,
+            &ControllerMsg::Hello(Hello::ours(concat!("ssc ", env!("CARGO_PKG_VERSION")))),
+        )
+        .await?;
+        if let Err(e) = hello.check() {
+            send(&mut w, &error_msg("version", e.clone())).await?;
+            return Err(SessionEnd::Protocol(e));
+        }
+        match recv(&mut r, &mut buf).await? {
+            GatewayMsg::Register(reg) => Ok(reg),
+            other => Err(SessionEnd::Protocol(format!(
+                "expected register, got {other:?}"
+            ))),
+        }
+    };
+    let reg = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok(reg)) => reg,
+        Ok(Err(e)) => {
+            registry.reject_other();
+            warn!(%peer, error = %e, "gateway handshake failed");
+            return;
+        }
+        Err(_) => {
+            registry.reject_other();
+            warn!(%peer, "gateway handshake timed out");
+            return;
+        }
+    };
+    let branch = reg.branch_id;
+    let Opened {
+        id,
+        mut configs,
+        mut kill,
+    } = match registry.open(&reg, &peer) {
+        Ok(x) => x,
+        Err(why) => {
+            warn!(%peer, branch, "gateway refused: {why}");
+            let _ = send(&mut w, &error_msg("unknown_branch", why)).await;
+            let _ = w.shutdown().await;
+            return;
+        }
+    };
+    info!(%peer, branch, version = %reg.software_version, "gateway registered");
+    let result: Result<(), SessionEnd> = async {
+        // The current config at once, then every change.
+        configs.mark_changed();
+        loop {
+            tokio::select! {
+                r = configs.changed() => {
+                    if r.is_err() {
+                        return Err(SessionEnd::Removed);
+                    }
+                    let cfg = configs.borrow_and_update().clone();
+                    let Some(cfg) = cfg else {
+                        send(&mut w, &error_msg("unknown_branch", "the branch was removed from the inventory")).await?;
+                        return Err(SessionEnd::Removed);
+                    };
+                    send(&mut w, &ControllerMsg::Config((*cfg).clone())).await?;
+                    debug!(branch, version = cfg.version, "config pushed");
+                    registry.with_view(branch, id, |v, _| v.config_version_sent = cfg.version);
+                }
+                _ = &mut kill => {
+                    let _ = send(&mut w, &error_msg("replaced", "a newer session of this branch replaced this one")).await;
+                    return Err(SessionEnd::Replaced);
+                }
+                m = tokio::time::timeout(SESSION_TIMEOUT, recv(&mut r, &mut buf)) => {
+                    match m {
+                        Err(_) => return Err(SessionEnd::Silent(SESSION_TIMEOUT)),
+                        Ok(Err(e)) => return Err(e),
+                        Ok(Ok(GatewayMsg::Report(rep))) => {
+                            registry.with_view(branch, id, |v, at| {
+                                v.last_report = Some(rep);
+                                *at = Some(Instant::now());
+                            });
+                        }
+                        Ok(Ok(GatewayMsg::Ack(Ack { config_version, received_version, error }))) => {
+                            if let Some(e) = &error {
+                                warn!(branch, received_version, error = %e, "gateway refused its config");
+                            } else {
+                                info!(branch, config_version, "gateway acked its config");
+                            }
+                            registry.with_view(branch, id, |v, _| {
+                                v.config_version_acked = config_version;
+                                v.last_error = error;
+                            });
+                        }
+                        Ok(Ok(other)) => {
+                            return Err(SessionEnd::Protocol(format!("unexpected {other:?}")));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    .await;
+    registry.close(branch, id);
+    match result {
+        Err(SessionEnd::Protocol(e)) => {
+            let _ = send(&mut w, &error_msg("protocol", e.clone())).await;
+            warn!(%peer, branch, error = %e, "gateway session ended");
+        }
+        Err(e) => info!(%peer, branch, reason = %e, "gateway session ended"),
+        Ok(()) => {}
+    }
+    let _ = w.shutdown().await;
+}

@@ -1,0 +1,253 @@
+//! The gateway's Open vSwitch (the paper's OFS), set up by `mmsg run` when the config has `[ovs]`
+//! (DESIGN §2, §4; the contract of docs/ofc.md §9; docs/e2e.md).
+//!
+//! Before any socket binds, [`setup`]:
+//! 1. checks that OVS is there and answering (`ovs-vsctl --db=DB --timeout=5 show`), else refuses
+//!    to start, naming what is missing;
+//! 2. in one idempotent `ovs-vsctl` transaction (`--may-exist`, settings replaced): bridge with
+//!    `datapath_type=netdev protocols=OpenFlow13 fail_mode=secure
+//!    other-config:datapath-id=<branch id, 16 hex digits>`, port `wan{k}` (the config's WAN
+//!    interface k) with `ofport_request=1+k`, internal port `mpa{k}` with `ofport_request=101+k`,
+//!    and the controller target;
+//! 3. moves WAN address p_k from `wan{k}` to `mpa{k}` (MAC `[[wan]] mac`, default
+//!    `02:00` + the address), `ip link set wan{k} arp off` (docs/ofc.md §9: otherwise the kernel
+//!    answers ARP for p_k on the veth too), `ethtool -K wan{k} tx off` (DESIGN §4), and routes
+//!    the main default route through `mpa0`.
+//!
+//! It returns the config as the rest of `mmsg` must see it: `wan[k].name` is now `mpa{k}`, the
+//! interface that carries p_k, so policy routing (`crate::setup`), subflow creation (interface
+//! index) and kernel PM endpoints use it unchanged.
+//!
+//! Undo on exit (recorded in [`Undo`] before each change is made, run in reverse): `arp on`,
+//! the address back on `wan{k}`, the default routes of table 100+k and of the main table via
+//! `wan{k}`, then the bridge is deleted. A restart after a crash finds the bridge and the moved
+//! addresses and converges to the same state.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use mpa::config::{Config, OvsConfig};
+use tracing::{info, warn};
+
+use crate::setup::{self, Undo, TABLE_BASE};
+
+/// First OpenFlow port of the WAN interfaces: `wan{k}` is 1 + k (docs/controller.md §4).
+pub const WAN_OFPORT_BASE: u32 = 1;
+/// First OpenFlow port of the internal MPA ports: `mpa{k}` is 101 + k.
+pub const MPA_OFPORT_BASE: u32 = 101;
+/// How long ovs-vswitchd may take to create an internal port's kernel device (tap).
+const PORT_APPEAR_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The internal OVS port (and kernel interface) that carries WAN port k's address.
+pub fn mpa_port(k: usize) -> String {
+    format!("mpa{k}")
+}
+
+/// The OpenFlow datapath id of branch `b`: the branch id as 16 hex digits.
+pub fn datapath_id(branch: u8) -> String {
+    format!("{branch:016x}")
+}
+
+/// The `ovs-vsctl` arguments of the bridge transaction (after `--db`/`--timeout`).
+pub fn bridge_args(config: &Config, ovs: &OvsConfig) -> Vec<String> {
+    let br = ovs.bridge.as_str();
+    let mut a: Vec<String> = Vec::new();
+    let mut push = |xs: &[&str]| a.extend(xs.iter().map(|x| (*x).to_owned()));
+    let dpid = format!("other-config:datapath-id={}", datapath_id(config.branch_id));
+    push(&["--", "--may-exist", "add-br", br]);
+    push(&[
+        "--",
+        "set",
+        "bridge",
+        br,
+        "datapath_type=netdev",
+        "protocols=OpenFlow13",
+        "fail_mode=secure",
+        &dpid,
+    ]);
+    for (k, w) in config.wan.iter().enumerate() {
+        let k32 = u32::try_from(k).unwrap_or(u32::MAX - MPA_OFPORT_BASE);
+        let wan_of = format!("ofport_request={}", WAN_OFPORT_BASE + k32);
+        let mpa_of = format!("ofport_request={}", MPA_OFPORT_BASE + k32);
+        let mpa = mpa_port(k);
+        push(&["--", "--may-exist", "add-port", br, &w.name]);
+        push(&["--", "set", "interface", &w.name, &wan_of]);
+        push(&["--", "--may-exist", "add-port", br, &mpa]);
+        push(&["--", "set", "interface", &mpa, "type=internal", &mpa_of]);
+    }
+    push(&["--", "set-controller", br, &ovs.controller]);
+    a
+}
+
+fn vsctl(ovs: &OvsConfig, timeout_s: u32, args: &[String]) -> anyhow::Result<String> {
+    let mut all = vec![format!("--db={}", ovs.db), format!("--timeout={timeout_s}")];
+    all.extend(args.iter().cloned());
+    setup::run("ovs-vsctl", &all)
+}
+
+/// Refuses to go on unless `ovs-vsctl` exists and the database answers.
+fn check_ovs(ovs: &OvsConfig) -> anyhow::Result<()> {
+    match std::process::Command::new("ovs-vsctl")
+        .arg("--version")
+        .output()
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "[ovs] is configured but Open vSwitch is missing: `ovs-vsctl` is not installed \
+             (apt-get install openvswitch-switch)"
+        ),
+        Err(e) => bail!("[ovs] is configured but `ovs-vsctl --version` cannot run: {e}"),
+        Ok(_) => {}
+    }
+    vsctl(ovs, 5, &["show".to_owned()]).with_context(|| {
+        format!(
+            "[ovs] is configured but Open vSwitch is not answering at ovs.db = {:?}: start \
+             ovsdb-server and ovs-vswitchd (or fix ovs.db)",
+            ovs.db
+        )
+    })?;
+    Ok(())
+}
+
+fn wait_for_interface(name: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + PORT_APPEAR_TIMEOUT;
+    while !Path::new("/sys/class/net").join(name).exists() {
+        if Instant::now() > deadline {
+            bail!(
+                "internal port {name} did not appear within {PORT_APPEAR_TIMEOUT:?}: is \
+                 ovs-vswitchd running in this network namespace?"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Builds the bridge and moves the WAN addresses (module docs); returns the config with
+/// `wan[k].name = mpa{k}`. Every change is recorded in `undo` before it is made.
+pub fn setup(config: &Config, ovs: &OvsConfig, undo: &mut Undo) -> anyhow::Result<Config> {
+    check_ovs(ovs)?;
+    for (k, w) in config.wan.iter().enumerate() {
+        if !Path::new("/sys/class/net").join(&w.name).exists() {
+            bail!("wan[{k}].name: interface {:?} does not exist", w.name);
+        }
+    }
+    let had_main_default = !setup::ip(&["-4", "route", "show", "default"])
+        .unwrap_or_default()
+        .trim()
+        .is_empty();
+
+    // Undone last: the bridge (and with it mpa{k} and every route through them).
+    undo.on_exit(
+        "ovs-vsctl",
+        &[
+            format!("--db={}", ovs.db),
+            "--timeout=10".to_owned(),
+            "--if-exists".to_owned(),
+            "del-br".to_owned(),
+            ovs.bridge.clone(),
+        ],
+    );
+    vsctl(ovs, 10, &bridge_args(config, ovs)).context(
+        "create the OVS bridge (ovs-vsctl did not finish: is ovs-vswitchd running and \
+         reachable through ovs.db?)",
+    )?;
+    info!(
+        bridge = %ovs.bridge,
+        datapath_id = %datapath_id(config.branch_id),
+        controller = %ovs.controller,
+        "OVS bridge ready"
+    );
+
+    let mut moved = config.clone();
+    for (k, w) in config.wan.iter().enumerate() {
+        let mpa = mpa_port(k);
+        wait_for_interface(&mpa)?;
+        let addr = w.address.to_string();
+        let gw = w.gateway.to_string();
+        let table = (TABLE_BASE + u32::try_from(k).unwrap_or(0)).to_string();
+        // Recorded in reverse order of execution: arp on, address back, routes via wan{k}.
+        undo.on_exit(
+            "ip",
+            &[
+                "-4", "route", "replace", "default", "via", &gw, "dev", &w.name, "table", &table,
+            ],
+        );
+        if k == 0 && had_main_default {
+            undo.on_exit(
+                "ip",
+                &[
+                    "-4", "route", "replace", "default", "via", &gw, "dev", &w.name,
+                ],
+            );
+        }
+        undo.on_exit("ip", &["addr", "replace", &addr, "dev", &w.name]);
+        undo.on_exit("ip", &["link", "set", &w.name, "arp", "on"]);
+
+        setup::ip(&["link", "set", &w.name, "arp", "off"])?;
+        if let Err(e) = setup::run("ethtool", &["-K", &w.name, "tx", "off"]) {
+            warn!(
+                interface = %w.name,
+                error = %e,
+                "could not turn tx checksum offload off: TCP through OVS may carry bad checksums"
+            );
+        }
+        let mac = w.mpa_mac().to_string();
+        setup::ip(&["link", "set", &mpa, "address", &mac])?;
+        setup::ip(&["link", "set", &mpa, "up"])?;
+        setup::ip(&["addr", "replace", &addr, "dev", &mpa])?;
+        // Absent after a crash that left it on mpa{k}: nothing to move then.
+        if setup::ip(&["addr", "del", &addr, "dev", &w.name]).is_ok() {
+            info!(address = %addr, from = %w.name, to = %mpa, %mac, "WAN address moved");
+        }
+        if let Some(m) = moved.wan.get_mut(k) {
+            m.name = mpa;
+        }
+    }
+    setup::ensure_main_default(&moved).context("main default route through mpa0")?;
+    Ok(moved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+branch_id = 11
+lan_prefixes = ["198.19.1.0/24"]
+[[wan]]
+name = "wan0"
+address = "198.18.10.2/24"
+gateway = "198.18.10.1"
+[[wan]]
+name = "eth7"
+address = "198.18.11.2/24"
+gateway = "198.18.11.1"
+[ovs]
+controller = "unix:/run/x/ssc.sock"
+"#;
+
+    #[test]
+    fn bridge_transaction() {
+        let c = Config::parse(CONFIG).unwrap();
+        let o = c.ovs.clone().unwrap();
+        let a = bridge_args(&c, &o).join(" ");
+        assert_eq!(
+            a,
+            "-- --may-exist add-br br0 \
+             -- set bridge br0 datapath_type=netdev protocols=OpenFlow13 fail_mode=secure \
+             other-config:datapath-id=000000000000000b \
+             -- --may-exist add-port br0 wan0 -- set interface wan0 ofport_request=1 \
+             -- --may-exist add-port br0 mpa0 -- set interface mpa0 type=internal ofport_request=101 \
+             -- --may-exist add-port br0 eth7 -- set interface eth7 ofport_request=2 \
+             -- --may-exist add-port br0 mpa1 -- set interface mpa1 type=internal ofport_request=102 \
+             -- set-controller br0 unix:/run/x/ssc.sock"
+        );
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(datapath_id(3), "0000000000000003");
+        assert_eq!(mpa_port(1), "mpa1");
+    }
+}

@@ -1,0 +1,315 @@
+//! The gateway channel: messages between a gateway (`mmsg`) and the controller (`ssc`), and their
+//! sans-IO codec (issue #6; seed 000 §IV: the SSC configures every MMSG).
+//!
+//! One persistent byte stream per gateway (TCP or a unix socket; TLS can wrap it later without
+//! changing anything here), opened by the gateway. Every message is
+//!
+//! ```text
+//!  0                   1                   2                   3
+//!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                  length of the JSON body (u32, big-endian)     |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |        JSON object, `{"type": "...", ...}`, 1..=MAX_BODY_LEN   |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! ```
+//!
+//! The length is checked against [`MAX_BODY_LEN`] (1 MiB) as soon as its 4 bytes are there, before
+//! any of the body is buffered. Gateway → controller: [`GatewayMsg`] (hello, register, report,
+//! ack); controller → gateway: [`ControllerMsg`] (hello, config, error). The first message each way
+//! is a hello carrying [`PROTOCOL_VERSION`]. Protocol, state machine and failure behaviour:
+//! `docs/gwchan.md`.
+//!
+//! Call order (either side): [`encode`] a message into a caller-owned buffer and write it; append
+//! received bytes to a buffer and call [`decode`] until it returns `Ok(None)` (need more bytes),
+//! dropping the consumed prefix after each message. `Err` means the peer broke the protocol: close
+//! the stream. [`decode`] never panics on any input (proptest below). A gateway merges a received
+//! [`GatewayConfig`] into its file config with [`GatewayConfig::merge_into`] and validates the
+//! result with [`Config::validate`] before using it.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::config::{ClassifierConfig, Config, RemoteBranch};
+
+/// The protocol version of this module. A peer with another version is refused with an error
+/// message naming both versions (no negotiation yet: one version exists).
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Length of the big-endian length prefix.
+pub const LEN_PREFIX: usize = 4;
+/// Largest JSON body. A config of 14 remotes × 64 prefixes × 16 groups plus 256 classifier rules
+/// is well under 200 KiB of JSON; 1 MiB bounds the buffer a peer can make us hold.
+pub const MAX_BODY_LEN: usize = 1 << 20;
+
+/// A gateway → controller message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum GatewayMsg {
+    /// First message: the protocol version.
+    Hello(Hello),
+    /// Second message: who this gateway is.
+    Register(Register),
+    /// Periodic health and statistics summary.
+    Report(Report),
+    /// The outcome of applying a [`ControllerMsg::Config`].
+    Ack(Ack),
+}
+
+/// A controller → gateway message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ControllerMsg {
+    /// First message: the protocol version.
+    Hello(Hello),
+    /// The full configuration of this gateway; sent after the registration and on every change.
+    Config(GatewayConfig),
+    /// The controller refuses the session (unknown branch, wrong version, protocol error) and
+    /// closes the stream after this message.
+    Error(ErrorMsg),
+}
+
+/// The hello, first message in both directions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    /// [`PROTOCOL_VERSION`] of the sender.
+    pub protocol: u32,
+    /// Free text: the sender's software and version, e.g. `mmsg 0.1.0`.
+    pub software: String,
+}
+
+impl Hello {
+    /// Our hello.
+    pub fn ours(software: impl Into<String>) -> Self {
+        Hello {
+            protocol: PROTOCOL_VERSION,
+            software: software.into(),
+        }
+    }
+
+    /// Whether the peer speaks our version; the error text is meant for the peer and the log.
+    pub fn check(&self) -> Result<(), String> {
+        if self.protocol == PROTOCOL_VERSION {
+            Ok(())
+        } else {
+            Err(format!(
+                "protocol version {} is not supported (this side speaks {PROTOCOL_VERSION})",
+                self.protocol
+            ))
+        }
+    }
+}
+
+/// A gateway's registration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Register {
+    /// The branch id of the gateway (its `branch_id`), 1..=15.
+    pub branch_id: u8,
+    /// The gateway's software version.
+    pub software_version: String,
+    /// The WAN ports as the gateway sees them (from its config), in port order.
+    pub wan: Vec<WanSeen>,
+    /// The version of the config the gateway runs now (0: none from the controller, e.g. the
+    /// remotes came from the file); from the cache after a restart.
+    #[serde(default)]
+    pub config_version: u64,
+}
+
+/// One WAN port as the gateway sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WanSeen {
+    /// Interface name.
+    pub name: String,
+    /// Address with prefix length, e.g. `198.18.10.2/24`.
+    pub address: String,
+}
+
+/// A periodic health and statistics summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    /// Whether every configured path group is up.
+    pub healthy: bool,
+    /// The version of the config in use.
+    pub config_version: u64,
+    /// Where it came from: `file`, `cache` or `controller`.
+    pub config_source: String,
+    /// Outbound tunnel connections established.
+    pub connections_up: u32,
+    /// Outbound tunnel connections configured.
+    pub connections_total: u32,
+    /// Packets dropped so far (every drop counter summed).
+    pub drops: u64,
+    /// Per path group: bytes sent so far and whether it is up.
+    pub groups: Vec<GroupReport>,
+}
+
+/// One path group in a [`Report`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupReport {
+    /// The remote branch.
+    pub branch: u8,
+    /// The path group.
+    pub group: u8,
+    /// Tunnel bytes written on its connections so far.
+    pub bytes_tx: u64,
+    /// Whether all its connections are up.
+    pub up: bool,
+}
+
+/// The outcome of a config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ack {
+    /// The version the gateway now runs (the received one when `error` is `None`, else the
+    /// previous one).
+    pub config_version: u64,
+    /// The version that was received.
+    pub received_version: u64,
+    /// Why the received config was refused (validation problems, one per line); `None`: applied.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// The controller refuses the session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorMsg {
+    /// A stable code: `unknown_branch`, `version`, `protocol`, `replaced`.
+    pub code: String,
+    /// A human readable explanation.
+    pub message: String,
+}
+
+/// The configuration the controller pushes to one gateway: replaces the file's `remote` (and
+/// `classifier` when present) as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Increases with every change the controller makes for this gateway (never reused while
+    /// the controller's database lives: it is derived from a counter plus the start time).
+    pub version: u64,
+    /// The branch this config is for.
+    pub branch_id: u8,
+    /// The other branches: WAN addresses, LAN prefixes, path groups with WRR weights.
+    pub remotes: Vec<RemoteBranch>,
+    /// The TC's rules; `None`: keep the file's.
+    #[serde(default)]
+    pub classifier: Option<ClassifierConfig>,
+    /// DSCP marks per class and WAN hop count (PM, seed 000 §IV), for the egress qdiscs.
+    #[serde(default)]
+    pub priorities: Priorities,
+}
+
+/// The PM's marks: the DSCP a Type I tunnel socket sets, and the DSCP of each (class, WAN hops).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Priorities {
+    /// DSCP on the sockets of Type I connections (0: not set).
+    pub type1_socket_dscp: u8,
+    /// `"type1/1" → 46` etc.: class and WAN hops → DSCP (and its strict-priority band order).
+    pub marks: BTreeMap<String, u8>,
+}
+
+impl GatewayConfig {
+    /// `base` with this config's remotes (and classifier, when given). Validate the result with
+    /// [`Config::validate`] before using it.
+    pub fn merge_into(&self, base: &Config) -> Config {
+        let mut c = base.clone();
+        c.remote = self.remotes.clone();
+        if let Some(cl) = &self.classifier {
+            c.classifier = cl.clone();
+        }
+        c
+    }
+
+    /// Checks the merged config: the branch id must be ours and the merge valid.
+    pub fn validate_for(&self, base: &Config) -> Result<Config, String> {
+        if self.branch_id != base.branch_id {
+            return Err(format!(
+                "branch_id: config for branch {}, this gateway is branch {}",
+                self.branch_id, base.branch_id
+            ));
+        }
+        let merged = self.merge_into(base);
+        merged.validate().map_err(|e| e.to_string())?;
+        Ok(merged)
+    }
+}
+
+/// A message could not be encoded (our bug or an absurd config).
+#[derive(Debug, Error)]
+pub enum EncodeError {
+    /// The JSON body is longer than [`MAX_BODY_LEN`].
+    #[error("message of {0} bytes exceeds the limit of {MAX_BODY_LEN}")]
+    TooLong(usize),
+    /// serde_json failed (a map with non-string keys; not possible with these types).
+    #[error("JSON: {0}")]
+    Json(String),
+}
+
+/// The peer sent something that is not this protocol (untrusted input: close the stream).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DecodeError {
+    /// The length prefix announces more than [`MAX_BODY_LEN`] bytes.
+    #[error("message of {0} bytes exceeds the limit of {MAX_BODY_LEN}")]
+    TooLong(usize),
+    /// The length prefix is 0.
+    #[error("empty message")]
+    Empty,
+    /// The body is not a message of this protocol.
+    #[error("invalid message: {0}")]
+    Invalid(String),
+}
+
+/// Appends `msg` (length prefix + JSON) to `out`.
+pub fn encode<M: Serialize>(msg: &M, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    let body = serde_json::to_vec(msg).map_err(|e| EncodeError::Json(e.to_string()))?;
+    if body.len() > MAX_BODY_LEN {
+        return Err(EncodeError::TooLong(body.len()));
+    }
+    let len = u32::try_from(body.len()).map_err(|_| EncodeError::TooLong(body.len()))?;
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+/// How many bytes the message at the start of `buf` needs in total (prefix + body), once the
+/// prefix is there; checks the limit first. `Ok(None)`: fewer than 4 bytes.
+pub fn message_len(buf: &[u8]) -> Result<Option<usize>, DecodeError> {
+    let Some(prefix) = buf.get(..LEN_PREFIX) else {
+        return Ok(None);
+    };
+    let mut b = [0u8; LEN_PREFIX];
+    b.copy_from_slice(prefix);
+    let len = usize::try_from(u32::from_be_bytes(b)).unwrap_or(usize::MAX);
+    if len > MAX_BODY_LEN {
+        return Err(DecodeError::TooLong(len));
+    }
+    if len == 0 {
+        return Err(DecodeError::Empty);
+    }
+    Ok(Some(LEN_PREFIX + len))
+}
+
+/// Decodes the message at the start of `buf`: `Ok(Some((msg, consumed)))`, `Ok(None)` when more
+/// bytes are needed, `Err` when the peer broke the protocol.
+pub fn decode<M: DeserializeOwned>(buf: &[u8]) -> Result<Option<(M, usize)>, DecodeError> {
+    let Some(total) = message_len(buf)? else {
+        return Ok(None);
+    };
+    let Some(body) = buf.get(LEN_PREFIX..total) else {
+        return Ok(None);
+    };
+    let msg = serde_json::from_slice(body).map_err(|e| DecodeError::Invalid(e.to_string()))?;
+    Ok(Some((msg, total)))
+}
+
+#[cfg(test)]
+mod tests;

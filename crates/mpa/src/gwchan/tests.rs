@@ -1,0 +1,220 @@
+//! Gateway channel codec tests: golden bytes, round trips, the length limit before buffering,
+//! and (proptest) no panic on any bytes, `decode(encode(m)) == m`, split input.
+
+use super::*;
+use crate::config::{PathGroupConfig, PortRange, Rule, TunnelClass};
+use proptest::prelude::*;
+
+fn base() -> Config {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/mmsg-branch1.toml"
+    ))
+    .unwrap();
+    Config::parse(&text).unwrap()
+}
+
+#[test]
+fn golden_hello() {
+    let mut out = Vec::new();
+    encode(&GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")), &mut out).unwrap();
+    let body = br#"{"type":"hello","protocol":1,"software":"mmsg 0.1.0"}"#;
+    // u32 big-endian length, then the JSON body.
+    let mut want = (body.len() as u32).to_be_bytes().to_vec();
+    want.extend_from_slice(body);
+    assert_eq!(out, want);
+    let (m, n): (GatewayMsg, usize) = decode(&out).unwrap().unwrap();
+    assert_eq!(n, out.len());
+    assert_eq!(m, GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")));
+    assert!(Hello::ours("x").check().is_ok());
+    let e = Hello {
+        protocol: 2,
+        software: String::new(),
+    }
+    .check()
+    .unwrap_err();
+    assert!(e.contains("protocol version 2"), "{e}");
+}
+
+#[test]
+fn config_round_trip_and_merge() {
+    let b = base();
+    let cfg = GatewayConfig {
+        version: 7,
+        branch_id: 1,
+        remotes: vec![crate::config::RemoteBranch {
+            id: 2,
+            wan_addresses: vec!["198.18.20.2".parse().unwrap()],
+            lan_prefixes: vec!["198.19.2.0/24".parse().unwrap()],
+            path_groups: vec![
+                PathGroupConfig { id: 0, weight: 700 },
+                PathGroupConfig { id: 1, weight: 300 },
+            ],
+        }],
+        classifier: Some(ClassifierConfig {
+            default_class: TunnelClass::Type2,
+            rules: vec![Rule {
+                name: "web".into(),
+                class: TunnelClass::Type1,
+                dscp: vec![46],
+                ip_protocol: Some(6),
+                src_prefixes: vec![],
+                dst_prefixes: vec![],
+                src_ports: vec![PortRange { lo: 80, hi: 80 }],
+                dst_ports: vec![PortRange { lo: 5000, hi: 5999 }],
+            }],
+        }),
+        priorities: Priorities {
+            type1_socket_dscp: 46,
+            marks: [("type1/1".to_owned(), 46)].into_iter().collect(),
+        },
+    };
+    let mut out = Vec::new();
+    encode(&ControllerMsg::Config(cfg.clone()), &mut out).unwrap();
+    let text = std::str::from_utf8(&out[4..]).unwrap();
+    assert!(text.contains(r#""src_ports":[80]"#), "{text}");
+    assert!(text.contains(r#""dst_ports":["5000-5999"]"#), "{text}");
+    let (m, _): (ControllerMsg, usize) = decode(&out).unwrap().unwrap();
+    assert_eq!(m, ControllerMsg::Config(cfg.clone()));
+
+    let merged = cfg.validate_for(&b).unwrap();
+    assert_eq!(merged.remote, cfg.remotes);
+    assert_eq!(merged.wan, b.wan);
+    // The classifier is kept when the controller sends none.
+    let mut no_cl = cfg.clone();
+    no_cl.classifier = None;
+    assert_eq!(no_cl.merge_into(&b).classifier, b.classifier);
+    // Invalid: a weight out of range, another branch's config.
+    let mut bad = cfg.clone();
+    bad.remotes[0].path_groups[0].weight = 0;
+    let e = bad.validate_for(&b).unwrap_err();
+    assert!(e.contains("remote[0].path_groups[0].weight"), "{e}");
+    let mut other = cfg;
+    other.branch_id = 2;
+    assert!(other.validate_for(&b).unwrap_err().contains("branch 2"));
+}
+
+#[test]
+fn limit_checked_before_the_body() {
+    // The prefix alone says too long: refused with 4 bytes in hand.
+    let too_long = ((MAX_BODY_LEN + 1) as u32).to_be_bytes();
+    assert_eq!(
+        decode::<GatewayMsg>(&too_long),
+        Err(DecodeError::TooLong(MAX_BODY_LEN + 1))
+    );
+    assert_eq!(decode::<GatewayMsg>(&[0, 0, 0, 0]), Err(DecodeError::Empty));
+    assert_eq!(decode::<GatewayMsg>(&[0, 0, 1]), Ok(None));
+    assert_eq!(decode::<GatewayMsg>(&[0, 0, 0, 5, b'{']), Ok(None));
+    // Unknown type, unknown field, trailing garbage inside the body: invalid.
+    for body in [
+        &br#"{"type":"nope"}"#[..],
+        br#"{"type":"hello","protocol":1,"software":"","x":1}"#,
+        br#"{"type":"hello","protocol":1,"software":""} x"#,
+    ] {
+        let mut b = (body.len() as u32).to_be_bytes().to_vec();
+        b.extend_from_slice(body);
+        assert!(matches!(
+            decode::<GatewayMsg>(&b),
+            Err(DecodeError::Invalid(_))
+        ));
+    }
+}
+
+fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
+    prop_oneof![
+        (any::<u32>(), ".{0,20}")
+            .prop_map(|(protocol, software)| GatewayMsg::Hello(Hello { protocol, software })),
+        (
+            any::<u8>(),
+            ".{0,10}",
+            proptest::collection::vec(("[a-z0-9]{1,15}", "[0-9./]{1,18}"), 0..8),
+            any::<u64>()
+        )
+            .prop_map(|(branch_id, software_version, wan, config_version)| {
+                GatewayMsg::Register(Register {
+                    branch_id,
+                    software_version,
+                    wan: wan
+                        .into_iter()
+                        .map(|(name, address)| WanSeen { name, address })
+                        .collect(),
+                    config_version,
+                })
+            }),
+        (
+            any::<bool>(),
+            any::<u64>(),
+            any::<u32>(),
+            any::<u64>(),
+            proptest::collection::vec(
+                (any::<u8>(), any::<u8>(), any::<u64>(), any::<bool>()),
+                0..16
+            )
+        )
+            .prop_map(
+                |(healthy, v, up, drops, groups)| GatewayMsg::Report(Report {
+                    healthy,
+                    config_version: v,
+                    config_source: "cache".into(),
+                    connections_up: up,
+                    connections_total: up,
+                    drops,
+                    groups: groups
+                        .into_iter()
+                        .map(|(branch, group, bytes_tx, up)| GroupReport {
+                            branch,
+                            group,
+                            bytes_tx,
+                            up
+                        })
+                        .collect(),
+                })
+            ),
+        (any::<u64>(), any::<u64>(), proptest::option::of(".{0,40}")).prop_map(
+            |(config_version, received_version, error)| GatewayMsg::Ack(Ack {
+                config_version,
+                received_version,
+                error
+            })
+        ),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = decode::<GatewayMsg>(&bytes);
+        let _ = decode::<ControllerMsg>(&bytes);
+        if let Ok(Some((_, n))) = decode::<GatewayMsg>(&bytes) {
+            prop_assert!(n <= bytes.len());
+        }
+    }
+
+    #[test]
+    fn json_bodies_never_panic(body in "\\{\"type\":\"(hello|register|report|ack|config|error)\".{0,200}") {
+        let mut b = (body.len() as u32).to_be_bytes().to_vec();
+        b.extend_from_slice(body.as_bytes());
+        let _ = decode::<GatewayMsg>(&b);
+        let _ = decode::<ControllerMsg>(&b);
+    }
+
+    #[test]
+    fn round_trip_in_pieces(msgs in proptest::collection::vec(arb_gateway_msg(), 1..5), cut in 1usize..64) {
+        let mut wire = Vec::new();
+        for m in &msgs {
+            encode(m, &mut wire).unwrap();
+        }
+        // Feed the stream in chunks of `cut` bytes, as a socket might.
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        for chunk in wire.chunks(cut) {
+            buf.extend_from_slice(chunk);
+            while let Some((m, n)) = decode::<GatewayMsg>(&buf).unwrap() {
+                got.push(m);
+                buf.drain(..n);
+            }
+        }
+        prop_assert!(buf.is_empty());
+        prop_assert_eq!(got, msgs);
+    }
+}
