@@ -264,6 +264,11 @@ fn build(topo: &Topology, opts: &UpOptions) -> anyhow::Result<State> {
             "addr add {}/{} dev {}",
             port.next_hop, port.prefix_len, port.inet_if
         ));
+        inet_cmds.push(format!(
+            "link set dev {} address {}",
+            port.inet_if,
+            router_mac(port.next_hop)
+        ));
         inet_cmds.push(format!("link set {} up", port.inet_if));
     }
     sh::ip_batch(&inet, &inet_cmds)?;
@@ -386,6 +391,15 @@ fn build(topo: &Topology, opts: &UpOptions) -> anyhow::Result<State> {
     }
     save_state(&state)?;
     Ok(state)
+}
+
+/// The MAC of a router interface: 02:00 + its IPv4 address, the convention of the controller's
+/// inventory (`gateway_mac`, `MacAddr::from_ipv4`). Swap entries write the next hop's
+/// `gateway_mac` as `eth_dst`; a router interface with the kernel's random MAC would drop those
+/// frames as not its own (docs/testbed.md).
+pub fn router_mac(addr: std::net::Ipv4Addr) -> String {
+    let [a, b, c, d] = addr.octets();
+    format!("02:00:{a:02x}:{b:02x}:{c:02x}:{d:02x}")
 }
 
 /// Lets namespaces pick cubic (DESIGN §4): adds it to the global allowed list once.
@@ -884,6 +898,14 @@ mod tests {
         assert!(validate_prefix("a-b").is_err());
         assert!(validate_prefix("ABC").is_err());
         assert!(validate_prefix("abcdefghijklm").is_err());
+    }
+
+    #[test]
+    fn router_macs_follow_the_inventory_convention() {
+        assert_eq!(
+            router_mac(std::net::Ipv4Addr::new(198, 18, 10, 1)),
+            "02:00:c6:12:0a:01"
+        );
     }
 
     #[test]

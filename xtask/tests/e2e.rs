@@ -1,7 +1,8 @@
 //! The whole MMS system on the paper's testbed (docs/e2e.md): five gateways whose `mmsg` builds
 //! its own Open vSwitch bridge from `[ovs]`, one `ssc` programming the five switches with the
 //! paper's inventory and Table II, LAN host to LAN host traffic through IP over MPTCP whose
-//! subflows are swapped onto the member paths of Table II.
+//! subflows are swapped onto the member paths of Table II. The gateways run in the default
+//! controller mode: their configs name no remotes; `ssc` sends them over the gateway channel.
 //!
 //! Needs root, iproute2, iperf3 and Open vSwitch 3.1; it FAILS without them, it never skips.
 //! Everything (mmsg, ssc, testbed) is torn down by `xtask::e2e::System`'s `Drop`, also on panic.

@@ -7,7 +7,8 @@
 //!   config from the controller), else none ("waiting for controller").
 //! - [`run_client`]: the session task. Connects (TCP or unix socket) with backoff (200 ms doubling
 //!   to 2 s), hello + register, then per received config: merge into the running config and
-//!   validate ([`GatewayConfig::validate_for`]); a refused config keeps the old one and the ack
+//!   validate ([`merge_validated`], which keeps the `mpa{k}` names of an `[ovs]` gateway); a
+//!   refused config keeps the old one and the ack
 //!   carries the problems. A valid one goes to the daemon for [`Topology::apply`]; once applied,
 //!   it is written to the cache (tmp + rename, 0600) and acked. A report goes out every
 //!   [`REPORT_INTERVAL`]. While the controller is unreachable nothing changes: the tunnels keep
@@ -106,8 +107,24 @@ fn read_cache(path: &Path, base: &Config) -> anyhow::Result<Option<(Config, u64)
         Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
     };
     let cfg: GatewayConfig = serde_json::from_slice(&text).context("parse the cache")?;
-    let merged = cfg.validate_for(base).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let merged = merge_validated(&cfg, base).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Some((merged, cfg.version)))
+}
+
+/// Merges a controller config into the running config `running` and validates the result
+/// (`GatewayConfig::validate_for`), keeping the running WAN names.
+///
+/// With `[ovs]`, `crate::ovs::setup` has renamed every `wan[k].name` of the running config to
+/// its internal port `mpa{k}`, and `Config::validate` refuses `mpa…` names next to `[ovs]` (that
+/// check is about the file's names, which were validated at start-up). So the merge is validated
+/// with the `[ovs]` section left out (it never changes at run time) and the result keeps both
+/// the `mpa{k}` names and `[ovs]`.
+pub fn merge_validated(cfg: &GatewayConfig, running: &Config) -> Result<Config, String> {
+    let mut base = running.clone();
+    let ovs = base.ovs.take();
+    let mut merged = cfg.validate_for(&base)?;
+    merged.ovs = ovs;
+    Ok(merged)
 }
 
 /// Writes the cache atomically: a temporary file (mode 0600) in the same directory, fsync,
@@ -527,7 +544,7 @@ async fn handle_config(
             error: Some(why),
         }
     };
-    let merged = match cfg.validate_for(&sh.config()) {
+    let merged = match merge_validated(&cfg, &sh.config()) {
         Ok(m) => m,
         Err(why) => return refuse(st, why),
     };
@@ -604,6 +621,43 @@ mod tests {
         assert_eq!(ch[0].2, 9);
         new.remote[0].path_groups.pop();
         assert_ne!(without_weights(&old), without_weights(&new));
+    }
+
+    #[test]
+    fn merge_keeps_the_ovs_port_names() {
+        // What `ovs::setup` hands on: `[ovs]` kept, every WAN renamed to mpa{k}.
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/mmsg-ovs-branch1.toml"
+        ))
+        .unwrap();
+        let mut running = Config::parse(&text).unwrap();
+        assert!(running.ovs.is_some());
+        for (k, w) in running.wan.iter_mut().enumerate() {
+            w.name = format!("mpa{k}");
+        }
+        let remotes = file().remote;
+        running.remote.clear();
+        let cfg = GatewayConfig {
+            version: 7,
+            branch_id: running.branch_id,
+            remotes: remotes.clone(),
+            classifier: None,
+            priorities: Default::default(),
+        };
+        // The plain merge validates the renamed ports as if they were the file's.
+        assert!(cfg.validate_for(&running).is_err());
+        let merged = merge_validated(&cfg, &running).unwrap();
+        assert_eq!(merged.remote, remotes);
+        assert_eq!(merged.ovs, running.ovs);
+        let names: Vec<&str> = merged.wan.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(names, ["mpa0", "mpa1"]);
+        // A wrong branch is still refused.
+        let other = GatewayConfig {
+            branch_id: running.branch_id + 1,
+            ..cfg
+        };
+        assert!(merge_validated(&other, &running).is_err());
     }
 
     #[test]

@@ -104,6 +104,8 @@ async fn run_inner(
     undo: &mut Undo,
 ) -> anyhow::Result<()> {
     // `[ovs]`: bridge, ports, addresses on mpa{k}; from here on `wan[k].name` is `mpa{k}`.
+    // The WAN NICs by their file names: the egress qdiscs go there, also with [ovs].
+    let file_config = config.clone();
     let config = match config.ovs.clone() {
         Some(o) => crate::ovs::setup(&config, &o, undo).context("Open vSwitch set-up ([ovs])")?,
         None => config,
@@ -122,6 +124,7 @@ async fn run_inner(
         if opts.pm == PmMode::Kernel {
             kernel_pm_setup(&config, undo).context("in-kernel MPTCP path manager set-up")?;
         }
+        crate::qos::apply(&file_config, undo).context("WAN egress priority ([qos], rate_mbit)")?;
     }
     let pm = match opts.pm {
         PmMode::Userspace => {

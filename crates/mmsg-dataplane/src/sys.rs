@@ -206,6 +206,17 @@ pub fn set_notsent_lowat(fd: impl AsFd, bytes: u32) -> io::Result<()> {
     )
 }
 
+/// `IP_TOS` with `dscp` in the upper six bits (ECN bits 0). On an MPTCP socket the kernel copies
+/// it to every subflow, also to subflows created later.
+pub fn set_dscp(fd: impl AsFd, dscp: u8) -> io::Result<()> {
+    setsockopt_int(
+        fd,
+        libc::IPPROTO_IP,
+        libc::IP_TOS,
+        i32::from(dscp & 0x3f) << 2,
+    )
+}
+
 /// `TCP_MAXSEG`: pin the MSS (before connect / listen).
 pub fn set_maxseg(fd: impl AsFd, mss: u16) -> io::Result<()> {
     setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, i32::from(mss))

@@ -838,8 +838,28 @@ pub fn wanted_pairs(
     out
 }
 
-async fn connect_once(sh: &Shared, local: Ipv4Addr, remote: SocketAddrV4) -> io::Result<TcpStream> {
+/// DSCP of the sockets of Type I connections (expedited forwarding; the controller's
+/// `priority::TYPE_I_MARK`). OVS's Type I source entries match it (docs/ofc.md §8), and the WAN
+/// egress queues by it (`qos`). Type II sockets keep DSCP 0.
+pub const TYPE_I_DSCP: u8 = 46;
+
+/// Marks the socket of a Type I connection with [`TYPE_I_DSCP`] (a failure is logged, not fatal).
+fn mark_class(fd: &impl AsFd, class: Class) {
+    if class == Class::TypeI {
+        if let Err(e) = sys::set_dscp(fd, TYPE_I_DSCP) {
+            warn!(error = %e, "could not set DSCP 46 on a Type I socket");
+        }
+    }
+}
+
+async fn connect_once(
+    sh: &Shared,
+    local: Ipv4Addr,
+    remote: SocketAddrV4,
+    class: Class,
+) -> io::Result<TcpStream> {
     let s = mptcp_socket(&sh.opts)?;
+    mark_class(&s, class);
     s.bind(&SockAddr::from(SocketAddrV4::new(local, 0)))?;
     match s.connect(&SockAddr::from(remote)) {
         Ok(()) => {}
@@ -976,7 +996,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
         };
         attempt += 1;
         let target = SocketAddrV4::new(remote, port);
-        match connect_once(&sh, local, target).await {
+        match connect_once(&sh, local, target, class).await {
             Ok(stream) => {
                 Stats::inc(&sh.stats.connects);
                 backoff = BACKOFF_MIN;
@@ -1268,6 +1288,7 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
     }
     Stats::inc(&st.accepts);
     let key = (hello.src_branch, hello.path_group, hello.class);
+    mark_class(&fd, hello.class);
     let name = format!("{} from {peer}", conn_name("in", key));
     info!(conn = %name, "inbound tunnel connection up");
     let mut reported = false;

@@ -19,148 +19,17 @@
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const MMSG: &str = env!("CARGO_BIN_EXE_mmsg");
+mod common;
+use common::{cargo_bin, netns, repo_root, run, run_ok, start_mmsg, status, Proc, Testbed, MMSG};
+
 const TOKEN: &str = "gwchan-netns-test-token-0123";
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"))
-}
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn netns(ns: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).args(args);
-    c
-}
-
-/// A binary of this workspace built through cargo (same profile as the tests, so the build is
-/// warm), found from cargo's JSON messages.
-fn cargo_bin(package: &str, bin: &str, release: bool) -> PathBuf {
-    let mut args = vec![
-        "build",
-        "-p",
-        package,
-        "--bin",
-        bin,
-        "--message-format=json",
-    ];
-    if release {
-        args.push("--release");
-    }
-    let out = run_ok(
-        Command::new(env!("CARGO"))
-            .current_dir(repo_root())
-            .args(&args),
-    );
-    out.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["target"]["name"] == bin)
-        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-        .unwrap_or_else(|| panic!("cargo did not report the {bin} executable"))
-}
-
-fn xtask_bin() -> &'static Path {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| cargo_bin("xtask", "xtask", true))
-}
 
 fn ssc_bin() -> &'static Path {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| cargo_bin("controller", "ssc", false))
-}
-
-/// The testbed; torn down on drop, also when the test panics.
-struct Testbed {
-    prefix: String,
-}
-
-impl Testbed {
-    fn up(prefix: &str) -> Testbed {
-        let tb = Testbed {
-            prefix: prefix.to_owned(),
-        };
-        run_ok(
-            Command::new(xtask_bin())
-                .current_dir(repo_root())
-                .args(["testbed", "up", "--topology", "examples/testbed-2x2.toml"])
-                .args(["--prefix", prefix]),
-        );
-        tb
-    }
-
-    fn ns(&self, name: &str) -> String {
-        format!("{}-{name}", self.prefix)
-    }
-}
-
-impl Drop for Testbed {
-    fn drop(&mut self) {
-        let _ = Command::new(xtask_bin())
-            .current_dir(repo_root())
-            .args(["testbed", "down", "--prefix", &self.prefix])
-            .output();
-    }
-}
-
-/// A process we started; SIGTERM then SIGKILL on drop (only this PID).
-struct Proc {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_mmsg(ns: &str, config: &Path, control: &Path, log: PathBuf) -> Proc {
-    let f = std::fs::File::create(&log).unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns, MMSG, "run", "--config"])
-        .arg(config)
-        .arg("--control")
-        .arg(control)
-        .env("MMSG_LOG", "info")
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .spawn()
-        .unwrap();
-    Proc { child, log }
 }
 
 /// `ssc run` in the root namespace; returns the process and the REST API base URL.
@@ -197,15 +66,6 @@ fn ssc(api: &str, args: &[&str]) -> String {
 
 fn gateways(api: &str) -> serde_json::Value {
     serde_json::from_str(&ssc(api, &["gateways", "--json"])).unwrap()
-}
-
-fn status(control: &Path) -> serde_json::Value {
-    let out = run_ok(
-        Command::new(MMSG)
-            .args(["status", "--json", "--control"])
-            .arg(control),
-    );
-    serde_json::from_str(&out).unwrap()
 }
 
 fn established(conn: &serde_json::Value) -> usize {

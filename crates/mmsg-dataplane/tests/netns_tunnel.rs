@@ -14,144 +14,12 @@
 )]
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const MMSG: &str = env!("CARGO_BIN_EXE_mmsg");
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    out
-}
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn netns(ns: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).args(args);
-    c
-}
-
-/// The xtask binary, built once (release) through cargo; later calls run it directly, so the
-/// timing of `link cut` does not depend on cargo's start-up or a rebuild.
-fn xtask_bin() -> &'static Path {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = run_ok(Command::new(env!("CARGO")).current_dir(repo_root()).args([
-            "build",
-            "--release",
-            "-p",
-            "xtask",
-            "--message-format=json",
-        ]));
-        out.lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["target"]["name"] == "xtask")
-            .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-            .expect("cargo did not report the xtask executable")
-    })
-}
-
-fn xtask(args: &[&str]) -> Command {
-    let mut c = Command::new(xtask_bin());
-    c.current_dir(repo_root()).args(args);
-    c
-}
-
-/// The testbed; torn down on drop, also when the test panics.
-struct Testbed {
-    prefix: String,
-}
-
-impl Testbed {
-    fn up(prefix: &str) -> Testbed {
-        // Constructed first, so a half-built testbed is torn down too.
-        let tb = Testbed {
-            prefix: prefix.to_owned(),
-        };
-        run_ok(&mut xtask(&[
-            "testbed",
-            "up",
-            "--topology",
-            "examples/testbed-2x2.toml",
-            "--prefix",
-            prefix,
-        ]));
-        tb
-    }
-
-    fn ns(&self, name: &str) -> String {
-        format!("{}-{name}", self.prefix)
-    }
-}
-
-impl Drop for Testbed {
-    fn drop(&mut self) {
-        let _ = xtask(&["testbed", "down", "--prefix", &self.prefix]).output();
-    }
-}
-
-/// A process we started; SIGTERM then SIGKILL on drop (only this PID).
-struct Proc {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_mmsg(ns: &str, config: &Path, control: &Path, log: PathBuf) -> Proc {
-    let f = std::fs::File::create(&log).unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns, MMSG, "run", "--config"])
-        .arg(config)
-        .arg("--control")
-        .arg(control)
-        .env("MMSG_LOG", "info")
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .spawn()
-        .unwrap();
-    Proc { child, log }
-}
-
-fn status(control: &Path) -> serde_json::Value {
-    let out = run_ok(
-        Command::new(MMSG)
-            .args(["status", "--json", "--control"])
-            .arg(control),
-    );
-    serde_json::from_str(&out).unwrap()
-}
+mod common;
+use common::{netns, repo_root, run, run_ok, start_mmsg, status, xtask, Testbed, MMSG};
 
 fn counter(s: &serde_json::Value, name: &str) -> u64 {
     s["counters"][name]
@@ -380,6 +248,54 @@ fn tunnel_over_2x2_testbed() {
             .lines()
             .last()
             .unwrap_or("")
+    );
+
+    // Type I connections carry DSCP 46 on the wire (docs/ofc.md §8): a ping marked EF is Type I
+    // (the examples' "realtime" rule), so its frames leave gw1 on a Type I socket. Capture outer
+    // TCP packets with DSCP 46 on both uplinks of gw1 while it runs.
+    let capture = netns(
+        &gw1,
+        &[
+            "timeout",
+            "6",
+            "tcpdump",
+            "-n",
+            "-i",
+            "any",
+            "-c",
+            "3",
+            "tcp and (ip[1] & 0xfc) == 0xb8",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    run_ok(&mut netns(
+        &h1,
+        &[
+            "ping",
+            "-c",
+            "5",
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            "-Q",
+            "184",
+            "198.19.2.10",
+        ],
+    ));
+    let marked = capture.wait_with_output().unwrap();
+    let marked = String::from_utf8_lossy(&marked.stdout);
+    assert!(
+        marked.lines().count() >= 3,
+        "no outer TCP packet with DSCP 46 left gw1 while Type I traffic ran: {marked}"
+    );
+    eprintln!(
+        "Type I tunnel packets leave with DSCP 46, e.g. {}",
+        marked.lines().next().unwrap_or("")
     );
 
     // (3) Best single path (1a -> 2a: 30 Mbit/s, the largest bottleneck of the topology), plain TCP

@@ -116,7 +116,40 @@ pub struct Config {
     /// not touched and the WAN addresses stay on the WAN interfaces.
     #[serde(default)]
     pub ovs: Option<OvsConfig>,
+    /// `[qos]`: strict-priority egress shaping on the WAN ports (PM, `docs/mmsg.md` "Priority at
+    /// the WAN egress"); only ports with `rate_mbit` are shaped.
+    #[serde(default)]
+    pub qos: QosConfig,
 }
+
+/// `[qos]`: the egress qdisc on every WAN port that has a `rate_mbit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QosConfig {
+    /// Install the qdisc. Default: true.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Shape at this percentage of `wan[k].rate_mbit`, so that our queue, not the modem's, is
+    /// the bottleneck. Default: 95.
+    #[serde(default = "default_shaping_percent")]
+    pub shaping_percent: u8,
+}
+
+impl Default for QosConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            shaping_percent: default_shaping_percent(),
+        }
+    }
+}
+
+fn default_shaping_percent() -> u8 {
+    95
+}
+
+/// Largest `wan[k].rate_mbit` accepted (100 Gbit/s).
+pub const MAX_WAN_RATE_MBIT: u32 = 100_000;
 
 /// `[ovs]`: the gateway's Open vSwitch (DESIGN §2, docs/ofc.md §9).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -227,6 +260,11 @@ pub struct WanPort {
     /// `02:00` + the address's four octets ([`MacAddr::from_ipv4`], as the controller's inventory).
     #[serde(default)]
     pub mac: Option<MacAddr>,
+    /// The uplink's rate towards the ISP in Mbit/s (1..=100000). With it, `mmsg` shapes this
+    /// port's egress at `qos.shaping_percent` of it with strict priority by DSCP; without it, no
+    /// shaping (a queue in a modem we do not own cannot be prioritised).
+    #[serde(default)]
+    pub rate_mbit: Option<u32>,
 }
 
 impl WanPort {
@@ -549,6 +587,14 @@ impl Config {
                     format!("{} is used twice", w.address.addr()),
                 );
             }
+            if let Some(r) = w.rate_mbit {
+                if r == 0 || r > MAX_WAN_RATE_MBIT {
+                    p.push(
+                        format!("wan[{i}].rate_mbit"),
+                        format!("{r} is out of range 1..={MAX_WAN_RATE_MBIT}"),
+                    );
+                }
+            }
             if !w.address.contains(&w.gateway) || w.gateway == w.address.addr() {
                 p.push(
                     format!("wan[{i}].gateway"),
@@ -720,6 +766,13 @@ impl Config {
 
         if let Some(o) = &self.ovs {
             check_ovs(&mut p, o, &self.wan);
+        }
+
+        if !(1..=100).contains(&self.qos.shaping_percent) {
+            p.push(
+                "qos.shaping_percent",
+                format!("{} is out of range 1..=100", self.qos.shaping_percent),
+            );
         }
 
         let q = &self.queue;

@@ -307,6 +307,7 @@ fn type1_prefers_leased_uplinks() {
         gateway: "198.19.201.2".parse().unwrap(),
         kind: WanKind::Leased,
         mac: None,
+        rate_mbit: None,
     });
     c.validate().unwrap();
     assert_eq!(c.uplinks_for(Class::TypeI), vec![1]);

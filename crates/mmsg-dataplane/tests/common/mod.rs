@@ -1,0 +1,163 @@
+//! Helpers shared by the netns integration tests of `mmsg` (each test binary uses a subset).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+/// The `mmsg` binary cargo built for these tests.
+pub const MMSG: &str = env!("CARGO_BIN_EXE_mmsg");
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"))
+}
+
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `ip netns exec NS ARGS...`.
+pub fn netns(ns: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).args(args);
+    c
+}
+
+/// A binary of this workspace built through cargo, found from cargo's JSON messages.
+pub fn cargo_bin(package: &str, bin: &str, release: bool) -> PathBuf {
+    let mut args = vec![
+        "build",
+        "-p",
+        package,
+        "--bin",
+        bin,
+        "--message-format=json",
+    ];
+    if release {
+        args.push("--release");
+    }
+    let out = run_ok(
+        Command::new(env!("CARGO"))
+            .current_dir(repo_root())
+            .args(&args),
+    );
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["target"]["name"] == bin)
+        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo did not report the {bin} executable"))
+}
+
+/// The xtask binary, built once (release); later calls run it directly, so the timing of
+/// `link cut` does not depend on cargo's start-up or a rebuild.
+pub fn xtask_bin() -> &'static Path {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| cargo_bin("xtask", "xtask", true))
+}
+
+/// `xtask ARGS...` in the repository root.
+pub fn xtask(args: &[&str]) -> Command {
+    let mut c = Command::new(xtask_bin());
+    c.current_dir(repo_root()).args(args);
+    c
+}
+
+/// The 2x2 testbed (`examples/testbed-2x2.toml`); torn down on drop, also when the test panics.
+pub struct Testbed {
+    pub prefix: String,
+}
+
+impl Testbed {
+    pub fn up(prefix: &str) -> Testbed {
+        // Constructed first, so a half-built testbed is torn down too.
+        let tb = Testbed {
+            prefix: prefix.to_owned(),
+        };
+        run_ok(&mut xtask(&[
+            "testbed",
+            "up",
+            "--topology",
+            "examples/testbed-2x2.toml",
+            "--prefix",
+            prefix,
+        ]));
+        tb
+    }
+
+    /// The namespace `<prefix>-<name>` (`gw1`, `h2`, `inet`).
+    pub fn ns(&self, name: &str) -> String {
+        format!("{}-{name}", self.prefix)
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        let _ = xtask(&["testbed", "down", "--prefix", &self.prefix]).output();
+    }
+}
+
+/// A process we started, with its log file; SIGTERM then SIGKILL on drop (only this PID).
+pub struct Proc {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `mmsg run --config CONFIG --control CONTROL` in namespace `ns`, output into `log`.
+pub fn start_mmsg(ns: &str, config: &Path, control: &Path, log: PathBuf) -> Proc {
+    let f = std::fs::File::create(&log).unwrap();
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns, MMSG, "run", "--config"])
+        .arg(config)
+        .arg("--control")
+        .arg(control)
+        .env("MMSG_LOG", "info")
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    Proc { child, log }
+}
+
+/// `mmsg status --json` of the daemon behind `control`.
+pub fn status(control: &Path) -> serde_json::Value {
+    let out = run_ok(
+        Command::new(MMSG)
+            .args(["status", "--json", "--control"])
+            .arg(control),
+    );
+    serde_json::from_str(&out).unwrap()
+}
