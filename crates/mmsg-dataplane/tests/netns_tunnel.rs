@@ -190,6 +190,55 @@ fn tunnel_over_2x2_testbed() {
     let (gw1, gw2, h1, h2) = (tb.ns("gw1"), tb.ns("gw2"), tb.ns("h1"), tb.ns("h2"));
     let ctl1 = tmp.path().join("gw1.sock");
     let ctl2 = tmp.path().join("gw2.sock");
+
+    // With `[ovs]` but no Open vSwitch answering, `mmsg run` refuses to start, says why, and
+    // leaves the namespace as it was (the addresses stay on wan0/wan1).
+    let addrs_before = run_ok(&mut netns(&gw1, &["ip", "-4", "-o", "addr", "show"]));
+    let no_ovs = tmp.path().join("no-ovs.toml");
+    std::fs::write(
+        &no_ovs,
+        format!(
+            "{text}\n[ovs]\nbridge = \"br0\"\ndb = \"unix:{}\"\ncontroller = \"tcp:127.0.0.1:6653\"\n",
+            tmp.path().join("no-such-ovsdb.sock").display()
+        ),
+    )
+    .unwrap();
+    let out = run(&mut netns(
+        &gw1,
+        &[
+            "timeout",
+            "30",
+            MMSG,
+            "run",
+            "--config",
+            &no_ovs.display().to_string(),
+            "--control",
+            &tmp.path().join("no-ovs.sock").display().to_string(),
+        ],
+    ));
+    let err =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() && out.status.code() != Some(124),
+        "mmsg must refuse to start without OVS: {:?} {err}",
+        out.status
+    );
+    assert!(
+        err.contains("Open vSwitch is not answering"),
+        "the refusal must say why: {err}"
+    );
+    assert_eq!(
+        run_ok(&mut netns(&gw1, &["ip", "-4", "-o", "addr", "show"])),
+        addrs_before,
+        "a refused start must not change the addresses"
+    );
+    eprintln!(
+        "without OVS: mmsg refuses to start: {}",
+        err.lines()
+            .find(|l| l.contains("Open vSwitch"))
+            .unwrap_or("")
+    );
+
     let p1 = start_mmsg(&gw1, &cfg1, &ctl1, tmp.path().join("gw1.log"));
     let p2 = start_mmsg(&gw2, &cfg2, &ctl2, tmp.path().join("gw2.log"));
     let logs = || {
