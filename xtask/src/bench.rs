@@ -39,7 +39,6 @@
 //! group 0 the 4 direct members, every other group 4 one-transit members through rotating
 //! transit branches and ports). The flow count is always the one `swap::compile` gives.
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -577,31 +576,10 @@ fn run_case(opts: &Options, ssc: &Path, case: &Case, prefix: &str) -> anyhow::Re
         ),
     )?;
     let log = std::fs::File::create(bed.dir.path().join("ssc.log"))?;
-    let mut child = Command::new(ssc)
-        .args(["run", "--config"])
-        .arg(&config)
-        .env("RUST_LOG", "controller=info")
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .context("start ssc")?;
-    let stdout = child.stdout.take().context("ssc stdout")?;
+    let mut cmd = Command::new(ssc);
+    cmd.args(["run", "--config"]).arg(&config);
+    let (child, base) = crate::e2e::spawn_ssc(cmd, log)?;
     bed.ssc = Some(child);
-    let mut reader = BufReader::new(stdout);
-    let mut first = String::new();
-    reader.read_line(&mut first)?;
-    let base = first
-        .trim()
-        .strip_prefix("ssc: REST API listening on ")
-        .with_context(|| format!("unexpected first line of ssc: {first:?}"))?
-        .to_owned();
-    // Keep draining ssc's stdout so it never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {
-            sink.clear();
-        }
-    });
     let api = Client::new(&base, Some(TOKEN), Duration::from_secs(600));
 
     for &b in &branches {

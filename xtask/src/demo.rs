@@ -311,22 +311,6 @@ fn mmsg_status(mmsg: &Path, control: &Path) -> Option<serde_json::Value> {
     serde_json::from_slice(&out.stdout).ok()
 }
 
-/// Established subflows per connection, if every connection of both gateways is up.
-fn subflows_when_up(s: &serde_json::Value) -> Option<Vec<usize>> {
-    let conns = s.get("connections")?.as_array()?;
-    if conns.is_empty() || conns.iter().any(|c| c["state"] != "up") {
-        return None;
-    }
-    conns
-        .iter()
-        .map(|c| {
-            c["subflows"]
-                .as_array()
-                .map(|v| v.iter().filter(|sf| sf["state"] == "established").count())
-        })
-        .collect()
-}
-
 /// `mmsg` running in the gateways of branches 1 and 2 (stopped by PID on drop).
 #[derive(Debug)]
 pub struct Tunnels {
@@ -370,7 +354,7 @@ pub fn start_tunnels(root: &Path, prefix: &str, topo: &Topology) -> anyhow::Resu
     loop {
         let all: Option<Vec<Vec<usize>>> = gws
             .iter()
-            .map(|g| mmsg_status(&mmsg, &g.control).and_then(|s| subflows_when_up(&s)))
+            .map(|g| mmsg_status(&mmsg, &g.control).and_then(|s| crate::e2e::subflows_when_up(&s)))
             .collect();
         if let Some(all) = all {
             if all.iter().flatten().all(|&n| n == n_m) {

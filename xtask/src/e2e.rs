@@ -343,6 +343,44 @@ fn tunnels_ready(s: &Value, static_configs: bool, b: u8) -> Result<(), String> {
     }
 }
 
+/// Starts `ssc run ...` (`cmd`, stderr into `log`) and returns it with its REST base URL, read
+/// from its first line of output (`ssc: REST API listening on URL`). Its stdout keeps being
+/// drained so it never blocks on a full pipe.
+pub fn spawn_ssc(mut cmd: Command, log: std::fs::File) -> anyhow::Result<(Child, String)> {
+    let mut child = cmd
+        .env("RUST_LOG", "controller=info")
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .context("start ssc")?;
+    let Some(stdout) = child.stdout.take() else {
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!("ssc has no stdout");
+    };
+    let mut reader = BufReader::new(stdout);
+    let mut first = String::new();
+    let base = match reader.read_line(&mut first) {
+        Ok(_) => first
+            .trim()
+            .strip_prefix("ssc: REST API listening on ")
+            .map(str::to_owned),
+        Err(_) => None,
+    };
+    let Some(base) = base else {
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!("unexpected first line of ssc: {first:?}");
+    };
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {
+            sink.clear();
+        }
+    });
+    Ok((child, base))
+}
+
 /// Established subflows of every connection, if every connection is up.
 pub fn subflows_when_up(s: &Value) -> Option<Vec<usize>> {
     let conns = s.get("connections")?.as_array()?;
@@ -579,32 +617,12 @@ impl System {
         if fresh {
             log.set_len(0)?;
         }
-        let mut child = Command::new(&self.ssc)
-            .args(["run", "--config"])
+        let mut cmd = Command::new(&self.ssc);
+        cmd.args(["run", "--config"])
             .arg(&config)
-            .args(["--stats-interval", &self.stats_interval])
-            .env("RUST_LOG", "controller=info")
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .context("start ssc")?;
-        let stdout = child.stdout.take().context("ssc stdout")?;
+            .args(["--stats-interval", &self.stats_interval]);
+        let (child, base) = spawn_ssc(cmd, log)?;
         self.ssc_child = Some(child);
-        let mut reader = BufReader::new(stdout);
-        let mut first = String::new();
-        reader.read_line(&mut first)?;
-        let base = first
-            .trim()
-            .strip_prefix("ssc: REST API listening on ")
-            .with_context(|| format!("unexpected first line of ssc: {first:?}"))?
-            .to_owned();
-        // Keep draining ssc's stdout so it never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {
-                sink.clear();
-            }
-        });
         self.api = Client::new(&base, Some(TOKEN), Duration::from_secs(10));
         self.api_base = base;
         Ok(())
