@@ -99,11 +99,12 @@ fn traffic(sys: &System, secs: u32) -> anyhow::Result<()> {
     settle_stats();
     let before = member_bytes(sys)?;
     let server = Server::start(&h2, 5201, None)?;
+    let t0 = Instant::now();
     let v = iperf::client(&h1, &["-c", &dst, "-p", "5201", "-P", "4", "-t", &t])?;
+    // The client's whole run (connect, transfer, final exchange): no byte crosses outside it.
+    let window = t0.elapsed().as_secs_f64();
     server.wait(Duration::from_secs(2));
     settle_stats();
-    // Every byte of the transfer is in the counters after the settle; average over the transfer.
-    let window = f64::from(secs);
     let after = member_bytes(sys)?;
     let total = iperf::tcp_received_mbps(&v).context("iperf3 reported no received rate")?;
 
@@ -125,7 +126,7 @@ fn traffic(sys: &System, secs: u32) -> anyhow::Result<()> {
         println!("path group {g}: {mbps:.1} Mbit/s");
     }
     println!(
-        "all groups (outer bytes at the source switch over the {window:.0} s transfer): {:.1} Mbit/s",
+        "all groups (outer bytes at the source switch over the {window:.1} s of the iperf3 run): {:.1} Mbit/s",
         per_group.values().sum::<f64>()
     );
     println!(
