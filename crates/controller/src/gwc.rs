@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::listen::Listeners;
 use mpa::config::{PathGroupConfig, RemoteBranch};
 use mpa::gwchan::{
     self, Ack, ControllerMsg, ErrorMsg, GatewayConfig, GatewayMsg, Hello, Priorities, Register,
@@ -391,26 +392,8 @@ pub struct Gwc {
 impl Gwc {
     /// Binds every listener (errors name the address or path).
     pub async fn bind(config: &GwcConfig, registry: Arc<Registry>) -> std::io::Result<Self> {
-        let tcp = match config.listen {
-            Some(a) => Some(TcpListener::bind(a).await.map_err(|e| {
-                std::io::Error::new(e.kind(), format!("bind gateway TCP {a}: {e}"))
-            })?),
-            None => None,
-        };
-        let mut unix = Vec::new();
-        for p in &config.unix {
-            use std::os::unix::fs::FileTypeExt;
-            if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()) {
-                std::fs::remove_file(p)?;
-            }
-            let l = UnixListener::bind(p).map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("bind gateway unix socket {}: {e}", p.display()),
-                )
-            })?;
-            unix.push((p.clone(), l));
-        }
+        let Listeners { tcp, unix } =
+            Listeners::bind("gateway", config.listen, &config.unix).await?;
         Ok(Self {
             tcp,
             unix,

@@ -37,6 +37,7 @@
 
 pub mod gwc;
 pub mod inventory;
+pub mod listen;
 pub mod ofc;
 pub mod path_config;
 pub mod path_group;

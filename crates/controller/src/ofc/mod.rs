@@ -34,6 +34,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::listen::Listeners;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -119,26 +120,8 @@ pub struct Ofc {
 impl Ofc {
     /// Binds every listener (errors name the address or path).
     pub async fn bind(config: OfcConfig) -> std::io::Result<Self> {
-        let tcp = match config.listen {
-            Some(a) => Some(TcpListener::bind(a).await.map_err(|e| {
-                std::io::Error::new(e.kind(), format!("bind OpenFlow TCP {a}: {e}"))
-            })?),
-            None => None,
-        };
-        let mut unix = Vec::new();
-        for p in &config.unix {
-            use std::os::unix::fs::FileTypeExt;
-            if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()) {
-                std::fs::remove_file(p)?;
-            }
-            let l = UnixListener::bind(p).map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("bind OpenFlow unix socket {}: {e}", p.display()),
-                )
-            })?;
-            unix.push((p.clone(), l));
-        }
+        let Listeners { tcp, unix } =
+            Listeners::bind("OpenFlow", config.listen, &config.unix).await?;
         Ok(Self {
             config: Arc::new(config),
             tcp,
