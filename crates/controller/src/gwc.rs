@@ -415,6 +415,29 @@ impl Gwc {
         wrr_changed: Arc<Notify>,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) {
+        // The configs of the current catalog first: a gateway that connects while ssc starts
+        // waits in the listen backlog instead of being refused as an unknown branch.
+        let registry = Arc::clone(&self.registry);
+        let recompute = move |c: Arc<Catalog>| {
+            let registry = Arc::clone(&registry);
+            let wrr = Arc::clone(&wrr);
+            // One max-flow per group: off the async threads.
+            tokio::task::spawn_blocking(move || {
+                let weights: BTreeMap<(u8, u8), PairWeights> = {
+                    let mut w = wrr.lock().unwrap_or_else(PoisonError::into_inner);
+                    w.update(c.inventory(), c.groups());
+                    w.weights()
+                        .map(|p| ((p.source, p.destination), p.clone()))
+                        .collect()
+                };
+                let changed = registry.update(&c, &weights);
+                if !changed.is_empty() {
+                    info!(branches = ?changed, "gateway configs changed: pushed");
+                }
+            })
+        };
+        let first = Arc::clone(&catalog.borrow_and_update());
+        let _ = recompute(first).await;
         let mut tasks = tokio::task::JoinSet::new();
         if let Some(l) = self.tcp {
             let reg = Arc::clone(&self.registry);
@@ -453,27 +476,6 @@ impl Gwc {
                 }
             });
         }
-        let registry = self.registry;
-        let recompute = move |c: Arc<Catalog>| {
-            let registry = Arc::clone(&registry);
-            let wrr = Arc::clone(&wrr);
-            // One max-flow per group: off the async threads.
-            tokio::task::spawn_blocking(move || {
-                let weights: BTreeMap<(u8, u8), PairWeights> = {
-                    let mut w = wrr.lock().unwrap_or_else(PoisonError::into_inner);
-                    w.update(c.inventory(), c.groups());
-                    w.weights()
-                        .map(|p| ((p.source, p.destination), p.clone()))
-                        .collect()
-                };
-                let changed = registry.update(&c, &weights);
-                if !changed.is_empty() {
-                    info!(branches = ?changed, "gateway configs changed: pushed");
-                }
-            })
-        };
-        let first = Arc::clone(&catalog.borrow_and_update());
-        let _ = recompute(first).await;
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
