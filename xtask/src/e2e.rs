@@ -824,27 +824,8 @@ impl System {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        let ds = d.display().to_string();
-        sh::run(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &ns,
-                "env",
-                &format!("OVS_RUNDIR={ds}"),
-                &format!("OVS_DBDIR={ds}"),
-                &format!("OVS_LOGDIR={ds}"),
-                &format!("OVS_SYSCONFDIR={ds}"),
-                "ovs-vswitchd",
-                &format!("unix:{ds}/db.sock"),
-                &format!("--pidfile={ds}/ovs-vswitchd.pid"),
-                &format!("--log-file={ds}/ovs-vswitchd.log"),
-                "--detach",
-                "--no-chdir",
-            ],
-        )
-        .with_context(|| format!("start ovs-vswitchd of gw{b} again"))?;
+        crate::ovs::start_vswitchd(&self.prefix, b, &testbed::state_dir(&self.prefix))
+            .with_context(|| format!("start ovs-vswitchd of gw{b} again"))?;
         Ok(())
     }
 

@@ -40,6 +40,36 @@ fn read_pid(path: &Path) -> anyhow::Result<u32> {
     }
 }
 
+/// Starts ovs-vswitchd of branch `b` (its ovsdb-server must run) in the gateway namespace, with
+/// the instance's run/db/log directory, pidfile and log file, detached; returns its PID. Also
+/// used to restart a stopped switch (the database, and so the bridges, stay).
+pub fn start_vswitchd(prefix: &str, b: u8, state_dir: &Path) -> anyhow::Result<u32> {
+    let d = dir(state_dir, b);
+    let ds = d.display().to_string();
+    let ns = crate::testbed::ns_gw(prefix, b);
+    let env = [
+        format!("OVS_RUNDIR={ds}"),
+        format!("OVS_DBDIR={ds}"),
+        format!("OVS_LOGDIR={ds}"),
+        format!("OVS_SYSCONFDIR={ds}"),
+    ];
+    let sock = format!("unix:{ds}/db.sock");
+    let pid_vs = format!("--pidfile={ds}/ovs-vswitchd.pid");
+    let log_vs = format!("--log-file={ds}/ovs-vswitchd.log");
+    let mut a: Vec<&str> = vec!["netns", "exec", &ns, "env"];
+    a.extend(env.iter().map(String::as_str));
+    a.extend([
+        "ovs-vswitchd",
+        &sock,
+        &pid_vs,
+        &log_vs,
+        "--detach",
+        "--no-chdir",
+    ]);
+    sh::run("ip", &a)?;
+    read_pid(&d.join("ovs-vswitchd.pid"))
+}
+
 /// Starts ovsdb-server and ovs-vswitchd in the gateway namespace of branch `b`; returns their
 /// PIDs (ovsdb-server, ovs-vswitchd).
 pub fn start(prefix: &str, b: u8, state_dir: &Path) -> anyhow::Result<(u32, u32)> {
@@ -79,20 +109,7 @@ pub fn start(prefix: &str, b: u8, state_dir: &Path) -> anyhow::Result<(u32, u32)
     let mut a = args.clone();
     a.extend(["ovs-vsctl", &dbarg, "--no-wait", "init"]);
     sh::run("ip", &a)?;
-    let sock = format!("unix:{ds}/db.sock");
-    let pid_vs = format!("--pidfile={ds}/ovs-vswitchd.pid");
-    let log_vs = format!("--log-file={ds}/ovs-vswitchd.log");
-    let mut a = args.clone();
-    a.extend([
-        "ovs-vswitchd",
-        &sock,
-        &pid_vs,
-        &log_vs,
-        "--detach",
-        "--no-chdir",
-    ]);
-    sh::run("ip", &a)?;
-    let vs_pid = read_pid(&d.join("ovs-vswitchd.pid"))?;
+    let vs_pid = start_vswitchd(prefix, b, state_dir)?;
     // Ready when the switch answers over its database.
     let mut a = args.clone();
     a.extend(["ovs-vsctl", &dbarg, "--timeout=10", "show"]);
