@@ -27,7 +27,7 @@
 //! they delete their bridges and move the addresses back), `ssc` (by PID), then `testbed down`.
 //! The log directory is kept for post-mortems.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -70,6 +70,9 @@ pub struct Options {
     /// `false` (default): each `mmsg` takes its remotes, path groups and weights from `ssc` over
     /// the gateway channel ([`mmsg_controller_config`], docs/gwchan.md).
     pub static_configs: bool,
+    /// The path groups `ssc` imports (default `examples/paths-paper-table2.toml`). Controller mode
+    /// only; groups must go from branch 1 to branch 2 (experiments use subsets of Table II).
+    pub paths: Option<PathBuf>,
 }
 
 impl Options {
@@ -82,6 +85,7 @@ impl Options {
             stats_interval: "500ms".to_owned(),
             xtask: None,
             static_configs: false,
+            paths: None,
         }
     }
 }
@@ -115,6 +119,8 @@ pub struct System {
     pub routes: BTreeMap<(u8, u8), String>,
     /// Static `mmsg` configs ([`Options::static_configs`]) instead of the gateway channel.
     pub static_configs: bool,
+    /// How many path groups go from branch 1 to branch 2 (4 with Table II).
+    pub groups_1_2: usize,
     /// The gateway-channel socket of `ssc` (controller mode; `mmsg` connects to it).
     pub gw_socket: PathBuf,
     api: Client,
@@ -268,7 +274,12 @@ fn config_ovs(t: &mut String, prefix: &str, b: u8) -> anyhow::Result<()> {
 /// Controller: only the pairs with a path group in `examples/paths-paper-table2.toml` (1 ⇄ 2,
 /// 16 each); branches 3..5 have no remotes (pure transit, 0).
 pub fn expected_connections(static_configs: bool, b: u8) -> usize {
-    let groups = |r: u8| if table2_pair(b, r) { 4 } else { 1 };
+    expected_connections_with(static_configs, b, 4)
+}
+
+/// [`expected_connections`] when the paths file defines `groups_1_2` groups from branch 1 to 2.
+pub fn expected_connections_with(static_configs: bool, b: u8, groups_1_2: usize) -> usize {
+    let groups = |r: u8| if table2_pair(b, r) { groups_1_2 } else { 1 };
     let one_way: usize = BRANCHES
         .iter()
         .filter(|&&r| r != b)
@@ -321,14 +332,14 @@ fn status_of(mmsg: &Path, control: &Path) -> anyhow::Result<Value> {
 }
 
 /// Whether one `mmsg status` shows gateway `b` fully up ([`System::wait_tunnels_up`]); else why not.
-fn tunnels_ready(s: &Value, static_configs: bool, b: u8) -> Result<(), String> {
+fn tunnels_ready(s: &Value, static_configs: bool, b: u8, groups: usize) -> Result<(), String> {
     if !static_configs {
         let src = s.pointer("/controller/source").unwrap_or(&Value::Null);
         if src != "controller" {
             return Err(format!("no config from ssc yet (source {src})"));
         }
     }
-    let want = expected_connections(static_configs, b);
+    let want = expected_connections_with(static_configs, b, groups);
     let conns = s["connections"].as_array().map_or(0, Vec::len);
     if conns != want {
         return Err(format!("{conns} of {want} connections"));
@@ -434,7 +445,14 @@ impl System {
             &std::fs::read_to_string(&topo_file)
                 .with_context(|| format!("read {}", topo_file.display()))?,
         )?;
-        let paths_file = root.join("examples/paths-paper-table2.toml");
+        ensure!(
+            opts.paths.is_none() || !opts.static_configs,
+            "a custom paths file needs the controller mode"
+        );
+        let paths_file = opts
+            .paths
+            .clone()
+            .unwrap_or_else(|| root.join("examples/paths-paper-table2.toml"));
         let inv_file = root.join("examples/inventory-paper.toml");
         let routes = member_routes(
             &std::fs::read_to_string(&paths_file)
@@ -456,6 +474,11 @@ impl System {
             log_dir: log_dir.clone(),
             mmsg,
             ssc,
+            groups_1_2: routes
+                .keys()
+                .map(|&(g, _)| g)
+                .collect::<BTreeSet<u8>>()
+                .len(),
             routes,
             static_configs: opts.static_configs,
             gw_socket: log_dir.join("ssc-gw.sock"),
@@ -660,7 +683,9 @@ impl System {
                 }
                 match status_of(&self.mmsg, &g.control) {
                     Ok(s) => {
-                        if let Err(why) = tunnels_ready(&s, self.static_configs, g.branch) {
+                        if let Err(why) =
+                            tunnels_ready(&s, self.static_configs, g.branch, self.groups_1_2)
+                        {
                             ok = false;
                             let _ = write!(last, "gw{}: {why}; ", g.branch);
                         }

@@ -12,6 +12,7 @@ pub mod demo;
 pub mod demo_paper;
 pub mod deps;
 pub mod e2e;
+pub mod experiment;
 pub mod iperf;
 pub mod ovs;
 pub mod sh;

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
-use xtask::{baseline, bench, bench_tunnel, demo, demo_paper, deps, table1, wanem};
+use xtask::{baseline, bench, bench_tunnel, demo, demo_paper, deps, experiment, table1, wanem};
 
 /// MMS developer tasks: testbed, demo, tests.
 #[derive(Debug, Parser)]
@@ -46,6 +46,34 @@ enum Cmd {
     /// Benchmarks on the testbed (docs/ofc.md "Benchmark").
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// The paper's evaluation (Tables I, III-VI) from `experiments/<NAME>.toml`: IPoMP and the
+    /// single-path VXLAN baseline side by side; writes results/<NAME>.{json,md} and one SVG per
+    /// figure (docs/experiments.md). `list` shows the experiments.
+    Experiment {
+        /// Experiment name (`experiments/<NAME>.toml`), e.g. `table1`, `case-a`, `quick`; or `list`.
+        name: String,
+        /// Only these figures (comma-separated ids, e.g. `fig10a,fig10c`).
+        #[arg(long, value_delimiter = ',')]
+        figures: Vec<String>,
+        /// Only these test cases (e.g. `1,4,10-12`).
+        #[arg(long)]
+        cases: Option<String>,
+        /// Repetitions per case (default: the file's `reps`).
+        #[arg(long)]
+        reps: Option<u32>,
+        /// Seconds of traffic per measurement (default: the file's `secs`).
+        #[arg(long)]
+        secs: Option<u32>,
+        /// Output directory.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+        /// Skip Table I's end-to-end MPTCP column (its own 2x2 testbed).
+        #[arg(long)]
+        skip_e2e_mptcp: bool,
+        /// Name prefix of the testbed.
+        #[arg(long, default_value = "mmsexp")]
+        prefix: String,
+    },
     /// The WAN emulator daemon (started by `testbed up` inside the inet namespace).
     #[command(hide = true)]
     Wanem {
@@ -188,6 +216,9 @@ enum TestbedCmd {
         /// Queue limit, KiB.
         #[arg(long)]
         queue_kib: Option<u32>,
+        /// Constant-rate background traffic sharing the bottleneck, Mbit/s (below the rate).
+        #[arg(long)]
+        background_mbit: Option<f64>,
     },
     /// The single-path baseline: a kernel VXLAN tunnel between two gateways over one direct hop.
     #[command(subcommand)]
@@ -282,6 +313,45 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Cmd::Test { unit_only } => run_tests(unit_only),
+        Cmd::Experiment {
+            name,
+            figures,
+            cases,
+            reps,
+            secs,
+            out,
+            skip_e2e_mptcp,
+            prefix,
+        } => {
+            if name == "list" {
+                for (n, title, cases) in experiment::list(&repo_root())? {
+                    println!("{n:<10} {cases:>3} cases  {title}");
+                }
+                return Ok(());
+            }
+            let out = if out.is_absolute() {
+                out
+            } else {
+                repo_root().join(out)
+            };
+            experiment::run(
+                &name,
+                &experiment::RunOptions {
+                    root: repo_root(),
+                    prefix,
+                    figures: (!figures.is_empty()).then(|| figures.into_iter().collect()),
+                    cases: cases
+                        .as_deref()
+                        .map(experiment::def::parse_case_list)
+                        .transpose()?,
+                    reps,
+                    secs,
+                    out_dir: out,
+                    skip_e2e_mptcp,
+                },
+            )
+            .map(|_| ())
+        }
         Cmd::Wanem { tun, config, stats } => wanem::run(&tun, &config, &stats),
         Cmd::Testbed(t) => testbed_cmd(t),
         Cmd::Bench(BenchCmd::Table1 {
@@ -406,6 +476,7 @@ fn testbed_cmd(cmd: TestbedCmd) -> anyhow::Result<()> {
             jitter_ms,
             loss_pct,
             queue_kib,
+            background_mbit,
         } => {
             let imp = Impairment {
                 rate_mbit,
@@ -413,6 +484,7 @@ fn testbed_cmd(cmd: TestbedCmd) -> anyhow::Result<()> {
                 jitter_ms,
                 loss_pct,
                 queue_kib,
+                background_mbit,
                 ..Impairment::default()
             };
             testbed::pair_set(&prefix.prefix, &from, &to, !one_way, &imp)
@@ -446,6 +518,7 @@ fn testbed_cmd(cmd: TestbedCmd) -> anyhow::Result<()> {
                 burst_len_pkts,
                 queue_kib,
                 reorder: None,
+                background_mbit: None,
             };
             testbed::link_set(&prefix.prefix, &port, dir, &imp)
         }

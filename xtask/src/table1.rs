@@ -131,7 +131,39 @@ fn run_cases(
         });
     }
     tunnels.stop();
-    // End-to-end MPTCP between the gateways, in-kernel path manager.
+    let rates: Vec<[f64; 4]> = cases.iter().map(|c| c.rates).collect();
+    let e2e = e2e_mptcp_on(prefix, &rates, secs)?;
+    for (case, v) in cases.iter_mut().zip(e2e) {
+        case.e2e_mptcp_mbps = v;
+    }
+    Ok(cases)
+}
+
+/// End-to-end MPTCP without MMS for each set of four subflow rates, on its own 2x2 testbed
+/// `prefix` (built and torn down here): iperf3 under `mptcpize` between the gateways' WAN
+/// addresses, in-kernel path manager, 2 x 2 subflows.
+pub fn e2e_mptcp(prefix: &str, rates: &[[f64; 4]], secs: u32) -> anyhow::Result<Vec<Option<f64>>> {
+    if !sh::have("mptcpize") {
+        sh::run("apt-get", &["install", "-y", "-qq", "mptcpize"]).context("install mptcpize")?;
+    }
+    let topo = topology::parse(TOPOLOGY)?;
+    testbed::up(
+        &topo,
+        &testbed::UpOptions {
+            prefix: prefix.to_owned(),
+            ovs: false,
+        },
+    )?;
+    let result = e2e_mptcp_on(prefix, rates, secs);
+    let down = testbed::down(prefix);
+    let out = result?;
+    down?;
+    Ok(out)
+}
+
+/// [`e2e_mptcp`] on an existing 2x2 testbed whose gateways run no `mmsg`.
+fn e2e_mptcp_on(prefix: &str, rates: &[[f64; 4]], secs: u32) -> anyhow::Result<Vec<Option<f64>>> {
+    let t = secs.to_string();
     let (gw1, gw2) = (testbed::ns_gw(prefix, 1), testbed::ns_gw(prefix, 2));
     for ns in [&gw1, &gw2] {
         sh::ns(ns, "sysctl", &["-qw", "net.mptcp.enabled=1"])?;
@@ -159,11 +191,12 @@ fn run_cases(
             "mptcp endpoint add 198.18.21.2 dev wan1 signal".to_owned(),
         ],
     )?;
-    for case in &mut cases {
-        set_case(prefix, &case.rates)?;
+    let mut out = Vec::new();
+    for r in rates {
+        set_case(prefix, r)?;
         std::thread::sleep(Duration::from_secs(1));
         let server = iperf::Server::start_with(&gw2, &["mptcpize", "run"], 5313, &[])?;
-        let out = sh::ns(
+        let text = sh::ns(
             &gw1,
             "mptcpize",
             &[
@@ -183,14 +216,12 @@ fn run_cases(
             ],
         )?;
         server.wait(Duration::from_secs(2));
-        let v: serde_json::Value = serde_json::from_str(&out).context("parse iperf3 JSON")?;
-        case.e2e_mptcp_mbps = iperf::tcp_received_mbps(&v);
-        eprintln!(
-            "table1 {:?}: end-to-end MPTCP {:?} Mbit/s",
-            case.rates, case.e2e_mptcp_mbps
-        );
+        let v: serde_json::Value = serde_json::from_str(&text).context("parse iperf3 JSON")?;
+        let mbps = iperf::tcp_received_mbps(&v);
+        eprintln!("table1 {r:?}: end-to-end MPTCP {mbps:?} Mbit/s");
+        out.push(mbps);
     }
-    Ok(cases)
+    Ok(out)
 }
 
 /// Prints the table beside the paper's.

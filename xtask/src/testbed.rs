@@ -690,6 +690,7 @@ pub fn pair_set(
             jitter_ms: imp.jitter_ms,
             loss_pct: imp.loss_pct,
             queue_kib: imp.queue_kib,
+            background_mbit: imp.background_mbit,
         });
     }
     apply_impairments(&state)

@@ -69,6 +69,11 @@ pub struct Impairment {
     pub queue_kib: Option<u32>,
     /// Allow jitter to reorder packets (default false: a packet never leaves before an earlier one).
     pub reorder: Option<bool>,
+    /// Constant-rate background traffic in Mbit/s that shares this stage's rate limiter and queue
+    /// with the real packets (1500-byte packets, unresponsive like UDP; needs `rate_mbit`). The
+    /// paper's Case A: "UDP flows remove the desired amount of bandwidth from the bottleneck".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_mbit: Option<f64>,
 }
 
 impl Impairment {
@@ -92,6 +97,7 @@ impl Impairment {
             burst_len_pkts: over.burst_len_pkts.or(self.burst_len_pkts),
             queue_kib: over.queue_kib.or(self.queue_kib),
             reorder: over.reorder.or(self.reorder),
+            background_mbit: over.background_mbit.or(self.background_mbit),
         }
     }
 
@@ -127,6 +133,15 @@ impl Impairment {
         }
         if self.queue_kib == Some(0) {
             return Err(invalid(format!("{key}.queue_kib"), "must be > 0"));
+        }
+        if let Some(bg) = self.background_mbit {
+            let rate = self.rate_mbit.unwrap_or(0.0);
+            if !(bg.is_finite() && bg >= 0.0 && bg < rate) {
+                return Err(invalid(
+                    format!("{key}.background_mbit"),
+                    format!("{bg} must be >= 0 and below rate_mbit ({rate})"),
+                ));
+            }
         }
         Ok(())
     }
@@ -181,6 +196,7 @@ impl WanPort {
             burst_len_pkts: self.burst_len_pkts,
             queue_kib: self.queue_kib,
             reorder: self.reorder,
+            background_mbit: None,
         }
     }
 
@@ -245,6 +261,9 @@ pub struct Pair {
     pub loss_pct: Option<f64>,
     /// Queue limit in KiB.
     pub queue_kib: Option<u32>,
+    /// Constant-rate background traffic (Mbit/s) sharing the bottleneck (below `rate_mbit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_mbit: Option<f64>,
 }
 
 fn yes() -> bool {
@@ -260,6 +279,7 @@ impl Pair {
             jitter_ms: self.jitter_ms,
             loss_pct: self.loss_pct,
             queue_kib: self.queue_kib,
+            background_mbit: self.background_mbit,
             ..Impairment::default()
         }
     }

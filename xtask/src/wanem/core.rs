@@ -127,7 +127,16 @@ struct Stage {
     reorder: bool,
     /// Time at which the rate limiter is free again.
     free_at: u64,
+    /// Background stream: interval between its 1500-byte packets (0 = none).
+    bg_interval_ns: u64,
+    /// Arrival time of the next background packet not yet accounted for.
+    bg_next: u64,
+    /// Background packets accounted for (fast-forwarded ones are not counted).
+    bg_packets: u64,
 }
+
+/// Size of one background packet (a full-size UDP datagram on a 1500-byte MTU).
+const BG_PACKET_BYTES: u64 = 1500;
 
 impl Stage {
     fn new(imp: &Impairment) -> Option<Stage> {
@@ -161,7 +170,55 @@ impl Stage {
             queue_limit_bytes,
             reorder: imp.reorder.unwrap_or(false),
             free_at: 0,
+            bg_interval_ns: match imp.background_mbit {
+                Some(bg) if bg > 0.0 && rate_bps > 0 => {
+                    (BG_PACKET_BYTES as f64 * 8.0 * NS_PER_S as f64 / (bg * 1e6)) as u64
+                }
+                _ => 0,
+            },
+            bg_next: 0,
+            bg_packets: 0,
         })
+    }
+
+    /// Bytes waiting in front of the rate limiter at time `t`.
+    fn backlog_bytes(&self, t: u64) -> u128 {
+        let backlog_ns = self.free_at.saturating_sub(t);
+        u128::from(backlog_ns) * u128::from(self.rate_bps) / u128::from(NS_PER_S) / 8
+    }
+
+    /// Occupies the rate limiter with one packet of `len` bytes arriving at `t`; its exit time.
+    fn occupy(&mut self, t: u64, len: u64) -> u64 {
+        let start = self.free_at.max(t);
+        let tx_ns = u128::from(len) * 8 * u128::from(NS_PER_S) / u128::from(self.rate_bps);
+        self.free_at = start.saturating_add(u64::try_from(tx_ns).unwrap_or(u64::MAX));
+        self.free_at
+    }
+
+    /// Accounts for the background packets that arrived before `t`. The background always gets
+    /// its rate: its packets join the rate limiter whatever the queue holds (only real packets are
+    /// tail-dropped), so the real traffic gets exactly `rate - background` in the long run, the
+    /// paper's "available bandwidth", and still queues behind the background (at most the queue
+    /// limit plus one background packet). After an idle period the stream is fast-forwarded: a
+    /// background packet alone never queues (the background rate is below the stage's rate,
+    /// validated), so only the last one before `t` matters.
+    fn background_until(&mut self, t: u64) {
+        if self.bg_interval_ns == 0 {
+            return;
+        }
+        if self.bg_next == 0 {
+            self.bg_next = t;
+        }
+        while self.bg_next <= t {
+            if self.free_at <= self.bg_next {
+                let skip = (t - self.bg_next) / self.bg_interval_ns;
+                self.bg_next += skip * self.bg_interval_ns;
+            }
+            let at = self.bg_next;
+            self.occupy(at, BG_PACKET_BYTES);
+            self.bg_packets += 1;
+            self.bg_next = at.saturating_add(self.bg_interval_ns);
+        }
     }
 
     /// Passes a packet arriving at `t` through the stage; returns its exit time.
@@ -184,16 +241,11 @@ impl Stage {
         }
         let mut t = t;
         if self.rate_bps > 0 {
-            let backlog_ns = self.free_at.saturating_sub(t);
-            let backlog_bytes =
-                u128::from(backlog_ns) * u128::from(self.rate_bps) / u128::from(NS_PER_S) / 8;
-            if backlog_bytes + u128::from(len) > u128::from(self.queue_limit_bytes) {
+            self.background_until(t);
+            if self.backlog_bytes(t) + u128::from(len) > u128::from(self.queue_limit_bytes) {
                 return Err(DropReason::QueueFull);
             }
-            let start = self.free_at.max(t);
-            let tx_ns = u128::from(len) * 8 * u128::from(NS_PER_S) / u128::from(self.rate_bps);
-            self.free_at = start.saturating_add(u64::try_from(tx_ns).unwrap_or(u64::MAX));
-            t = self.free_at;
+            t = self.occupy(t, len);
         }
         t = t.saturating_add(self.delay_ns);
         if self.jitter_ns > 0 {
@@ -510,6 +562,66 @@ mod tests {
         assert_eq!(e.handle_packet(0, &p), Verdict::Deliver(7_000_000));
         let q = ipv4([198, 18, 10, 2], [198, 18, 21, 2], 100);
         assert_eq!(e.handle_packet(0, &q), Verdict::Deliver(0));
+    }
+
+    /// A pair of 10 Mbit/s carrying 6 Mbit/s of background: 3 Mbit/s of real traffic pass
+    /// untouched with little queueing; 7.3 Mbit/s of real traffic overload the stage and get
+    /// exactly the 4 Mbit/s the background leaves, never more.
+    #[test]
+    fn background_takes_its_share_of_the_bottleneck() {
+        let (src, dst) = ([198, 18, 10, 2], [198, 18, 20, 2]);
+        let cfg = EmuConfig {
+            links: vec![],
+            pairs: vec![PairConfig {
+                src: Ipv4Addr::from(src),
+                dst: Ipv4Addr::from(dst),
+                imp: Impairment {
+                    rate_mbit: Some(10.0),
+                    background_mbit: Some(6.0),
+                    ..Impairment::default()
+                },
+            }],
+            seed: 1,
+        };
+        let pkt = ipv4(src, dst, 1500);
+        let secs = 20u64;
+        for (real_mbit, overloaded) in [(3.0, false), (7.3, true)] {
+            let mut e = Emulator::new(&cfg);
+            // Idle for a while first: the background stream must fast-forward, not replay.
+            let start = 50 * NS_PER_S;
+            let gap = (1500.0 * 8.0 * 1e9 / (real_mbit * 1e6)) as u64;
+            let n = secs * NS_PER_S / gap;
+            let mut delivered = 0u64;
+            let mut last = 0u64;
+            for i in 0..n {
+                match e.handle_packet(start + i * gap, &pkt) {
+                    Verdict::Deliver(at) => {
+                        delivered += 1;
+                        last = last.max(at);
+                    }
+                    Verdict::Drop(_) => {}
+                    Verdict::Next { .. } => unreachable!("one stage only"),
+                }
+            }
+            let stage = &e.pairs[&(u32::from_be_bytes(src), u32::from_be_bytes(dst))];
+            // The background ran at its rate the whole time (within one packet).
+            let expect_bg = secs * NS_PER_S / stage.bg_interval_ns;
+            assert!(
+                stage.bg_packets.abs_diff(expect_bg) <= 2,
+                "{}",
+                stage.bg_packets
+            );
+            let real_rate = delivered as f64 * 1500.0 * 8.0 / secs as f64 / 1e6;
+            if overloaded {
+                assert!(e.stats().queue_drops > 0);
+                assert!((real_rate - 4.0).abs() < 0.1, "real {real_rate}");
+            } else {
+                assert_eq!(e.stats().queue_drops, 0);
+                assert!((real_rate - 3.0).abs() < 0.05, "real {real_rate}");
+                // Never more than a couple of packets of queueing in front of a real packet.
+                assert!(last - (start + (n - 1) * gap) < 5 * 1_200_000);
+            }
+        }
     }
 
     #[test]

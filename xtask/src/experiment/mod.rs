@@ -1,0 +1,673 @@
+//! `cargo xtask experiment`: the paper's evaluation (seed 000 §V, Tables I and III–VI, Figs.
+//! 10–12) as data under `experiments/`, run on the real system side by side with the single-path
+//! baseline (docs/experiments.md, results in docs/results.md).
+//!
+//! For every case it sets the bottleneck of every member path (the first WAN hop of the member,
+//! which is unique per member in Table II) with `testbed pair`, then measures, in the same running
+//! system, repetition by repetition:
+//! - **IPoMP**: iperf3 with `connections` TCP connections from the LAN host of branch 1 to the
+//!   LAN host of branch 2 through `ssc` + five `mmsg` + Open vSwitch ([`crate::e2e::System`]),
+//!   `mmsg` mapping connections to path groups round robin;
+//! - **baseline**: the same iperf3 through kernel VXLAN tunnels over the direct WAN hop of each
+//!   group only (the paper's IP-in-IP, which this kernel lacks), connections round robin over the
+//!   groups ([`crate::baseline::up_round_robin`]);
+//! - Table I also: UDP through the tunnel and end-to-end MPTCP between the gateways without MMS
+//!   ([`crate::table1::e2e_mptcp`]).
+//!
+//! Results go to `results/<name>.json`, `results/<name>.md` and one SVG per figure.
+
+pub mod def;
+pub mod plot;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+
+use crate::e2e::{self, System};
+use crate::topology::Impairment;
+use crate::{baseline, iperf, table1, testbed};
+pub use def::{Background, Case, Experiment};
+
+/// Capacity of one of branch 1's WAN ports in the paper's testbed (Mbit/s).
+const PORT_MBIT: f64 = 40.0;
+/// Bring-up of one system, for the runtime estimate (the release builds come on top, once).
+const SYSTEM_UP_SECS: u64 = 45;
+/// Per measurement beyond its traffic: server start, JSON, settling.
+const MEASURE_OVERHEAD_SECS: u64 = 3;
+/// Wait after changing the bottlenecks (the emulator reloads on SIGHUP).
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// What a system is brought up with: the paths file and how many of its groups.
+type SystemKey = (String, u8);
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Repository root.
+    pub root: PathBuf,
+    /// Testbed name prefix.
+    pub prefix: String,
+    /// Only these figures (ids).
+    pub figures: Option<BTreeSet<String>>,
+    /// Only these case ids.
+    pub cases: Option<BTreeSet<u32>>,
+    /// Repetitions (default: the file's).
+    pub reps: Option<u32>,
+    /// Seconds per measurement (default: the file's).
+    pub secs: Option<u32>,
+    /// Where `<name>.json`, `<name>.md` and the SVGs go.
+    pub out_dir: PathBuf,
+    /// Skip the end-to-end MPTCP column (Table I).
+    pub skip_e2e_mptcp: bool,
+}
+
+/// Min / median / max of the repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Spread {
+    /// Smallest.
+    pub min: f64,
+    /// Median.
+    pub median: f64,
+    /// Largest.
+    pub max: f64,
+    /// Every repetition, in order.
+    pub reps: Vec<f64>,
+}
+
+impl Spread {
+    fn of(v: &[f64]) -> Option<Spread> {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let (min, max) = (*s.first()?, *s.last()?);
+        let mid = s.get(n / 2).copied()?;
+        let median = if n % 2 == 1 {
+            mid
+        } else {
+            (s.get(n / 2 - 1).copied()? + mid) / 2.0
+        };
+        Some(Spread {
+            min,
+            median,
+            max,
+            reps: v.to_vec(),
+        })
+    }
+}
+
+/// One case's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    /// Figure id.
+    pub figure: String,
+    /// The paper's test case number.
+    pub id: u32,
+    /// The settings.
+    pub settings: Case,
+    /// Median IPoMP goodput (Mbit/s).
+    pub ipomp_mbps: f64,
+    /// Median baseline goodput (Mbit/s).
+    pub baseline_mbps: f64,
+    /// The paper's IPoMP number, where it gives one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paper_ipomp_mbps: Option<f64>,
+    /// IPoMP repetitions.
+    pub ipomp: Spread,
+    /// Baseline repetitions.
+    pub baseline: Spread,
+    /// UDP through the tunnel (Table I).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp: Option<Spread>,
+    /// The paper's UDP number (Table I).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paper_udp_mbps: Option<f64>,
+    /// End-to-end MPTCP without MMS (Table I).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2e_mptcp_mbps: Option<f64>,
+    /// The paper's end-to-end MPTCP number (Table I).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paper_e2e_mptcp_mbps: Option<f64>,
+    /// What the bottlenecks and ports leave for IPoMP (IP Mbit/s, [`model`]).
+    pub model_ipomp_mbps: f64,
+    /// What they leave for the baseline.
+    pub model_baseline_mbps: f64,
+    /// `ipomp_mbps / baseline_mbps`.
+    pub ratio: f64,
+}
+
+/// One figure's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct FigureResult {
+    /// Id, e.g. `fig10a`.
+    pub id: String,
+    /// Caption.
+    pub title: String,
+    /// The paper's table.
+    pub table: String,
+    /// Cases in file order.
+    pub cases: Vec<CaseResult>,
+}
+
+/// The whole report (`results/<name>.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Experiment name.
+    pub name: String,
+    /// Title.
+    pub title: String,
+    /// Start time (UTC, RFC 3339).
+    pub started: String,
+    /// Wall time in seconds.
+    pub duration_secs: f64,
+    /// Seconds per measurement.
+    pub secs: u32,
+    /// Warm-up seconds not counted.
+    pub omit_secs: u32,
+    /// Repetitions per case.
+    pub reps: u32,
+    /// `uname -r`, `nproc`, load average at the start.
+    pub machine: BTreeMap<String, String>,
+    /// The figures.
+    pub figures: Vec<FigureResult>,
+}
+
+/// The bottleneck-only view of a case: what the bottlenecks and branch 1's two 40 Mbit/s ports
+/// leave (IP Mbit/s), for IPoMP (every member of every used group) and for the baseline (the
+/// direct member of every used group). Groups used: with round robin over `groups`, `connections`
+/// connections use `min(connections, groups)` of them. TCP background (Case B) has no such bound:
+/// both are `NaN`.
+pub fn model(case: &Case, routes: &BTreeMap<(u8, u8), String>) -> (f64, f64) {
+    if case.background == Background::Tcp {
+        return (f64::NAN, f64::NAN);
+    }
+    let used = case.connections.min(u32::from(case.groups));
+    let mut ipomp: BTreeMap<String, f64> = BTreeMap::new();
+    let mut base: BTreeMap<String, f64> = BTreeMap::new();
+    for g in 1..=case.groups {
+        if u32::from(g) > used {
+            break;
+        }
+        let vals = case
+            .values
+            .get(usize::from(g - 1))
+            .copied()
+            .unwrap_or([0.0; 4]);
+        let mut direct_done = false;
+        for (m, v) in (1u8..).zip(vals) {
+            let Some(route) = routes.get(&(g, m)) else {
+                continue;
+            };
+            let port = route.split('>').next().unwrap_or("").to_owned();
+            *ipomp.entry(port.clone()).or_default() += v;
+            if !direct_done && route.matches('>').count() == 1 {
+                *base.entry(port).or_default() += v;
+                direct_done = true;
+            }
+        }
+    }
+    let cap = |m: BTreeMap<String, f64>| m.values().map(|v| v.min(PORT_MBIT)).sum();
+    (cap(ipomp), cap(base))
+}
+
+/// The first WAN hop of a member route: `1b>3b>3a>2a` → (`1b`, `3b`).
+fn first_hop(route: &str) -> anyhow::Result<(String, String)> {
+    let mut it = route.split('>');
+    match (it.next(), it.next()) {
+        (Some(a), Some(b)) => Ok((a.to_owned(), b.to_owned())),
+        _ => bail!("member route {route:?} has no WAN hop"),
+    }
+}
+
+/// The direct member route of group `g` (one WAN hop).
+fn direct_hop(routes: &BTreeMap<(u8, u8), String>, g: u8) -> anyhow::Result<String> {
+    routes
+        .range((g, 0)..=(g, u8::MAX))
+        .map(|(_, r)| r)
+        .find(|r| r.matches('>').count() == 1)
+        .cloned()
+        .with_context(|| format!("path group {g} has no direct member"))
+}
+
+/// Sets every member bottleneck of the case's groups.
+fn apply_case(
+    prefix: &str,
+    case: &Case,
+    routes: &BTreeMap<(u8, u8), String>,
+) -> anyhow::Result<()> {
+    for g in 1..=case.groups {
+        let vals = case
+            .values
+            .get(usize::from(g - 1))
+            .copied()
+            .unwrap_or([0.0; 4]);
+        for (m, v) in (1u8..).zip(vals) {
+            let route = routes
+                .get(&(g, m))
+                .with_context(|| format!("the paths file has no member {m} in group {g}"))?;
+            let (from, to) = first_hop(route)?;
+            let imp = match case.background {
+                Background::Meter => Impairment {
+                    rate_mbit: Some(v),
+                    ..Impairment::default()
+                },
+                Background::Udp => Impairment {
+                    rate_mbit: Some(case.bottleneck_mbit),
+                    background_mbit: (v < case.bottleneck_mbit).then_some(case.bottleneck_mbit - v),
+                    ..Impairment::default()
+                },
+                Background::Tcp => bail!(
+                    "figure {}: background TCP flows (Case B) are not implemented yet; see \
+                     docs/experiments.md",
+                    case.figure
+                ),
+            };
+            testbed::pair_set(prefix, &from, &to, true, &imp)
+                .with_context(|| format!("set bottleneck {from}>{to}"))?;
+        }
+    }
+    std::thread::sleep(SETTLE);
+    Ok(())
+}
+
+/// One iperf3 TCP run h1 → h2 with `conns` connections; receiver goodput in Mbit/s.
+fn tcp_run(sys: &System, conns: u32, secs: u32, omit: u32, port: u16) -> anyhow::Result<f64> {
+    let dst = sys.host_addr(2).to_string();
+    let server = iperf::Server::start(&sys.ns_host(2), port, None)?;
+    let (t, o, p, n) = (
+        secs.to_string(),
+        omit.to_string(),
+        port.to_string(),
+        conns.to_string(),
+    );
+    let v = iperf::client(
+        &sys.ns_host(1),
+        &["-c", &dst, "-p", &p, "-t", &t, "-O", &o, "-P", &n],
+    )?;
+    server.wait(Duration::from_secs(3));
+    iperf::tcp_received_mbps(&v).context("iperf3 reported no receiver rate")
+}
+
+/// One iperf3 UDP run h1 → h2 offered at `mbit`; received Mbit/s.
+fn udp_run(sys: &System, mbit: f64, secs: u32, port: u16) -> anyhow::Result<f64> {
+    let dst = sys.host_addr(2).to_string();
+    let server = iperf::Server::start(&sys.ns_host(2), port, None)?;
+    let (t, p, b) = (secs.to_string(), port.to_string(), format!("{mbit}M"));
+    let v = iperf::client(
+        &sys.ns_host(1),
+        &["-c", &dst, "-p", &p, "-u", "-b", &b, "-l", "1300", "-t", &t],
+    )?;
+    server.wait(Duration::from_secs(3));
+    v.pointer("/end/sum_received/bits_per_second")
+        .and_then(serde_json::Value::as_f64)
+        .map(|b| b / 1e6)
+        .context("iperf3 reported no UDP receiver rate")
+}
+
+/// The paths file for `groups` groups of `paths` (groups 1..=n only), written into `dir`.
+fn paths_subset(root: &Path, paths: &str, groups: u8, dir: &Path) -> anyhow::Result<PathBuf> {
+    let text =
+        std::fs::read_to_string(root.join(paths)).with_context(|| format!("read {paths}"))?;
+    let mut v: toml::Value = toml::from_str(&text).with_context(|| format!("parse {paths}"))?;
+    let list = v
+        .get_mut("groups")
+        .and_then(toml::Value::as_array_mut)
+        .with_context(|| format!("{paths}: no [[groups]]"))?;
+    list.retain(|g| {
+        g.get("id")
+            .and_then(toml::Value::as_integer)
+            .is_some_and(|id| id >= 1 && id <= i64::from(groups))
+    });
+    if list.len() != usize::from(groups) {
+        bail!(
+            "{paths} has {} of the {groups} groups asked for",
+            list.len()
+        );
+    }
+    std::fs::create_dir_all(dir)?;
+    let out = dir.join(format!(
+        "paths-{}-{groups}.toml",
+        Path::new(paths)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("paths")
+    ));
+    std::fs::write(&out, toml::to_string(&v)?)?;
+    Ok(out)
+}
+
+/// Machine facts for the report.
+fn machine() -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    let cmd = |p: &str, a: &[&str]| crate::sh::run(p, a).map(|s| s.trim().to_owned()).ok();
+    if let Some(k) = cmd("uname", &["-r"]) {
+        m.insert("kernel".to_owned(), k);
+    }
+    if let Some(n) = cmd("nproc", &[]) {
+        m.insert("cpus".to_owned(), n);
+    }
+    if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
+        m.insert(
+            "loadavg_at_start".to_owned(),
+            l.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        );
+    }
+    m
+}
+
+fn fmt_duration(secs: u64) -> String {
+    if secs >= 3600 {
+        format!("{}h{:02}m", secs / 3600, secs % 3600 / 60)
+    } else {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    }
+}
+
+/// Runs experiment `name`; writes the JSON, markdown and SVGs; returns the report.
+pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
+    crate::deps::ensure()?;
+    let exp = Experiment::load(&opts.root, name)?;
+    let secs = opts.secs.unwrap_or(exp.secs);
+    let omit = exp.omit_secs;
+    let reps = opts.reps.unwrap_or(exp.reps).max(1);
+
+    // Every selected case, grouped by the system it needs (paths file, group count) in order of
+    // first appearance: one system per group, brought up once.
+    let mut plan: Vec<(SystemKey, Vec<(usize, Case)>)> = Vec::new();
+    let mut figures: Vec<FigureResult> = Vec::new();
+    for (fi, f) in exp.figures.iter().enumerate() {
+        if opts.figures.as_ref().is_some_and(|s| !s.contains(&f.id)) {
+            continue;
+        }
+        figures.push(FigureResult {
+            id: f.id.clone(),
+            title: f.title.clone(),
+            table: f.table.clone(),
+            cases: Vec::new(),
+        });
+        let paths = f
+            .paths
+            .clone()
+            .unwrap_or_else(|| "examples/paths-paper-table2.toml".to_owned());
+        for c in f.resolve()? {
+            if opts.cases.as_ref().is_some_and(|s| !s.contains(&c.id)) {
+                continue;
+            }
+            if c.background == Background::Tcp {
+                bail!(
+                    "figure {} (Case B, background TCP flows) is defined but cannot run yet: \
+                     see docs/experiments.md; select other figures with --figures",
+                    f.id
+                );
+            }
+            let key = (paths.clone(), c.groups);
+            match plan.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push((fi, c)),
+                None => plan.push((key, vec![(fi, c)])),
+            }
+        }
+    }
+    let n_cases: usize = plan.iter().map(|(_, v)| v.len()).sum();
+    if n_cases == 0 {
+        bail!("no case selected (check --figures / --cases)");
+    }
+    let per_measure = u64::from(secs + omit) + MEASURE_OVERHEAD_SECS;
+    let measures_per_case = |fi: usize| {
+        2 + u64::from(
+            exp.figures
+                .get(fi)
+                .is_some_and(|f| f.udp_offered_mbit.is_some()),
+        )
+    };
+    let estimate: u64 = plan.len() as u64 * SYSTEM_UP_SECS
+        + plan
+            .iter()
+            .flat_map(|(_, v)| v.iter())
+            .map(|(fi, _)| u64::from(reps) * measures_per_case(*fi) * per_measure + 1)
+            .sum::<u64>();
+    println!(
+        "experiment {name}: {n_cases} cases, {reps} rep(s) of {secs} s (+{omit} s warm-up) each for \
+         IPoMP and the baseline, {} system(s): expect about {} (plus the first release build of \
+         mmsg and ssc)",
+        plan.len(),
+        fmt_duration(estimate)
+    );
+
+    let started = Instant::now();
+    let started_utc = crate::sh::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
+    let machine = machine();
+    let mut results: Vec<(usize, CaseResult)> = Vec::new();
+    let mut done = 0usize;
+    let tmp = std::env::temp_dir().join(format!("mms-exp-{}", opts.prefix));
+    for ((paths, groups), cases) in &plan {
+        let mut o = e2e::Options::new(&opts.root, &opts.prefix);
+        o.paths = Some(paths_subset(&opts.root, paths, *groups, &tmp)?);
+        println!("bringing up the system with {groups} path group(s) from {paths} ...");
+        let sys = System::up(&o)?;
+        let hops = (1..=*groups)
+            .map(|g| direct_hop(&sys.routes, g))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        for (fi, case) in cases {
+            let udp_offered = exp.figures.get(*fi).and_then(|f| f.udp_offered_mbit);
+            apply_case(&sys.prefix, case, &sys.routes)?;
+            let (mut ip, mut bl, mut udp) = (Vec::new(), Vec::new(), Vec::new());
+            for rep in 0..reps {
+                // Alternate the order, so neither side always runs first.
+                let port = 5400 + u16::try_from(rep % 100).unwrap_or(0) * 4;
+                let ipomp_first = rep % 2 == 0;
+                for side in [ipomp_first, !ipomp_first] {
+                    if side {
+                        ip.push(tcp_run(&sys, case.connections, secs, omit, port)?);
+                    } else {
+                        baseline::up_round_robin(&sys.prefix, &hops)?;
+                        let r = tcp_run(&sys, case.connections, secs, omit, port + 1);
+                        baseline::down(&sys.prefix)?;
+                        bl.push(r?);
+                    }
+                }
+                if let Some(offered) = udp_offered {
+                    udp.push(udp_run(&sys, offered, secs, port + 2)?);
+                }
+            }
+            done += 1;
+            let (model_ip, model_bl) = model(case, &sys.routes);
+            let (ipomp, base) = (
+                Spread::of(&ip).context("no IPoMP result")?,
+                Spread::of(&bl).context("no baseline result")?,
+            );
+            let elapsed = started.elapsed().as_secs();
+            let eta = elapsed * (n_cases - done) as u64 / done as u64;
+            println!(
+                "[{done}/{n_cases}] {} case {}: {} ({} conn.): IPoMP {:.1} Mbit/s, baseline {:.1} \
+                 Mbit/s ({:.2}x){}   elapsed {}, left ~{}",
+                case.figure,
+                case.id,
+                plot::describe_case(case),
+                case.connections,
+                ipomp.median,
+                base.median,
+                ipomp.median / base.median,
+                Spread::of(&udp)
+                    .map(|u| format!(", UDP {:.1}", u.median))
+                    .unwrap_or_default(),
+                fmt_duration(elapsed),
+                fmt_duration(eta)
+            );
+            results.push((
+                *fi,
+                CaseResult {
+                    figure: case.figure.clone(),
+                    id: case.id,
+                    ipomp_mbps: ipomp.median,
+                    baseline_mbps: base.median,
+                    ratio: ipomp.median / base.median,
+                    paper_ipomp_mbps: case.def.paper_ipomp_mbps,
+                    paper_udp_mbps: case.def.paper_udp_mbps,
+                    paper_e2e_mptcp_mbps: case.def.paper_e2e_mptcp_mbps,
+                    ipomp,
+                    baseline: base,
+                    udp: Spread::of(&udp),
+                    e2e_mptcp_mbps: None,
+                    model_ipomp_mbps: model_ip,
+                    model_baseline_mbps: model_bl,
+                    settings: case.clone(),
+                },
+            ));
+        }
+        drop(sys);
+    }
+
+    // End-to-end MPTCP (Table I's last column) on its own 2x2 testbed, without MMS.
+    if !opts.skip_e2e_mptcp {
+        let wanted = |fi: usize| exp.figures.get(fi).is_some_and(|f| f.e2e_mptcp);
+        let rates: Vec<[f64; 4]> = results
+            .iter()
+            .filter(|(fi, _)| wanted(*fi))
+            .map(|(_, r)| r.settings.values.first().copied().unwrap_or([0.0; 4]))
+            .collect();
+        if !rates.is_empty() {
+            println!("end-to-end MPTCP between the gateways (2x2 testbed, no MMS) ...");
+            let mut e2e =
+                table1::e2e_mptcp(&format!("{}m", opts.prefix), &rates, secs)?.into_iter();
+            for (fi, r) in &mut results {
+                if wanted(*fi) {
+                    r.e2e_mptcp_mbps = e2e.next().flatten();
+                }
+            }
+        }
+    }
+
+    for (_, r) in results {
+        if let Some(f) = figures.iter_mut().find(|f| f.id == r.figure) {
+            f.cases.push(r);
+        }
+    }
+    figures.retain(|f| !f.cases.is_empty());
+    let report = Report {
+        name: exp.name.clone(),
+        title: exp.title.clone(),
+        started: started_utc,
+        duration_secs: started.elapsed().as_secs_f64(),
+        secs,
+        omit_secs: omit,
+        reps,
+        machine,
+        figures,
+    };
+    std::fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("create {}", opts.out_dir.display()))?;
+    let json = opts.out_dir.join(format!("{}.json", exp.name));
+    std::fs::write(&json, serde_json::to_string_pretty(&report)?)?;
+    let md = opts.out_dir.join(format!("{}.md", exp.name));
+    std::fs::write(&md, plot::markdown(&report))?;
+    for f in &report.figures {
+        let svg = opts.out_dir.join(format!("{}-{}.svg", exp.name, f.id));
+        std::fs::write(&svg, plot::svg(f))?;
+    }
+    println!("{}", plot::markdown(&report));
+    println!(
+        "wrote {}, {} and {} plot(s) in {} ({})",
+        json.display(),
+        md.display(),
+        report.figures.len(),
+        opts.out_dir.display(),
+        fmt_duration(started.elapsed().as_secs())
+    );
+    Ok(report)
+}
+
+/// The experiment files under `experiments/`: (name, title, cases).
+pub fn list(root: &Path) -> anyhow::Result<Vec<(String, String, usize)>> {
+    let mut out = Vec::new();
+    let dir = root.join("experiments");
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("read {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    entries.sort();
+    for p in entries {
+        let name = p
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        let e = Experiment::load(root, &name)?;
+        let n = e.figures.iter().map(|f| f.cases.len()).sum();
+        out.push((name, e.title, n));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table2() -> BTreeMap<(u8, u8), String> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        e2e::member_routes(
+            &std::fs::read_to_string(root.join("examples/paths-paper-table2.toml")).unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn case(groups: u8, connections: u32, values: Vec<[f64; 4]>) -> Case {
+        Case {
+            figure: "f".into(),
+            id: 1,
+            groups,
+            connections,
+            background: Background::Udp,
+            bottleneck_mbit: 100.0,
+            values,
+            def: def::CaseDef {
+                id: 1,
+                pg: None,
+                members: None,
+                groups: None,
+                connections: None,
+                paper_ipomp_mbps: None,
+                paper_udp_mbps: None,
+                paper_e2e_mptcp_mbps: None,
+            },
+        }
+    }
+
+    #[test]
+    fn model_caps_at_the_ports_and_counts_direct_hops_for_the_baseline() {
+        let r = table2();
+        // All 2 Mbit/s over 4 groups: 32 for IPoMP (16 per port), 8 for the baseline: 4x.
+        assert_eq!(model(&case(4, 4, vec![[2.0; 4]; 4]), &r), (32.0, 8.0));
+        // All 8: 128 left by the bottlenecks, but branch 1 has 2 x 40.
+        assert_eq!(model(&case(4, 8, vec![[8.0; 4]; 4]), &r), (80.0, 32.0));
+        // One connection uses one group.
+        assert_eq!(model(&case(4, 1, vec![[2.0; 4]; 4]), &r), (8.0, 2.0));
+        // Per member values: group 1's direct member is member 1.
+        assert_eq!(
+            model(&case(1, 4, vec![[8.0, 6.0, 4.0, 2.0]]), &r),
+            (20.0, 8.0)
+        );
+    }
+
+    #[test]
+    fn hops_of_table2() {
+        let r = table2();
+        assert_eq!(first_hop(&r[&(1, 2)]).unwrap(), ("1b".into(), "3b".into()));
+        assert_eq!(direct_hop(&r, 3).unwrap(), "1b>2a");
+        // Every member's first hop is its own: one bottleneck per member path.
+        let hops: BTreeSet<_> = r.values().map(|v| first_hop(v).unwrap()).collect();
+        assert_eq!(hops.len(), 16);
+    }
+
+    #[test]
+    fn spread_is_min_median_max() {
+        let s = Spread::of(&[3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!((s.min, s.median, s.max), (1.0, 2.5, 10.0));
+        assert_eq!(s.reps, vec![3.0, 1.0, 2.0, 10.0]);
+        assert!(Spread::of(&[]).is_none());
+    }
+}
