@@ -496,12 +496,14 @@ pub fn emu_config(topo: &Topology) -> EmuConfig {
             src: a,
             dst: b,
             imp: imp.clone(),
+            shared_with: pair.shared_with.clone(),
         });
         if pair.both_directions {
             pairs.push(PairConfig {
                 src: b,
                 dst: a,
                 imp,
+                shared_with: pair.shared_with.iter().map(|&(x, y)| (y, x)).collect(),
             });
         }
     }
@@ -526,6 +528,9 @@ fn diversion_selectors(topo: &Topology) -> Vec<String> {
     }
     for pr in &cfg.pairs {
         sel.push(format!("from {}/32 to {}/32", pr.src, pr.dst));
+        for (a, b) in &pr.shared_with {
+            sel.push(format!("from {a}/32 to {b}/32"));
+        }
     }
     sel
 }
@@ -667,6 +672,19 @@ pub fn pair_set(
     both_directions: bool,
     imp: &Impairment,
 ) -> anyhow::Result<()> {
+    pair_set_shared(prefix, from, to, both_directions, imp, &[])
+}
+
+/// [`pair_set`], with other address pairs (e.g. background hosts on the emulated internet)
+/// crossing the same bottleneck (`shared_with`; reversed for the reverse direction).
+pub fn pair_set_shared(
+    prefix: &str,
+    from: &str,
+    to: &str,
+    both_directions: bool,
+    imp: &Impairment,
+    shared_with: &[(std::net::Ipv4Addr, std::net::Ipv4Addr)],
+) -> anyhow::Result<()> {
     let mut state = load_state(prefix)?;
     let (a, b) = (port_of(&state, from)?, port_of(&state, to)?);
     imp.validate(&format!("pair {from}>{to}"))?;
@@ -691,6 +709,7 @@ pub fn pair_set(
             loss_pct: imp.loss_pct,
             queue_kib: imp.queue_kib,
             background_mbit: imp.background_mbit,
+            shared_with: shared_with.to_vec(),
         });
     }
     apply_impairments(&state)

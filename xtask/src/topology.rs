@@ -264,6 +264,11 @@ pub struct Pair {
     /// Constant-rate background traffic (Mbit/s) sharing the bottleneck (below `rate_mbit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background_mbit: Option<f64>,
+    /// Other (source, destination) address pairs that cross this bottleneck too (the reverse
+    /// pairs cross the reverse direction when `both_directions`): background hosts on the
+    /// emulated internet (docs/experiments.md, Case B).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_with: Vec<(std::net::Ipv4Addr, std::net::Ipv4Addr)>,
 }
 
 fn yes() -> bool {

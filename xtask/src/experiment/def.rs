@@ -72,6 +72,10 @@ pub struct Figure {
     /// Capacity of each bottleneck link (Case A/B: 100 Mbit/s as in the paper).
     #[serde(default = "hundred")]
     pub bottleneck_mbit: f64,
+    /// Queue of each bottleneck in KiB (default: the emulator's, 100 ms at the rate, at least
+    /// 64 KiB). A small queue makes a `meter` bottleneck behave like a policer.
+    #[serde(default)]
+    pub queue_kib: Option<u32>,
     /// Path groups from branch 1 to branch 2 (groups 1..=n of the paths file).
     #[serde(default)]
     pub groups: Option<u8>,
@@ -140,6 +144,8 @@ pub struct Case {
     pub background: Background,
     /// Capacity of each bottleneck link.
     pub bottleneck_mbit: f64,
+    /// Queue of each bottleneck in KiB (`None`: the emulator's default).
+    pub queue_kib: Option<u32>,
     /// `values[g][m]`: the value for member m+1 of group g+1 (Mbit/s left, or TCP flows).
     pub values: Vec<[f64; 4]>,
     /// The settings as written in the file.
@@ -202,6 +208,7 @@ impl Figure {
                 connections,
                 background: self.background,
                 bottleneck_mbit: self.bottleneck_mbit,
+                queue_kib: self.queue_kib,
                 values,
                 def: c.clone(),
             });

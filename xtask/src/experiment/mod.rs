@@ -16,6 +16,7 @@
 //!
 //! Results go to `results/<name>.json`, `results/<name>.md` and one SVG per figure.
 
+pub mod background;
 pub mod def;
 pub mod plot;
 
@@ -231,6 +232,11 @@ fn direct_hop(routes: &BTreeMap<(u8, u8), String>, g: u8) -> anyhow::Result<Stri
         .with_context(|| format!("path group {g} has no direct member"))
 }
 
+/// Index (1..=16) of member `m` of group `g`: its background hosts' address pair.
+fn member_index(g: u8, m: u8) -> u8 {
+    (g - 1) * 4 + m
+}
+
 /// Sets every member bottleneck of the case's groups.
 fn apply_case(
     prefix: &str,
@@ -258,18 +264,53 @@ fn apply_case(
                     background_mbit: (v < case.bottleneck_mbit).then_some(case.bottleneck_mbit - v),
                     ..Impairment::default()
                 },
-                Background::Tcp => bail!(
-                    "figure {}: background TCP flows (Case B) are not implemented yet; see \
-                     docs/experiments.md",
-                    case.figure
-                ),
+                Background::Tcp => Impairment {
+                    rate_mbit: Some(case.bottleneck_mbit),
+                    ..Impairment::default()
+                },
             };
-            testbed::pair_set(prefix, &from, &to, true, &imp)
+            let shared = if case.background == Background::Tcp {
+                vec![background::addr_pair(member_index(g, m))]
+            } else {
+                Vec::new()
+            };
+            testbed::pair_set_shared(prefix, &from, &to, true, &imp, &shared)
                 .with_context(|| format!("set bottleneck {from}>{to}"))?;
         }
     }
     std::thread::sleep(SETTLE);
     Ok(())
+}
+
+/// Seconds the background flows run before a measurement starts (slow start, queues filled).
+const BACKGROUND_WARMUP: Duration = Duration::from_secs(3);
+
+/// Runs `measure` with the case's background TCP flows running across every member bottleneck
+/// (Case B), or plainly.
+fn with_background<T>(
+    bg: Option<&mut background::BackgroundHosts>,
+    case: &Case,
+    secs: u32,
+    measure: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let Some(bg) = bg else {
+        return measure();
+    };
+    for g in 1..=case.groups {
+        let vals = case
+            .values
+            .get(usize::from(g - 1))
+            .copied()
+            .unwrap_or([0.0; 4]);
+        for (m, v) in (1u8..).zip(vals) {
+            // Whole numbers in 0..=64 (validated).
+            bg.start(member_index(g, m), v as u32, secs + 10)?;
+        }
+    }
+    std::thread::sleep(BACKGROUND_WARMUP);
+    let r = measure();
+    bg.stop();
+    r
 }
 
 /// One iperf3 TCP run h1 → h2 with `conns` connections; receiver goodput in Mbit/s.
@@ -395,13 +436,6 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
             if opts.cases.as_ref().is_some_and(|s| !s.contains(&c.id)) {
                 continue;
             }
-            if c.background == Background::Tcp {
-                bail!(
-                    "figure {} (Case B, background TCP flows) is defined but cannot run yet: \
-                     see docs/experiments.md; select other figures with --figures",
-                    f.id
-                );
-            }
             let key = (paths.clone(), c.groups);
             match plan.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, v)) => v.push((fi, c)),
@@ -451,6 +485,11 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
         let hops = (1..=*groups)
             .map(|g| direct_hop(&sys.routes, g))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut bg_hosts = if cases.iter().any(|(_, c)| c.background == Background::Tcp) {
+            Some(background::BackgroundHosts::up(&sys.prefix)?)
+        } else {
+            None
+        };
         for (fi, case) in cases {
             let udp_offered = exp.figures.get(*fi).and_then(|f| f.udp_offered_mbit);
             apply_case(&sys.prefix, case, &sys.routes)?;
@@ -460,11 +499,19 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
                 let port = 5400 + u16::try_from(rep % 100).unwrap_or(0) * 4;
                 let ipomp_first = rep % 2 == 0;
                 for side in [ipomp_first, !ipomp_first] {
+                    let bg = match case.background {
+                        Background::Tcp => bg_hosts.as_mut(),
+                        _ => None,
+                    };
                     if side {
-                        ip.push(tcp_run(&sys, case.connections, secs, omit, port)?);
+                        ip.push(with_background(bg, case, secs + omit, || {
+                            tcp_run(&sys, case.connections, secs, omit, port)
+                        })?);
                     } else {
                         baseline::up_round_robin(&sys.prefix, &hops)?;
-                        let r = tcp_run(&sys, case.connections, secs, omit, port + 1);
+                        let r = with_background(bg, case, secs + omit, || {
+                            tcp_run(&sys, case.connections, secs, omit, port + 1)
+                        });
                         baseline::down(&sys.prefix)?;
                         bl.push(r?);
                     }
@@ -518,6 +565,7 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
                 },
             ));
         }
+        drop(bg_hosts);
         drop(sys);
     }
 
@@ -623,6 +671,7 @@ mod tests {
             connections,
             background: Background::Udp,
             bottleneck_mbit: 100.0,
+            queue_kib: None,
             values,
             def: def::CaseDef {
                 id: 1,

@@ -268,6 +268,7 @@ mod tests {
             connections: 4,
             background: Background::Udp,
             bottleneck_mbit: 100.0,
+            queue_kib: None,
             values: vec![[8.0; 4], [8.0; 4], [6.0; 4], [2.0; 4]],
             def,
         };

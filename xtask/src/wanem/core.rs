@@ -69,6 +69,12 @@ pub struct PairConfig {
     pub dst: Ipv4Addr,
     /// Impairment.
     pub imp: Impairment,
+    /// Other (source, destination) address pairs whose packets cross this stage too, e.g.
+    /// background traffic from hosts on the emulated internet sharing a member path's bottleneck
+    /// (the paper's Case B). They skip the uplink and downlink stages unless their addresses
+    /// belong to a link.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_with: Vec<(Ipv4Addr, Ipv4Addr)>,
 }
 
 /// Why a packet was dropped.
@@ -268,6 +274,8 @@ struct Link {
 pub struct Emulator {
     links: Vec<Link>,
     pairs: HashMap<(u32, u32), Stage>,
+    /// (src, dst) of traffic sharing a pair's stage → that pair's key.
+    shared: HashMap<(u32, u32), (u32, u32)>,
     /// Last release time per address pair (for `reorder = false`).
     last_release: HashMap<(u32, u32), u64>,
     rng: SmallRng,
@@ -302,9 +310,22 @@ impl Emulator {
             .iter()
             .filter_map(|p| Some(((u32::from(p.src), u32::from(p.dst)), Stage::new(&p.imp)?)))
             .collect();
+        let shared = cfg
+            .pairs
+            .iter()
+            .flat_map(|p| {
+                p.shared_with.iter().map(|&(a, b)| {
+                    (
+                        (u32::from(a), u32::from(b)),
+                        (u32::from(p.src), u32::from(p.dst)),
+                    )
+                })
+            })
+            .collect();
         Emulator {
             links,
             pairs,
+            shared,
             last_release: HashMap::new(),
             rng: SmallRng::seed_from_u64(cfg.seed),
             stats: Stats::default(),
@@ -323,7 +344,13 @@ impl Emulator {
     }
 
     fn stage_mut(&mut self, stage: u8, src: u32, dst: u32) -> Option<&mut Stage> {
-        stage_of(&mut self.links, &mut self.pairs, stage, src, dst)
+        let key = self.pair_key(src, dst);
+        stage_of(&mut self.links, &mut self.pairs, stage, src, dst, key)
+    }
+
+    /// The pair stage key of a packet: its own address pair, or the pair it shares a stage with.
+    fn pair_key(&self, src: u32, dst: u32) -> (u32, u32) {
+        self.shared.get(&(src, dst)).copied().unwrap_or((src, dst))
     }
 
     /// Continues a packet at stage `from` (0 uplink, 1 pair, 2 downlink) at time `now`, its
@@ -344,9 +371,10 @@ impl Emulator {
         let src = u32::from_be_bytes([s0, s1, s2, s3]);
         let dst = u32::from_be_bytes([d0, d1, d2, d3]);
         let len = pkt.len() as u64;
+        let key = self.pair_key(src, dst);
         let mut t = now;
         for s in from..STAGES {
-            let step = match stage_of(&mut self.links, &mut self.pairs, s, src, dst) {
+            let step = match stage_of(&mut self.links, &mut self.pairs, s, src, dst, key) {
                 None => Ok(None),
                 Some(stage) if s > from && stage.rate_bps > 0 && t > now => Ok(Some(t)),
                 Some(stage) => stage.pass(t, len, &mut self.rng).map(|exit| {
@@ -394,13 +422,14 @@ fn stage_of<'a>(
     stage: u8,
     src: u32,
     dst: u32,
+    pair_key: (u32, u32),
 ) -> Option<&'a mut Stage> {
     match stage {
         0 => {
             let i = link_of(links, src)?;
             links.get_mut(i)?.up.as_mut()
         }
-        1 => pairs.get_mut(&(src, dst)),
+        1 => pairs.get_mut(&pair_key),
         2 => {
             let i = link_of(links, dst)?;
             links.get_mut(i)?.down.as_mut()
@@ -554,6 +583,7 @@ mod tests {
                     delay_ms: Some(7.0),
                     ..Impairment::default()
                 },
+                shared_with: vec![],
             }],
             seed: 1,
         };
@@ -580,6 +610,7 @@ mod tests {
                     background_mbit: Some(6.0),
                     ..Impairment::default()
                 },
+                shared_with: vec![],
             }],
             seed: 1,
         };
@@ -622,6 +653,69 @@ mod tests {
                 assert!(last - (start + (n - 1) * gap) < 5 * 1_200_000);
             }
         }
+    }
+
+    /// Traffic of another address pair that shares a pair's stage queues behind it, and skips
+    /// the links its addresses do not belong to.
+    #[test]
+    fn shared_pair_stage_serves_both_address_pairs() {
+        let (src, dst) = ([198, 18, 10, 2], [198, 18, 30, 2]);
+        let (bs, bd) = ([198, 18, 250, 11], [198, 18, 251, 11]);
+        let cfg = EmuConfig {
+            links: vec![link(
+                "1a",
+                10,
+                Impairment {
+                    delay_ms: Some(2.0),
+                    ..Impairment::default()
+                },
+                Impairment::default(),
+            )],
+            pairs: vec![PairConfig {
+                src: Ipv4Addr::from(src),
+                dst: Ipv4Addr::from(dst),
+                imp: Impairment {
+                    rate_mbit: Some(12.0),
+                    ..Impairment::default()
+                },
+                shared_with: vec![(Ipv4Addr::from(bs), Ipv4Addr::from(bd))],
+            }],
+            seed: 1,
+        };
+        let mut e = Emulator::new(&cfg);
+        // 1500 B at 12 Mbit/s = 1 ms on the wire. A background packet at t=0 occupies the
+        // stage until 1 ms (no uplink delay: 198.18.250.11 is on no link).
+        assert_eq!(
+            e.handle_packet(0, &ipv4(bs, bd, 1500)),
+            Verdict::Deliver(1_000_000)
+        );
+        // A member packet crosses 1a's uplink (2 ms), then waits for nothing: the stage is free.
+        let v = e.handle_packet(0, &ipv4(src, dst, 1500));
+        assert_eq!(
+            v,
+            Verdict::Next {
+                at: 2_000_000,
+                stage: 1
+            }
+        );
+        assert_eq!(
+            e.advance(2_000_000, &ipv4(src, dst, 1500), 1),
+            Verdict::Deliver(3_000_000)
+        );
+        // Two background packets back to back at 3 ms: the second one queues behind the first.
+        assert_eq!(
+            e.handle_packet(3_000_000, &ipv4(bs, bd, 1500)),
+            Verdict::Deliver(4_000_000)
+        );
+        assert_eq!(
+            e.handle_packet(3_000_000, &ipv4(bs, bd, 1500)),
+            Verdict::Deliver(5_000_000)
+        );
+        // Reverse background traffic is not on this (one-way) stage.
+        assert_eq!(
+            e.handle_packet(3_000_000, &ipv4(bd, bs, 1500)),
+            Verdict::Deliver(3_000_000)
+        );
     }
 
     #[test]
