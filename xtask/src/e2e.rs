@@ -878,7 +878,8 @@ impl System {
 }
 
 /// SIGTERM to our own child by its PID; SIGKILL after `grace`.
-fn stop_child(c: &mut Child, grace: Duration) {
+/// Stops a child we started: SIGTERM by PID, then SIGKILL after `grace`.
+pub fn stop_child(c: &mut Child, grace: Duration) {
     let _ = Command::new("kill")
         .args(["-TERM", &c.id().to_string()])
         .status();
@@ -907,15 +908,7 @@ impl Drop for System {
             let _ = g.child.wait();
         }
         if let Some(mut c) = self.ssc_child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+            stop_child(&mut c, Duration::from_secs(5));
         }
         if self.testbed_up {
             if let Err(e) = testbed::down(&self.prefix) {

@@ -75,6 +75,14 @@ pub fn run(root: &Path, prefix: &str, secs: u32) -> anyhow::Result<Vec<Case>> {
     if !sh::have("mptcpize") {
         sh::run("apt-get", &["install", "-y", "-qq", "mptcpize"]).context("install mptcpize")?;
     }
+    on_testbed(prefix, |topo| run_cases(root, prefix, topo, secs))
+}
+
+/// Runs `f` on a fresh 2x2 testbed `prefix` (no OVS) and always tears it down.
+fn on_testbed<T>(
+    prefix: &str,
+    f: impl FnOnce(&topology::Topology) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let topo = topology::parse(TOPOLOGY)?;
     testbed::up(
         &topo,
@@ -83,11 +91,11 @@ pub fn run(root: &Path, prefix: &str, secs: u32) -> anyhow::Result<Vec<Case>> {
             ovs: false,
         },
     )?;
-    let result = run_cases(root, prefix, &topo, secs);
+    let result = f(&topo);
     let down = testbed::down(prefix);
-    let cases = result?;
+    let out = result?;
     down?;
-    Ok(cases)
+    Ok(out)
 }
 
 fn run_cases(
@@ -146,19 +154,7 @@ pub fn e2e_mptcp(prefix: &str, rates: &[[f64; 4]], secs: u32) -> anyhow::Result<
     if !sh::have("mptcpize") {
         sh::run("apt-get", &["install", "-y", "-qq", "mptcpize"]).context("install mptcpize")?;
     }
-    let topo = topology::parse(TOPOLOGY)?;
-    testbed::up(
-        &topo,
-        &testbed::UpOptions {
-            prefix: prefix.to_owned(),
-            ovs: false,
-        },
-    )?;
-    let result = e2e_mptcp_on(prefix, rates, secs);
-    let down = testbed::down(prefix);
-    let out = result?;
-    down?;
-    Ok(out)
+    on_testbed(prefix, |_| e2e_mptcp_on(prefix, rates, secs))
 }
 
 /// [`e2e_mptcp`] on an existing 2x2 testbed whose gateways run no `mmsg`.

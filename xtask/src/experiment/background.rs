@@ -131,15 +131,7 @@ impl BackgroundHosts {
     /// Stops every running background client (by PID).
     pub fn stop(&mut self) {
         for mut c in self.clients.drain(..) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+            crate::e2e::stop_child(&mut c, Duration::from_secs(3));
         }
         // The servers need a moment to accept the next test.
         std::thread::sleep(Duration::from_millis(300));

@@ -101,7 +101,7 @@ fn hundred() -> f64 {
 }
 
 /// One test case.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CaseDef {
     /// The paper's test case number.

@@ -237,46 +237,46 @@ fn member_index(g: u8, m: u8) -> u8 {
     (g - 1) * 4 + m
 }
 
+/// Every member path of the case's groups with its value: (group, member, value).
+fn members(case: &Case) -> Vec<(u8, u8, f64)> {
+    (1..=case.groups)
+        .zip(&case.values)
+        .flat_map(|(g, vals)| (1u8..).zip(*vals).map(move |(m, v)| (g, m, v)))
+        .collect()
+}
+
 /// Sets every member bottleneck of the case's groups.
 fn apply_case(
     prefix: &str,
     case: &Case,
     routes: &BTreeMap<(u8, u8), String>,
 ) -> anyhow::Result<()> {
-    for g in 1..=case.groups {
-        let vals = case
-            .values
-            .get(usize::from(g - 1))
-            .copied()
-            .unwrap_or([0.0; 4]);
-        for (m, v) in (1u8..).zip(vals) {
-            let route = routes
-                .get(&(g, m))
-                .with_context(|| format!("the paths file has no member {m} in group {g}"))?;
-            let (from, to) = first_hop(route)?;
-            let imp = match case.background {
-                Background::Meter => Impairment {
-                    rate_mbit: Some(v),
-                    ..Impairment::default()
-                },
-                Background::Udp => Impairment {
-                    rate_mbit: Some(case.bottleneck_mbit),
-                    background_mbit: (v < case.bottleneck_mbit).then_some(case.bottleneck_mbit - v),
-                    ..Impairment::default()
-                },
-                Background::Tcp => Impairment {
-                    rate_mbit: Some(case.bottleneck_mbit),
-                    ..Impairment::default()
-                },
-            };
-            let shared = if case.background == Background::Tcp {
-                vec![background::addr_pair(member_index(g, m))]
-            } else {
-                Vec::new()
-            };
-            testbed::pair_set_shared(prefix, &from, &to, true, &imp, &shared)
-                .with_context(|| format!("set bottleneck {from}>{to}"))?;
-        }
+    for (g, m, v) in members(case) {
+        let route = routes
+            .get(&(g, m))
+            .with_context(|| format!("the paths file has no member {m} in group {g}"))?;
+        let (from, to) = first_hop(route)?;
+        let (rate, background) = match case.background {
+            Background::Meter => (v, None),
+            Background::Udp => (
+                case.bottleneck_mbit,
+                (v < case.bottleneck_mbit).then_some(case.bottleneck_mbit - v),
+            ),
+            Background::Tcp => (case.bottleneck_mbit, None),
+        };
+        let imp = Impairment {
+            rate_mbit: Some(rate),
+            background_mbit: background,
+            queue_kib: case.queue_kib,
+            ..Impairment::default()
+        };
+        let shared = if case.background == Background::Tcp {
+            vec![background::addr_pair(member_index(g, m))]
+        } else {
+            Vec::new()
+        };
+        testbed::pair_set_shared(prefix, &from, &to, true, &imp, &shared)
+            .with_context(|| format!("set bottleneck {from}>{to}"))?;
     }
     std::thread::sleep(SETTLE);
     Ok(())
@@ -296,16 +296,9 @@ fn with_background<T>(
     let Some(bg) = bg else {
         return measure();
     };
-    for g in 1..=case.groups {
-        let vals = case
-            .values
-            .get(usize::from(g - 1))
-            .copied()
-            .unwrap_or([0.0; 4]);
-        for (m, v) in (1u8..).zip(vals) {
-            // Whole numbers in 0..=64 (validated).
-            bg.start(member_index(g, m), v as u32, secs + 10)?;
-        }
+    for (g, m, v) in members(case) {
+        // Whole numbers in 0..=64 (validated).
+        bg.start(member_index(g, m), v as u32, secs + 10)?;
     }
     std::thread::sleep(BACKGROUND_WARMUP);
     let r = measure();
@@ -675,13 +668,7 @@ mod tests {
             values,
             def: def::CaseDef {
                 id: 1,
-                pg: None,
-                members: None,
-                groups: None,
-                connections: None,
-                paper_ipomp_mbps: None,
-                paper_udp_mbps: None,
-                paper_e2e_mptcp_mbps: None,
+                ..def::CaseDef::default()
             },
         }
     }

@@ -254,12 +254,7 @@ mod tests {
         let def = CaseDef {
             id,
             pg: Some(vec![8.0, 8.0, 6.0, 2.0]),
-            members: None,
-            groups: None,
-            connections: None,
-            paper_ipomp_mbps: None,
-            paper_udp_mbps: None,
-            paper_e2e_mptcp_mbps: None,
+            ..CaseDef::default()
         };
         let settings = Case {
             figure: "fig10a".into(),
