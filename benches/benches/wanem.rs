@@ -40,6 +40,7 @@ fn config() -> EmuConfig {
             src: Ipv4Addr::new(198, 18, 10, 2),
             dst: Ipv4Addr::new(198, 18, 20, 2),
             imp: imp.clone(),
+            shared_with: vec![],
         }],
         seed: 1,
     }
