@@ -79,6 +79,11 @@ struct RunArgs {
     /// gives a new connection its full window at once instead of after seconds of autotuning.
     #[arg(long, env = "MMSG_SOCKET_BUFFER", default_value_t = 4 * 1024 * 1024)]
     socket_buffer: u32,
+    /// Data per write to a tunnel connection at its measured send rate (e.g. `1ms`), between
+    /// 4 KiB and 256 KiB; `0s` writes whole batches. Small writes keep slow subflows from
+    /// holding up fast ones (docs/mmsg.md, "Write size").
+    #[arg(long, env = "MMSG_WRITE_CHUNK", default_value = "1ms")]
+    write_chunk: humantime::Duration,
     /// Skip the host set-up (sysctls, policy rules); the TUN device and its routes are still set.
     #[arg(long, env = "MMSG_NO_SETUP")]
     no_setup: bool,
@@ -129,6 +134,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     mss: a.mss,
                     notsent_lowat: a.notsent_lowat,
                     buffer: a.socket_buffer,
+                    write_chunk: a.write_chunk.into(),
                 },
                 control: a.control.control,
                 no_setup: a.no_setup,

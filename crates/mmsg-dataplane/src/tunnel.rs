@@ -26,6 +26,7 @@ use mpa::framing::{
 };
 use mpa::keepalive::{Liveness, LivenessEvent};
 use mpa::queue::{AqmConfig, Dequeued, DropReason, PriorityQueue};
+use mpa::write_size::WriteSizer;
 use mpa::{BranchId, Class, PathGroupId};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -78,6 +79,9 @@ pub struct SocketOpts {
     pub notsent_lowat: u32,
     /// SO_SNDBUF and SO_RCVBUF of the tunnel sockets in bytes (0: kernel autotuning).
     pub buffer: u32,
+    /// Data per write at the connection's measured rate ([`mpa::write_size`]); zero: every write
+    /// carries a whole batch.
+    pub write_chunk: Duration,
 }
 
 /// How subflows are managed.
@@ -523,19 +527,27 @@ fn handle_tun_packet(
 // Writers
 // ---------------------------------------------------------------------------------------------
 
-/// Writes all of `bufs` with `write_vectored` (one syscall per batch in the common case).
+/// Writes all of `bufs` with `write_vectored`, at most `sizer.chunk()` bytes per syscall (see
+/// [`mpa::write_size`]: small writes on unequal subflows, whole batches on fast ones).
 async fn write_all_vectored(
     w: &mut OwnedWriteHalf,
     bufs: &mut VecDeque<BytesMut>,
+    sizer: &mut WriteSizer,
 ) -> io::Result<()> {
     while !bufs.is_empty() {
-        let slices: Vec<IoSlice<'_>> = bufs
-            .iter()
-            .take(MAX_BATCH_PACKETS)
-            .map(|b| IoSlice::new(b))
-            .collect();
+        let mut room = sizer.chunk();
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_BATCH_PACKETS);
+        for b in bufs.iter().take(MAX_BATCH_PACKETS) {
+            if room == 0 {
+                break;
+            }
+            let n = b.len().min(room);
+            slices.push(IoSlice::new(b.get(..n).unwrap_or(b)));
+            room -= n;
+        }
         let mut n = w.write_vectored(&slices).await?;
         drop(slices);
+        sizer.on_sent(Instant::now(), n);
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
@@ -587,6 +599,7 @@ async fn writer(
 ) -> Result<(), ConnEnd> {
     let st = &sh.stats;
     let mut batch: VecDeque<BytesMut> = VecDeque::with_capacity(MAX_BATCH_PACKETS);
+    let mut sizer = WriteSizer::new(sh.opts.write_chunk, MAX_BATCH_BYTES);
     loop {
         let now = Instant::now();
         let mut bytes = 0usize;
@@ -626,7 +639,7 @@ async fn writer(
         }
         if !batch.is_empty() {
             let frames = batch.len() as u64;
-            write_all_vectored(w, &mut batch).await?;
+            write_all_vectored(w, &mut batch, &mut sizer).await?;
             Stats::add(&st.frames_tx, frames);
             Stats::add(&cc.frames_tx, frames);
             Stats::add(&cc.bytes_tx, bytes as u64);

@@ -16,6 +16,7 @@
 //! - [`queue`]: per-connection strict-priority queues with a CoDel sojourn-time AQM.
 //! - [`framing`]: the connection hello and the tunnel frame codec (`docs/wire.md`).
 //! - [`keepalive`]: connection liveness timers (keepalive frames, dead connections).
+//! - [`write_size`]: how many bytes one write to a tunnel connection carries (unequal subflows).
 //! - [`gwchan`]: the gateway ⇄ controller channel: messages and their length-prefixed JSON codec.
 //!
 //! Call order for one packet from TUN (sender side): [`agent::Agent::route`] (=
@@ -38,6 +39,7 @@ pub mod keepalive;
 pub mod path_group;
 pub mod queue;
 pub mod scheduler;
+pub mod write_size;
 
 /// The TCP port on which the MPA of branch `branch` listens for path group `group` (DESIGN §3.1:
 /// `0xB00G`). Returns `None` when `branch` is not in 1..=15 or `group` not in 0..=15.
