@@ -70,6 +70,13 @@ enum Cmd {
         /// Skip Table I's end-to-end MPTCP column (its own 2x2 testbed).
         #[arg(long)]
         skip_e2e_mptcp: bool,
+        /// Keep the other cases of an existing results/<NAME>.json: the cases run now replace
+        /// the same cases there (re-running a few cases of a long experiment).
+        #[arg(long)]
+        merge: bool,
+        /// Run nothing: rewrite results/<NAME>.md and the SVGs from results/<NAME>.json.
+        #[arg(long, conflicts_with_all = ["figures", "cases", "reps", "secs", "merge"])]
+        replot: bool,
         /// Name prefix of the testbed.
         #[arg(long, default_value = "mmsexp")]
         prefix: String,
@@ -321,6 +328,8 @@ fn main() -> anyhow::Result<()> {
             secs,
             out,
             skip_e2e_mptcp,
+            merge,
+            replot,
             prefix,
         } => {
             if name == "list" {
@@ -334,6 +343,9 @@ fn main() -> anyhow::Result<()> {
             } else {
                 repo_root().join(out)
             };
+            if replot {
+                return experiment::replot(&name, &out).map(|_| ());
+            }
             experiment::run(
                 &name,
                 &experiment::RunOptions {
@@ -348,6 +360,7 @@ fn main() -> anyhow::Result<()> {
                     secs,
                     out_dir: out,
                     skip_e2e_mptcp,
+                    merge,
                 },
             )
             .map(|_| ())

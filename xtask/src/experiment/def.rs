@@ -130,7 +130,7 @@ pub struct CaseDef {
 }
 
 /// A case resolved against its figure: everything a run needs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Case {
     /// Figure id.
     pub figure: String,

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::e2e::{self, System};
 use crate::topology::Impairment;
@@ -63,10 +63,13 @@ pub struct RunOptions {
     pub out_dir: PathBuf,
     /// Skip the end-to-end MPTCP column (Table I).
     pub skip_e2e_mptcp: bool,
+    /// Merge into an existing `<name>.json`: the cases run now replace the same cases there, all
+    /// others are kept (re-running a few cases of a long experiment).
+    pub merge: bool,
 }
 
 /// Min / median / max of the repetitions.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Spread {
     /// Smallest.
     pub min: f64,
@@ -100,7 +103,7 @@ impl Spread {
 }
 
 /// One case's result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaseResult {
     /// Figure id.
     pub figure: String,
@@ -140,7 +143,7 @@ pub struct CaseResult {
 }
 
 /// One figure's results.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FigureResult {
     /// Id, e.g. `fig10a`.
     pub id: String,
@@ -153,7 +156,7 @@ pub struct FigureResult {
 }
 
 /// The whole report (`results/<name>.json`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// Experiment name.
     pub name: String,
@@ -173,6 +176,109 @@ pub struct Report {
     pub machine: BTreeMap<String, String>,
     /// The figures.
     pub figures: Vec<FigureResult>,
+    /// Earlier runs whose cases were kept by `--merge`: their start time and machine load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_runs: Vec<MergedRun>,
+}
+
+/// An earlier run merged into a report (`--merge`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MergedRun {
+    /// Its start time (UTC, RFC 3339).
+    pub started: String,
+    /// Its machine facts (load at its start).
+    pub machine: BTreeMap<String, String>,
+    /// The cases of it that were kept, as `figure:case`.
+    pub cases: Vec<String>,
+}
+
+/// Merges `old` into `new`: every case of `old` that `new` did not run is kept, in the order of
+/// the experiment file (figure order of `exp`, case order within each figure).
+pub fn merge_reports(exp: &Experiment, old: Report, mut new: Report) -> Report {
+    let mut kept = Vec::new();
+    for of in old.figures {
+        let pos = new.figures.iter().position(|f| f.id == of.id);
+        let nf = match pos {
+            Some(i) => new.figures.get_mut(i),
+            None => {
+                new.figures.push(FigureResult {
+                    id: of.id.clone(),
+                    title: of.title.clone(),
+                    table: of.table.clone(),
+                    cases: Vec::new(),
+                });
+                new.figures.last_mut()
+            }
+        };
+        let Some(nf) = nf else { continue };
+        for c in of.cases {
+            if nf.cases.iter().all(|n| n.id != c.id) {
+                kept.push(format!("{}:{}", of.id, c.id));
+                nf.cases.push(c);
+            }
+        }
+    }
+    let fig_order = |id: &str| {
+        exp.figures
+            .iter()
+            .position(|f| f.id == id)
+            .unwrap_or(usize::MAX)
+    };
+    new.figures.sort_by_key(|f| fig_order(&f.id));
+    for f in &mut new.figures {
+        let order: Vec<u32> = exp
+            .figures
+            .iter()
+            .find(|d| d.id == f.id)
+            .map(|d| d.cases.iter().map(|c| c.id).collect())
+            .unwrap_or_default();
+        f.cases
+            .sort_by_key(|c| order.iter().position(|&i| i == c.id).unwrap_or(usize::MAX));
+    }
+    new.merged_runs = old.merged_runs;
+    if !kept.is_empty() {
+        new.merged_runs.push(MergedRun {
+            started: old.started,
+            machine: old.machine,
+            cases: kept,
+        });
+    }
+    new
+}
+
+/// Writes `<name>.json`, `<name>.md` and one SVG per figure; returns the JSON and markdown paths.
+fn write_report(report: &Report, out_dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    std::fs::create_dir_all(out_dir).with_context(|| format!("create {}", out_dir.display()))?;
+    let json = out_dir.join(format!("{}.json", report.name));
+    std::fs::write(&json, serde_json::to_string_pretty(report)?)?;
+    let md = out_dir.join(format!("{}.md", report.name));
+    std::fs::write(&md, plot::markdown(report))?;
+    for f in &report.figures {
+        let svg = out_dir.join(format!("{}-{}.svg", report.name, f.id));
+        std::fs::write(&svg, plot::svg(f))?;
+    }
+    Ok((json, md))
+}
+
+/// Reads `<out_dir>/<name>.json`.
+fn read_report(out_dir: &Path, name: &str) -> anyhow::Result<Report> {
+    let path = out_dir.join(format!("{name}.json"));
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))
+}
+
+/// Rewrites the markdown and SVGs of `<out_dir>/<name>.json` without running anything.
+pub fn replot(name: &str, out_dir: &Path) -> anyhow::Result<Report> {
+    let report = read_report(out_dir, name)?;
+    let (json, md) = write_report(&report, out_dir)?;
+    println!(
+        "rewrote {} and {} plot(s) from {}",
+        md.display(),
+        report.figures.len(),
+        json.display()
+    );
+    Ok(report)
 }
 
 /// The bottleneck-only view of a case: what the bottlenecks and branch 1's two 40 Mbit/s ports
@@ -598,17 +704,14 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
         reps,
         machine,
         figures,
+        merged_runs: Vec::new(),
     };
-    std::fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("create {}", opts.out_dir.display()))?;
-    let json = opts.out_dir.join(format!("{}.json", exp.name));
-    std::fs::write(&json, serde_json::to_string_pretty(&report)?)?;
-    let md = opts.out_dir.join(format!("{}.md", exp.name));
-    std::fs::write(&md, plot::markdown(&report))?;
-    for f in &report.figures {
-        let svg = opts.out_dir.join(format!("{}-{}.svg", exp.name, f.id));
-        std::fs::write(&svg, plot::svg(f))?;
-    }
+    let report = if opts.merge && opts.out_dir.join(format!("{}.json", exp.name)).exists() {
+        merge_reports(&exp, read_report(&opts.out_dir, &exp.name)?, report)
+    } else {
+        report
+    };
+    let (json, md) = write_report(&report, &opts.out_dir)?;
     println!("{}", plot::markdown(&report));
     println!(
         "wrote {}, {} and {} plot(s) in {} ({})",
@@ -687,6 +790,99 @@ mod tests {
             model(&case(1, 4, vec![[8.0, 6.0, 4.0, 2.0]]), &r),
             (20.0, 8.0)
         );
+    }
+
+    fn result(figure: &str, id: u32, ipomp: f64) -> CaseResult {
+        let spread = |v: f64| Spread::of(&[v]).unwrap();
+        CaseResult {
+            figure: figure.into(),
+            id,
+            settings: case(4, 4, vec![[2.0; 4]; 4]),
+            ipomp_mbps: ipomp,
+            baseline_mbps: 1.0,
+            paper_ipomp_mbps: None,
+            ipomp: spread(ipomp),
+            baseline: spread(1.0),
+            udp: None,
+            paper_udp_mbps: None,
+            e2e_mptcp_mbps: None,
+            paper_e2e_mptcp_mbps: None,
+            model_ipomp_mbps: 32.0,
+            model_baseline_mbps: 8.0,
+            ratio: ipomp,
+        }
+    }
+
+    fn report(started: &str, figures: Vec<(&str, Vec<CaseResult>)>) -> Report {
+        Report {
+            name: "case-a".into(),
+            title: "t".into(),
+            started: started.into(),
+            duration_secs: 1.0,
+            secs: 8,
+            omit_secs: 2,
+            reps: 1,
+            machine: BTreeMap::new(),
+            figures: figures
+                .into_iter()
+                .map(|(id, cases)| FigureResult {
+                    id: id.into(),
+                    title: id.into(),
+                    table: "T".into(),
+                    cases,
+                })
+                .collect(),
+            merged_runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn merge_keeps_old_cases_replaces_rerun_ones_in_file_order() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let exp = Experiment::load(&root, "case-a").unwrap();
+        let old = report(
+            "old",
+            vec![
+                ("fig10b", vec![result("fig10b", 1, 5.0)]),
+                (
+                    "fig10a",
+                    vec![result("fig10a", 1, 1.0), result("fig10a", 3, 3.0)],
+                ),
+            ],
+        );
+        let new = report(
+            "new",
+            vec![(
+                "fig10a",
+                vec![result("fig10a", 3, 30.0), result("fig10a", 2, 20.0)],
+            )],
+        );
+        let m = merge_reports(&exp, old, new);
+        let ids: Vec<(String, Vec<(u32, f64)>)> = m
+            .figures
+            .iter()
+            .map(|f| {
+                (
+                    f.id.clone(),
+                    f.cases.iter().map(|c| (c.id, c.ipomp_mbps)).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            vec![
+                ("fig10a".to_owned(), vec![(1, 1.0), (2, 20.0), (3, 30.0)]),
+                ("fig10b".to_owned(), vec![(1, 5.0)]),
+            ]
+        );
+        assert_eq!(m.started, "new");
+        assert_eq!(m.merged_runs.len(), 1);
+        assert_eq!(m.merged_runs[0].started, "old");
+        assert_eq!(m.merged_runs[0].cases, vec!["fig10b:1", "fig10a:1"]);
+        // The report survives a JSON round trip (what --merge and --replot read back).
+        let back: Report = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back.figures.len(), 2);
+        assert_eq!(back.merged_runs[0].cases.len(), 2);
     }
 
     #[test]

@@ -55,6 +55,19 @@ pub fn markdown(r: &Report) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    for m in &r.merged_runs {
+        let _ = writeln!(
+            s,
+            "Kept from an earlier run (started {}, {}): {}.\n",
+            m.started,
+            m.machine
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            m.cases.join(", ")
+        );
+    }
     for f in &r.figures {
         let _ = writeln!(s, "## {} ({})\n", f.title, f.table);
         let udp = f.cases.iter().any(|c| c.udp.is_some());
@@ -144,13 +157,18 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// The narrowest chart: room for the title and the legend.
+const MIN_WIDTH: f64 = 520.0;
+
 /// A bar chart of one figure: cases on x, IPoMP and baseline bars (median, with a min–max
 /// whisker), y in Mbit/s.
 pub fn svg(f: &FigureResult) -> String {
     let n = f.cases.len().max(1);
     let (left, right, top, bottom) = (60.0, 20.0, 50.0, 60.0);
     let slot = (24.0f64).max(600.0 / n as f64).min(60.0);
-    let width = left + right + slot * n as f64;
+    // Wide enough for the legend; a figure with few cases gets wider slots.
+    let width = (left + right + slot * n as f64).max(MIN_WIDTH);
+    let slot = (width - left - right) / n as f64;
     let height = 360.0;
     let plot_h = height - top - bottom;
     let ymax_data = f
@@ -170,7 +188,11 @@ pub fn svg(f: &FigureResult) -> String {
         s,
         r#"<rect width="100%" height="100%" fill="white"/><text x="{:.0}" y="20" text-anchor="middle" font-size="13">{}</text>"#,
         width / 2.0,
-        esc(&format!("{} ({})", f.title, f.table))
+        esc(&if f.title.contains(&f.table) {
+            f.title.clone()
+        } else {
+            format!("{} ({})", f.title, f.table)
+        })
     );
     // Axes and grid.
     let mut v = 0.0;
@@ -320,6 +342,7 @@ mod tests {
                 table: "Table III(a)".into(),
                 cases: vec![result(4, 70.0, 20.0)],
             }],
+            merged_runs: Vec::new(),
         };
         let md = markdown(&r);
         assert!(
