@@ -5,7 +5,9 @@
 //! receiving gateway holds frames that arrive ahead of the next expected one and releases them in
 //! order, so the receiving host sees (almost) no reordering. Algorithm 1, with sequence numbers that
 //! count frames (`pkt.size` = 1):
-//! - the first frame of a flow is forwarded and sets `expected = seq + 1` (the paper's SYN case);
+//! - a flow's first frame sets `expected` (the paper's SYN case): senders number from 0, so a first
+//!   frame numbered below `S` means earlier ones are still on their way and `expected = 0`; a
+//!   higher first number (a flow this receiver forgot) is forwarded and `expected = seq + 1`;
 //! - `seq < expected` (duplicate or late): forwarded at once, never held;
 //! - `seq == expected`: forwarded, then every buffered frame that is now in order;
 //! - `seq > expected`: stored in the flow's buffer `B`. When `B` holds more than the release
@@ -328,10 +330,15 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             if self.flows.len() >= MAX_FLOWS {
                 self.evict_lru();
             }
+            // Senders number a striped flow from 0. A first frame within the first `S` numbers is
+            // one that overtook the flow's start (the first frames on a faster group): wait for 0.
+            // Anything later is a flow we forgot (idle expiry) or never saw begin: start there.
+            let from_start = (seq as usize) < self.params.buffer_frames;
+            let expected = if from_start { 0 } else { u64::from(seq) };
             self.flows.insert(
                 key.clone(),
                 Flow {
-                    expected: u64::from(seq) + 1,
+                    expected,
                     buf: BTreeMap::new(),
                     bytes: 0,
                     arrivals: VecDeque::new(),
@@ -340,9 +347,6 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
                 },
             );
             self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
-            self.stats.in_order += 1;
-            self.out.push_back(Delivery { key, seq, packet });
-            return;
         }
         let Some(flow) = self.flows.get_mut(&key) else {
             return;

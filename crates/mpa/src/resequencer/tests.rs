@@ -205,17 +205,34 @@ fn the_count_threshold_releases_ignoring_the_gap_then_lrf() {
 fn duplicates_and_late_frames_pass_at_once() {
     let mut sim = Sim::new(params(10, 50));
     let t = sim.t0;
-    sim.arrive(t, 1, 5);
-    sim.arrive(t, 1, 5); // duplicate of the delivered frame
-    sim.arrive(t, 1, 3); // late (before the flow's first)
-    sim.arrive(t, 1, 7); // held
-    sim.arrive(t, 1, 7); // duplicate of a held frame
-    assert_eq!(sim.seqs(), [5, 5, 3, 7]);
+    sim.arrive(t, 1, 1005); // a flow met late (≥ S): starts here
+    sim.arrive(t, 1, 1005); // duplicate of the delivered frame
+    sim.arrive(t, 1, 1003); // late (before the flow's first)
+    sim.arrive(t, 1, 1007); // held
+    sim.arrive(t, 1, 1007); // duplicate of a held frame
+    assert_eq!(sim.seqs(), [1005, 1005, 1003, 1007]);
     assert_eq!(sim.r.buffered_frames(), 1);
-    sim.arrive(t, 1, 6);
-    assert_eq!(sim.seqs(), [5, 5, 3, 7, 6, 7]);
+    sim.arrive(t, 1, 1006);
+    assert_eq!(sim.seqs(), [1005, 1005, 1003, 1007, 1006, 1007]);
     let st = sim.r.stats();
     assert_eq!((st.dup_late, st.in_order, st.released_in_order), (3, 2, 1));
+}
+
+#[test]
+fn a_flow_whose_start_is_overtaken_waits_for_zero() {
+    let mut sim = Sim::new(params(10, 50));
+    let t = sim.t0;
+    sim.arrive(t, 1, 2);
+    sim.arrive(t, 1, 3);
+    assert_eq!(sim.seqs(), Vec::<u32>::new(), "held for 0 and 1");
+    sim.arrive(t, 1, 0);
+    sim.arrive(t, 1, 1);
+    assert_eq!(sim.seqs(), [0, 1, 2, 3]);
+    // If 0 never comes, the hold time releases the rest.
+    sim.arrive(t, 2, 5);
+    sim.advance(t + MS * 60);
+    assert_eq!(sim.seqs(), [0, 1, 2, 3, 5]);
+    assert_eq!(sim.r.stats().released_timeout, 1);
 }
 
 #[test]
@@ -223,12 +240,12 @@ fn flows_are_independent() {
     let mut sim = Sim::new(params(10, 50));
     let t = sim.t0;
     sim.arrive(t, 1, 0);
-    sim.arrive(t, 2, 100);
+    sim.arrive(t, 2, 1_000);
     sim.arrive(t, 1, 2); // held behind 1
-    sim.arrive(t, 2, 101); // flow 2 unaffected
+    sim.arrive(t, 2, 1_001); // flow 2 unaffected
     sim.arrive(t, 1, 1);
     let got: Vec<(u8, u32)> = sim.out.iter().map(|(_, k, s)| (*k, *s)).collect();
-    assert_eq!(got, [(1, 0), (2, 100), (2, 101), (1, 1), (1, 2)]);
+    assert_eq!(got, [(1, 0), (2, 1_000), (2, 1_001), (1, 1), (1, 2)]);
 }
 
 #[test]
