@@ -70,9 +70,10 @@ impl Reseq {
             .params()
     }
 
-    /// One sequenced IP frame from a tunnel: resequence it and write whatever is released to TUN.
-    /// A frame whose inner packet does not parse has no flow: it goes straight to TUN.
-    pub fn handle(&self, sh: &Shared, frame: &Frame, seq: u32) {
+    /// One sequenced IP frame from a tunnel, received on connection `lane` (any id unique among the
+    /// live connections): resequence it and write whatever is released to TUN. A frame whose inner
+    /// packet does not parse has no flow: it goes straight to TUN.
+    pub fn handle(&self, sh: &Shared, frame: &Frame, lane: u64, seq: u32) {
         let key = frame
             .ip_packet()
             .and_then(|(_, ip)| parse(ip).ok())
@@ -88,7 +89,7 @@ impl Reseq {
         let len = held.payload.len();
         let now = Instant::now();
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        inner.rs.handle_frame(now, key, seq, held, len);
+        inner.rs.handle_frame_on(now, key, lane, seq, held, len);
         drain(sh, &mut inner.rs);
         // Wake the timer when a new, earlier deadline appeared.
         let due = inner.rs.poll_timeout();
@@ -132,6 +133,7 @@ fn drain(sh: &Shared, rs: &mut Resequencer<FlowKey, Held>) {
     Stats::set(&c.reseq_released_in_order, s.released_in_order);
     Stats::set(&c.reseq_released_threshold, s.released_threshold);
     Stats::set(&c.reseq_released_timeout, s.released_timeout);
+    Stats::set(&c.reseq_released_lost, s.released_lost);
     Stats::set(&c.reseq_dup_late, s.dup_late);
     Stats::set(&c.reseq_overflow, s.overflow);
 }

@@ -102,6 +102,9 @@ counters! {
     reseq_released_threshold,
     /// Resequencer: held frames written ignoring a gap, the hold time `T` elapsed (a lost frame).
     reseq_released_timeout,
+    /// Resequencer: held frames written at once because every recent connection of the flow had
+    /// passed the gap (the frame was dropped by the sender's queue).
+    reseq_released_lost,
     /// Resequencer: duplicate and late frames, written at once.
     reseq_dup_late,
     /// Resequencer: frames written early because a memory bound was reached (never dropped).

@@ -777,7 +777,9 @@ fn deliver(sh: &Shared, frame: &Frame, cc: &ConnCounters) {
             Stats::inc(&cc.frames_rx);
             Stats::add(&cc.bytes_rx, ip.len() as u64);
             match (&sh.reseq, frame.header.seq) {
-                (Some(r), Some(seq)) => r.handle(sh, frame, seq),
+                // The lane is the connection: its counters live exactly as long as its reader,
+                // so their address is unique among the live connections.
+                (Some(r), Some(seq)) => r.handle(sh, frame, std::ptr::from_ref(cc) as u64, seq),
                 _ => write_to_tun(sh, frame),
             }
         }

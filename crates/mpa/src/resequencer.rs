@@ -23,6 +23,14 @@
 //! than [`Threshold::hold`] behind a gap; then the buffer is released as for the count. Both are
 //! sized from the MDI and the paths' bandwidths by [`Threshold::from_paths`] (derivation there).
 //!
+//! Losses are known early when frames say on which **lane** (connection) they came
+//! ([`Resequencer::handle_frame_on`]): each lane is FIFO (one TCP/MPTCP byte stream, frames of a flow
+//! queued in order), so once every lane the flow used lately has delivered a frame numbered above a
+//! gap, the gap cannot fill any more (the frame was dropped by the sender's queue): the buffer is
+//! released through that number at once instead of after the hold time. This needs two or more
+//! lanes seen within the hold time, and a flow older than the hold time (so a lane that has not
+//! delivered its first frame yet is not overlooked); otherwise only `T` applies.
+//!
 //! Sequence numbers are u32 and wrap (serial-number arithmetic, RFC 1982): `seq` is ahead of
 //! `expected` when `seq − expected` (mod 2³²) is below 2³¹. A frame more than [`RESYNC_DISTANCE`]
 //! away from `expected` either way is a restarted sequence (the sender forgot the flow): the buffer is
@@ -75,6 +83,9 @@ pub const DEFAULT_HOLD: Duration = Duration::from_millis(50);
 /// The hold is this multiple of the base delay difference: queueing on the slow path adds delay the
 /// base-delay MDI does not show (up to the bottleneck queue, typically about one base delay).
 pub const HOLD_MARGIN: u32 = 2;
+/// Most lanes (connections) remembered per flow: 16 path groups × 2 classes, twice over for
+/// reconnections. When full, the least recently seen lane is forgotten.
+pub const MAX_LANES: usize = 64;
 /// Smallest count threshold `T`: below a few frames, ordinary jitter between two connections would
 /// trigger gap releases all the time.
 pub const MIN_THRESHOLD_FRAMES: usize = 16;
@@ -198,12 +209,15 @@ pub struct Stats {
     pub released_threshold: u64,
     /// Buffered frames released ignoring a gap because the oldest waited [`Threshold::hold`].
     pub released_timeout: u64,
+    /// Buffered frames released at once because every recent lane had passed the gap (a frame the
+    /// sender dropped).
+    pub released_lost: u64,
     /// Duplicates and late frames (`seq < expected`), forwarded at once.
     pub dup_late: u64,
     /// Frames forwarded early, ahead of a gap, because a bound (`S`, [`MAX_FLOW_BYTES`],
     /// [`MAX_TOTAL_BYTES`]) was reached (Alg. 1's last branch). Never dropped: every frame handed in
-    /// is counted by exactly one of `in_order`, `dup_late`, `released_*`, `overflow`, or is still
-    /// buffered.
+    /// is counted by exactly one of `in_order`, `dup_late`, `released_*` (in order, threshold,
+    /// timeout, lost, flush), `overflow`, or is still buffered.
     pub overflow: u64,
     /// Buffered frames released because their flow was evicted ([`MAX_FLOWS`]) or restarted.
     pub released_flush: u64,
@@ -245,6 +259,10 @@ struct Flow<P> {
     /// The hold deadline registered in `deadlines`, if any.
     deadline: Option<Instant>,
     last_seen: Instant,
+    /// When the flow was first seen.
+    started: Instant,
+    /// The lanes (connections) it arrived on: (lane, highest extended seq, last seen).
+    lanes: Vec<(u64, u64, Instant)>,
 }
 
 /// Resequencing buffers of all striped flows, keyed by `K` (the driver: source branch and 5-tuple),
@@ -266,6 +284,8 @@ enum Gap {
     Threshold,
     Timeout,
     Flush,
+    Overflow,
+    Lost,
 }
 
 impl<K: Ord + Clone, P> Resequencer<K, P> {
@@ -320,8 +340,29 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
     }
 
     /// One sequenced frame of flow `key` with sequence number `seq`; `len` is its size in bytes (for
-    /// the memory bounds). Afterwards drain [`Resequencer::poll_deliver`].
+    /// the memory bounds). Afterwards drain [`Resequencer::poll_deliver`]. Without lanes: only `T`
+    /// releases a gap.
     pub fn handle_frame(&mut self, now: Instant, key: K, seq: u32, packet: P, len: usize) {
+        self.handle_frame_on(now, key, 0, seq, packet, len);
+    }
+
+    /// The same for a frame that came on `lane` (the connection: FIFO for one flow's frames), which
+    /// lets a gap every recent lane has passed be released at once (module docs).
+    pub fn handle_frame_on(
+        &mut self,
+        now: Instant,
+        key: K,
+        lane: u64,
+        seq: u32,
+        packet: P,
+        len: usize,
+    ) {
+        self.handle(now, &key, lane, seq, packet, len);
+        self.infer_losses(now, &key);
+    }
+
+    fn handle(&mut self, now: Instant, key: &K, lane: u64, seq: u32, packet: P, len: usize) {
+        let key = key.clone();
         self.stats.frames_in += 1;
         if !self.flows.contains_key(&key) {
             if self.flows.len() >= MAX_FLOWS {
@@ -344,6 +385,8 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
                     arrivals: VecDeque::new(),
                     deadline: None,
                     last_seen: now,
+                    started: now,
+                    lanes: Vec::new(),
                 },
             );
             self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
@@ -367,11 +410,13 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             return;
         }
         if !ahead {
+            note_lane(&mut flow.lanes, lane, 0, now);
             self.stats.dup_late += 1;
             self.out.push_back(Delivery { key, seq, packet });
             return;
         }
         let ext = flow.expected + u64::from(diff);
+        note_lane(&mut flow.lanes, lane, ext, now);
         if diff == 0 {
             flow.expected += 1;
             self.stats.in_order += 1;
@@ -398,7 +443,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             match lowest {
                 Some(low) if low < ext => {
                     // Send the lowest early (skipping the gap before it), keep the new frame.
-                    self.release_through(&key, low);
+                    self.release_through(&key, low, Gap::Overflow);
                 }
                 _ => {
                     // Nothing lower is held: the new frame goes out now, and the gap before it is
@@ -422,7 +467,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
         // flows): forward the new frame rather than exceed the bound.
         if flow.bytes + len > MAX_FLOW_BYTES || self.total_bytes + len > MAX_TOTAL_BYTES {
             // Everything lower than the new frame goes first, so the flow stays in order.
-            self.release_through(&key, ext.saturating_sub(1));
+            self.release_through(&key, ext.saturating_sub(1), Gap::Overflow);
             if let Some(flow) = self.flows.get_mut(&key) {
                 flow.expected = flow.expected.max(ext + 1);
             }
@@ -510,6 +555,32 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
         }
     }
 
+    /// Releases through the lowest number every recent lane has passed (module docs).
+    fn infer_losses(&mut self, now: Instant, key: &K) {
+        let hold = self.params.threshold.hold;
+        let Some(flow) = self.flows.get(key) else {
+            return;
+        };
+        if flow.buf.is_empty() || now.saturating_duration_since(flow.started) < hold {
+            return;
+        }
+        let recent = || {
+            flow.lanes
+                .iter()
+                .filter(|(_, _, seen)| now.saturating_duration_since(*seen) <= hold)
+        };
+        if recent().count() < 2 {
+            return;
+        }
+        let Some(floor) = recent().map(|(_, last, _)| *last).min() else {
+            return;
+        };
+        // Held frames at or below `floor` and the holes between them are final.
+        if flow.buf.keys().next().is_some_and(|low| *low <= floor) || floor >= flow.expected {
+            self.release_through(key, floor, Gap::Lost);
+        }
+    }
+
     /// Forwards buffered frames that are now in order.
     fn drain_in_order(&mut self, key: &K) {
         let Some(flow) = self.flows.get_mut(key) else {
@@ -535,7 +606,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
 
     /// Forwards, in order, every buffered frame up to and including `through` (skipping gaps), sets
     /// `expected` past it, then whatever is in order after it.
-    fn release_through(&mut self, key: &K, through: u64) {
+    fn release_through(&mut self, key: &K, through: u64, why: Gap) {
         let Some(flow) = self.flows.get_mut(key) else {
             return;
         };
@@ -546,7 +617,10 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             let h = entry.remove();
             flow.bytes -= h.len;
             self.total_bytes -= h.len;
-            self.stats.overflow += 1;
+            match why {
+                Gap::Lost => self.stats.released_lost += 1,
+                _ => self.stats.overflow += 1,
+            }
             self.out.push_back(Delivery {
                 key: key.clone(),
                 seq: h.seq,
@@ -582,6 +656,8 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             Gap::Threshold => self.stats.released_threshold += n,
             Gap::Timeout => self.stats.released_timeout += n,
             Gap::Flush => self.stats.released_flush += n,
+            Gap::Overflow => self.stats.overflow += n,
+            Gap::Lost => self.stats.released_lost += n,
         }
         self.refresh_deadline(key);
     }
@@ -617,6 +693,26 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             flow.deadline = want;
         }
     }
+}
+
+/// Records that `lane` delivered the flow's frame `ext` (0 for a late frame: only "seen" moves).
+fn note_lane(lanes: &mut Vec<(u64, u64, Instant)>, lane: u64, ext: u64, now: Instant) {
+    if let Some(l) = lanes.iter_mut().find(|(id, _, _)| *id == lane) {
+        l.1 = l.1.max(ext);
+        l.2 = now;
+        return;
+    }
+    if lanes.len() >= MAX_LANES {
+        if let Some(i) = lanes
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, (_, _, seen))| *seen)
+            .map(|(i, _)| i)
+        {
+            lanes.swap_remove(i);
+        }
+    }
+    lanes.push((lane, ext, now));
 }
 
 #[cfg(test)]
