@@ -16,16 +16,20 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mpa::classifier::{parse, FlowKey};
+use mpa::config::{Auto, StripingConfig};
 use mpa::framing::Frame;
-use mpa::resequencer::{Delivery, Params, Resequencer};
+use mpa::resequencer::{Delivery, Params, Resequencer, Threshold};
 use tokio::sync::Notify;
-use tracing::trace;
+use tracing::{debug, trace};
 
 use crate::stats::Stats;
 use crate::tunnel::Shared;
 
 /// The timer task's sleep when nothing is buffered (it is woken early when a frame is held).
 const IDLE_TICK: Duration = Duration::from_secs(1);
+/// How often an "auto" `T` is sized again from the measured paths (the subflow RTTs are refreshed
+/// once a second too).
+const AUTO_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A frame whose payload was copied out of the connection's receive buffer: a held 1.4 KB frame
 /// must not pin the 128 KiB receive chunk it was split from (S frames could pin S chunks).
@@ -41,6 +45,9 @@ struct Inner {
 pub struct Reseq {
     inner: Mutex<Inner>,
     wake: Notify,
+    /// Which halves of `T` are "auto" (sized by [`Reseq::run_timer`] from the measured paths).
+    auto_frames: bool,
+    auto_hold: bool,
 }
 
 impl std::fmt::Debug for Reseq {
@@ -50,14 +57,16 @@ impl std::fmt::Debug for Reseq {
 }
 
 impl Reseq {
-    /// A resequencer with `params` (from `[striping]`).
-    pub fn new(params: Params) -> Self {
+    /// A resequencer for `[striping]`.
+    pub fn new(st: &StripingConfig) -> Self {
         Reseq {
             inner: Mutex::new(Inner {
-                rs: Resequencer::new(params),
+                rs: Resequencer::new(st.reseq_params()),
                 armed: None,
             }),
             wake: Notify::new(),
+            auto_frames: st.release_frames == Auto::Auto,
+            auto_hold: st.release_hold_ms == Auto::Auto,
         }
     }
 
@@ -99,8 +108,12 @@ impl Reseq {
         }
     }
 
-    /// Runs the hold-time releases and the idle sweep forever (spawned once by `mmsg run`).
+    /// Runs the hold-time releases and the idle sweep forever (spawned once by `mmsg run`), and
+    /// sizes an "auto" `T` every [`AUTO_INTERVAL`].
     pub async fn run_timer(self: Arc<Self>, sh: Arc<Shared>) {
+        let mut auto = tokio::time::interval(AUTO_INTERVAL);
+        auto.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last = (0u64, 0u64);
         loop {
             let due = {
                 let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -112,10 +125,67 @@ impl Reseq {
             tokio::select! {
                 _ = tokio::time::sleep_until(until.into()) => {}
                 _ = self.wake.notified() => continue,
+                _ = auto.tick() => {
+                    self.size_auto(&sh, &mut last);
+                    continue;
+                }
             }
             let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             inner.rs.handle_timeout(Instant::now());
             drain(&sh, &mut inner.rs);
+        }
+    }
+}
+
+impl Reseq {
+    /// `T` from the paths as they are now (`Threshold::from_delays`): one-way delays = half the
+    /// smoothed RTT of every established subflow of every connection that is up; Σc = the rate at
+    /// which frames were written to TUN over the last interval (what arrives while a gap waits);
+    /// the frame size = the mean over that interval. Idle (nothing written): unchanged.
+    fn size_auto(&self, sh: &Shared, last: &mut (u64, u64)) {
+        if !self.auto_frames && !self.auto_hold {
+            return;
+        }
+        let report = sh.stats.report(0, false, "");
+        let bytes = report.counters.get("tun_tx_bytes").copied().unwrap_or(0);
+        let packets = report.counters.get("tun_tx_packets").copied().unwrap_or(0);
+        let (d_bytes, d_packets) = (bytes.saturating_sub(last.0), packets.saturating_sub(last.1));
+        *last = (bytes, packets);
+        let delays: Vec<Duration> = report
+            .connections
+            .iter()
+            .filter(|c| c.state == "up")
+            .flat_map(|c| c.subflows.iter())
+            .filter(|sf| sf.state == "established" && sf.rtt_us > 0)
+            .map(|sf| Duration::from_micros(u64::from(sf.rtt_us) / 2))
+            .collect();
+        if d_packets == 0 || delays.is_empty() {
+            return;
+        }
+        let rate = d_bytes * 1_000 / AUTO_INTERVAL.as_millis().max(1) as u64;
+        let frame = usize::try_from(d_bytes / d_packets).unwrap_or(usize::MAX);
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let p = inner.rs.params();
+        let sized = Threshold::from_delays(&delays, &[rate], frame, p.buffer_frames);
+        let t = Threshold {
+            frames: if self.auto_frames {
+                sized.frames
+            } else {
+                p.threshold.frames
+            },
+            hold: if self.auto_hold {
+                sized.hold
+            } else {
+                p.threshold.hold
+            },
+        };
+        if t != p.threshold {
+            debug!(
+                frames = t.frames,
+                hold_ms = t.hold.as_millis() as u64,
+                "resequencer T sized"
+            );
+            inner.rs.set_threshold(t);
         }
     }
 }

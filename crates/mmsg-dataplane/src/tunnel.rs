@@ -274,7 +274,7 @@ pub fn build(
     let reseq = config
         .striping
         .as_ref()
-        .map(|st| Arc::new(crate::reseq::Reseq::new(st.reseq_params())));
+        .map(|st| Arc::new(crate::reseq::Reseq::new(st)));
     (
         Arc::new(Shared {
             config: RwLock::new(Arc::new(config)),
