@@ -404,6 +404,9 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             self.release_all(&key, Gap::Flush, 1);
             if let Some(flow) = self.flows.get_mut(&key) {
                 flow.expected = u64::from(seq) + 1;
+                // The lanes' numbers belong to the old sequence.
+                flow.lanes.clear();
+                flow.started = now;
             }
             self.stats.in_order += 1;
             self.out.push_back(Delivery { key, seq, packet });

@@ -339,6 +339,27 @@ fn a_restarted_sequence_resyncs() {
 }
 
 #[test]
+fn a_restart_forgets_the_old_lanes() {
+    let mut sim = Sim::new(params(64, 50));
+    let t = sim.t0;
+    // A long-running flow on two lanes, then the sender restarts its numbering at 0.
+    for s in 0..1_000u32 {
+        sim.arrive_on(t + MS * s, 1, u64::from(s % 2), 1_000_000 + s);
+    }
+    let later = t + Duration::from_secs(2);
+    for (i, s) in [0u32, 2, 1, 3, 5, 4].into_iter().enumerate() {
+        sim.arrive_on(later + MS * i as u32, 1, u64::from(s % 2), s);
+    }
+    assert_eq!(&sim.seqs()[1_000..], [0, 1, 2, 3, 4, 5]);
+    let st = sim.r.stats();
+    assert_eq!(
+        (st.resyncs, st.released_lost, st.dup_late),
+        (1, 0, 0),
+        "{st:?}"
+    );
+}
+
+#[test]
 fn idle_flows_expire() {
     let mut p = params(64, 50);
     p.idle_timeout = Duration::from_secs(5);
