@@ -73,6 +73,8 @@ pub struct Options {
     /// The path groups `ssc` imports (default `examples/paths-paper-table2.toml`). Controller mode
     /// only; groups must go from branch 1 to branch 2 (experiments use subsets of Table II).
     pub paths: Option<PathBuf>,
+    /// A `[striping]` table (TOML text) appended to every `mmsg` config (docs/mpa.md "Striping").
+    pub striping: Option<String>,
 }
 
 impl Options {
@@ -86,6 +88,7 @@ impl Options {
             xtask: None,
             static_configs: false,
             paths: None,
+            striping: None,
         }
     }
 }
@@ -551,6 +554,10 @@ impl System {
                     &sys.gw_socket,
                     &cache,
                 )?
+            };
+            let text = match &opts.striping {
+                Some(st) => format!("{text}\n{st}\n"),
+                None => text,
             };
             std::fs::write(&cfg, text)?;
             let g = sys.spawn_mmsg(b, false)?;

@@ -144,6 +144,11 @@ async fn run_inner(
     let control_listener = control::bind(&opts.control)?;
     let controller = config.controller.clone();
     let (sh, events) = tunnel::build(config, own, tun, Arc::clone(&stats), pm, opts.sockets);
+    if let Some(r) = &sh.reseq {
+        // Hold-time releases of the striping resequencer (`crate::reseq`).
+        tokio::spawn(Arc::clone(r).run_timer(Arc::clone(&sh)));
+        info!(params = ?r.params(), "resequencing striped flows");
+    }
     // Listeners and outbound connections, keyed so a new config can start/stop exactly those
     // that change.
     let mut topology = crate::ctlchan::Topology::start(&sh)?;

@@ -8,6 +8,7 @@
 //! Modules:
 //! - [`daemon`]: `mmsg run`: set-up, then the tasks.
 //! - [`tunnel`]: TUN reader, per-connection writer/reader tasks, subflow management.
+//! - [`reseq`]: the receive side of striping: sequenced frames through the shared resequencer.
 //! - [`tun`]: the TUN device with virtio-net header offload.
 //! - [`pm`] / [`genl`]: the MPTCP userspace path manager over generic netlink.
 //! - [`ovs`]: with `[ovs]`, the gateway's Open vSwitch bridge and the WAN addresses on `mpa{k}`.
@@ -27,6 +28,7 @@ pub mod genl;
 pub mod ovs;
 pub mod pm;
 pub mod qos;
+pub mod reseq;
 pub mod setup;
 pub mod stats;
 #[allow(unsafe_code)] // STYLE §5: the one module with unsafe, each block with `// SAFETY:`.

@@ -92,6 +92,23 @@ counters! {
     pm_sub_closed,
     /// PM events lost (ENOBUFS).
     pm_events_lost,
+    /// Resequencer (striped flows, `docs/mpa.md`): sequenced frames written at once, in order.
+    reseq_in_order,
+    /// Resequencer: sequenced frames held behind a gap.
+    reseq_buffered,
+    /// Resequencer: held frames written in order once their gap filled.
+    reseq_released_in_order,
+    /// Resequencer: held frames written ignoring a gap, the count threshold `T` exceeded.
+    reseq_released_threshold,
+    /// Resequencer: held frames written ignoring a gap, the hold time `T` elapsed (a lost frame).
+    reseq_released_timeout,
+    /// Resequencer: held frames written at once because every recent connection of the flow had
+    /// passed the gap (the frame was dropped by the sender's queue).
+    reseq_released_lost,
+    /// Resequencer: duplicate and late frames, written at once.
+    reseq_dup_late,
+    /// Resequencer: frames written early because a memory bound was reached (never dropped).
+    reseq_overflow,
 }
 
 /// Shared statistics: counters plus the connection registry.
@@ -114,6 +131,11 @@ impl Stats {
     /// Adds one.
     pub fn inc(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sets a counter mirrored from a core's own monotonic counters.
+    pub fn set(c: &AtomicU64, v: u64) {
+        c.store(v, Ordering::Relaxed);
     }
 
     /// Adds `n`.

@@ -99,7 +99,7 @@ pub type ConnKey = (BranchId, PathGroupId, Class);
 /// The queue in front of one outbound connection.
 #[derive(Debug)]
 pub struct OutQueue {
-    q: Mutex<PriorityQueue<(BytesMut, FrameType)>>,
+    q: Mutex<PriorityQueue<(BytesMut, FrameType, Option<u32>)>>,
     notify: Notify,
     up: AtomicBool,
     /// Frame bytes written by this connection's writer (for the group's rate estimate).
@@ -157,6 +157,9 @@ pub struct Shared {
     /// Outbound queues (the TUN task keeps its own copy, refreshed on [`TunEvent::Reload`]).
     queues: RwLock<BTreeMap<ConnKey, Arc<OutQueue>>>,
     events: mpsc::UnboundedSender<TunEvent>,
+    /// With `[striping]`: the resequencer of sequenced frames from all peers (parameters from the
+    /// start-up config).
+    pub reseq: Option<Arc<crate::reseq::Reseq>>,
 }
 
 impl Shared {
@@ -272,6 +275,10 @@ pub fn build(
         .map(|k| (k, Arc::new(OutQueue::new(aqm))))
         .collect();
     let (tx, rx) = mpsc::unbounded_channel();
+    let reseq = config
+        .striping
+        .as_ref()
+        .map(|st| Arc::new(crate::reseq::Reseq::new(st)));
     (
         Arc::new(Shared {
             config: RwLock::new(Arc::new(config)),
@@ -282,6 +289,7 @@ pub fn build(
             opts,
             queues: RwLock::new(queues),
             events: tx,
+            reseq,
         }),
         rx,
     )
@@ -513,7 +521,13 @@ fn handle_tun_packet(
     };
     let len = pkt.len() - FRAME_HEADER_LEN;
     let res = match oq.q.lock() {
-        Ok(mut q) => q.enqueue(now, route.class, (pkt, ftype), len, route.info.ect()),
+        Ok(mut q) => q.enqueue(
+            now,
+            route.class,
+            (pkt, ftype, route.seq),
+            len,
+            route.info.ect(),
+        ),
         Err(_) => return,
     };
     match res {
@@ -606,9 +620,9 @@ async fn writer(
         if let Ok(mut q) = oq.q.lock() {
             while batch.len() < MAX_BATCH_PACKETS && bytes < MAX_BATCH_BYTES {
                 let Some(d) = q.poll_dequeue(now) else { break };
-                let (mut pkt, ftype, class, mark) = match d {
-                    Dequeued::Send((p, t), c) => (p, t, c, false),
-                    Dequeued::Mark((p, t), c) => (p, t, c, true),
+                let (mut pkt, ftype, seq, class, mark) = match d {
+                    Dequeued::Send((p, t, s), c) => (p, t, s, c, false),
+                    Dequeued::Mark((p, t, s), c) => (p, t, s, c, true),
                     Dequeued::Drop(_, _, _) => {
                         Stats::inc(&st.drop_codel);
                         continue;
@@ -625,7 +639,7 @@ async fn writer(
                     }
                     Stats::inc(&st.codel_marks);
                 }
-                match encode_header_in_place(&mut pkt, ftype, class, None) {
+                match encode_header_in_place(&mut pkt, ftype, class, seq) {
                     Ok(_) => {
                         bytes += pkt.len();
                         batch.push_back(pkt);
@@ -768,36 +782,50 @@ fn deliver(sh: &Shared, frame: &Frame, cc: &ConnCounters) {
     let st = &sh.stats;
     match frame.header.frame_type {
         FrameType::Ip | FrameType::IpVirtio => {
-            let Some((vnet, ip)) = frame.ip_packet() else {
+            let Some((_, ip)) = frame.ip_packet() else {
                 Stats::inc(&st.frame_errors);
                 return;
             };
             Stats::inc(&st.frames_rx);
             Stats::inc(&cc.frames_rx);
             Stats::add(&cc.bytes_rx, ip.len() as u64);
-            // Without offload locally, a virtio header with no pending work is simply dropped.
-            let vnet = match vnet {
-                Some(v) if !sh.tun.offload() && v.iter().all(|&b| b == 0) => None,
-                Some(_) if !sh.tun.offload() => {
-                    Stats::inc(&st.drop_virtio_unsupported);
-                    return;
-                }
-                v => v,
-            };
-            match sh.tun.write_packet(vnet, ip) {
-                Ok(()) => {
-                    Stats::inc(&st.tun_tx_packets);
-                    Stats::add(&st.tun_tx_bytes, ip.len() as u64);
-                }
-                Err(e) => {
-                    trace!(error = %e, "TUN write failed");
-                    Stats::inc(&st.tun_write_errors);
-                }
+            match (&sh.reseq, frame.header.seq) {
+                // The lane is the connection: its counters live exactly as long as its reader,
+                // so their address is unique among the live connections.
+                (Some(r), Some(seq)) => r.handle(sh, frame, std::ptr::from_ref(cc) as u64, seq),
+                _ => write_to_tun(sh, frame),
             }
         }
         FrameType::Keepalive => {}
         FrameType::Control => Stats::inc(&st.frames_control),
         FrameType::Unknown(_) => Stats::inc(&st.frames_unknown),
+    }
+}
+
+/// Writes the packet of an IP frame to TUN (directly, or as the resequencer releases it).
+pub(crate) fn write_to_tun(sh: &Shared, frame: &Frame) {
+    let st = &sh.stats;
+    let Some((vnet, ip)) = frame.ip_packet() else {
+        return;
+    };
+    // Without offload locally, a virtio header with no pending work is simply dropped.
+    let vnet = match vnet {
+        Some(v) if !sh.tun.offload() && v.iter().all(|&b| b == 0) => None,
+        Some(_) if !sh.tun.offload() => {
+            Stats::inc(&st.drop_virtio_unsupported);
+            return;
+        }
+        v => v,
+    };
+    match sh.tun.write_packet(vnet, ip) {
+        Ok(()) => {
+            Stats::inc(&st.tun_tx_packets);
+            Stats::add(&st.tun_tx_bytes, ip.len() as u64);
+        }
+        Err(e) => {
+            trace!(error = %e, "TUN write failed");
+            Stats::inc(&st.tun_write_errors);
+        }
     }
 }
 

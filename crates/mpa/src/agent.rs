@@ -13,7 +13,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::classifier::{Classifier, PacketInfo, ParseError};
-use crate::config::Config;
+use crate::config::{Config, StripingConfig};
 use crate::flow_table::{Assignment, FlowTable, MAX_FLOWS};
 use crate::path_group::PathGroups;
 use crate::scheduler::Scheduler;
@@ -32,6 +32,9 @@ pub struct Route {
     pub assignment: Assignment,
     /// The parsed header fields (`info.ect()` for the queue's ECN decision).
     pub info: PacketInfo,
+    /// The flow's sequence number when it is striped (`group` then varies per packet, chosen by
+    /// smooth WRR): the frame carries it with `FLAG_SEQ` and the receiver resequences.
+    pub seq: Option<u32>,
 }
 
 /// Why a packet from TUN is not tunnelled (count per variant).
@@ -54,6 +57,7 @@ pub struct Agent {
     classifier: Classifier,
     flows: FlowTable,
     branches: BTreeMap<BranchId, Scheduler>,
+    striping: Option<StripingConfig>,
 }
 
 impl Agent {
@@ -72,6 +76,7 @@ impl Agent {
             classifier: Classifier::new(config),
             flows: FlowTable::new(config.flow_idle_timeout(), MAX_FLOWS),
             branches,
+            striping: config.striping.clone(),
         }
     }
 
@@ -86,16 +91,27 @@ impl Agent {
             .branches
             .get_mut(&branch)
             .ok_or(RouteError::NoGroupUp(branch))?;
-        let (group, assignment) = self
+        let (mut group, assignment) = self
             .flows
             .assign(now, c.info.flow, branch, packet.len(), sched)
             .ok_or(RouteError::NoGroupUp(branch))?;
+        let mut seq = None;
+        if let Some(st) = &self.striping {
+            if stripes(st, c.class, &c.info) {
+                seq = self.flows.stripe(&c.info.flow, st.threshold_bytes_per_s());
+                if seq.is_some() {
+                    // `assign` found an up group, so `select_packet` finds one too.
+                    group = sched.select_packet().unwrap_or(group);
+                }
+            }
+        }
         Ok(Route {
             branch,
             group,
             class: c.class,
             assignment,
             info: c.info,
+            seq,
         })
     }
 
@@ -153,17 +169,104 @@ impl Agent {
     }
 }
 
+/// Whether a flow of `class` with these addresses may be striped (its class or its inner source
+/// or destination is named in `[striping]`).
+fn stripes(st: &StripingConfig, class: Class, info: &PacketInfo) -> bool {
+    st.classes.iter().any(|c| Class::from(*c) == class)
+        || st
+            .prefixes
+            .iter()
+            .any(|n| n.contains(&info.flow.src) || n.contains(&info.flow.dst))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn agent() -> Agent {
-        let text = std::fs::read_to_string(concat!(
+    fn example() -> String {
+        std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../examples/mmsg-branch1.toml"
         ))
-        .unwrap();
-        Agent::new(&Config::parse(&text).unwrap())
+        .unwrap()
+    }
+
+    fn agent() -> Agent {
+        Agent::new(&Config::parse(&example()).unwrap())
+    }
+
+    /// The example with `[striping]` for `table` (the example's groups 0 and 1 get weights 1 and 3).
+    fn striping_agent(table: &str) -> Agent {
+        let text = example()
+            .replacen("id = 1\nweight = 1", "id = 1\nweight = 3", 1)
+            .replace(
+                "[classifier]",
+                &format!("[striping]\n{table}\n\n[classifier]"),
+            );
+        let a = Agent::new(&Config::parse(&text).unwrap());
+        assert!(a.striping.is_some());
+        a
+    }
+
+    #[test]
+    fn an_elephant_flow_is_striped_by_weight_and_numbered() {
+        let t = Instant::now();
+        let b2 = BranchId::new(2).unwrap();
+        let mut a = striping_agent("classes = [\"type2\"]\nthreshold_kbit = 100");
+        for g in 0..2 {
+            a.set_group_up(b2, PathGroupId::new(g).unwrap(), true);
+        }
+        // 28-byte packets every 1 ms = 28 kB/s = 224 kbit/s > 100 kbit/s after the first window.
+        let mut routes = Vec::new();
+        for i in 0..500u32 {
+            let now = t + std::time::Duration::from_millis(1) * i;
+            routes.push(a.route(now, &udp(0, [198, 19, 2, 9], 1)).unwrap());
+        }
+        let striped: Vec<&Route> = routes.iter().filter(|r| r.seq.is_some()).collect();
+        assert_eq!(
+            routes.len() - striped.len(),
+            100,
+            "pinned until the first window closed"
+        );
+        let seqs: Vec<u32> = striped.iter().filter_map(|r| r.seq).collect();
+        assert_eq!(seqs, (0..400).collect::<Vec<_>>());
+        let on_1 = striped.iter().filter(|r| r.group.get() == 1).count();
+        assert_eq!(on_1, 300, "weights 1:3");
+        // A Type I flow (not in `classes`) and a slow Type II flow stay on one group.
+        for i in 0..500u32 {
+            let now = t + std::time::Duration::from_millis(1) * i;
+            let r = a.route(now, &udp(0xB8, [198, 19, 2, 9], 2)).unwrap();
+            assert_eq!(r.seq, None);
+            let r = a.route(
+                now + std::time::Duration::from_millis(500) * i,
+                &udp(0, [198, 19, 2, 9], 3),
+            );
+            assert_eq!(r.unwrap().seq, None);
+        }
+    }
+
+    #[test]
+    fn striping_by_prefix_matches_either_direction() {
+        let t = Instant::now();
+        let b2 = BranchId::new(2).unwrap();
+        let mut a = striping_agent("prefixes = [\"198.19.1.10/32\"]\nthreshold_kbit = 1");
+        a.set_group_up(b2, PathGroupId::new(0).unwrap(), true);
+        let mut last = None;
+        for i in 0..200u32 {
+            let now = t + std::time::Duration::from_millis(1) * i;
+            last = a.route(now, &udp(0, [198, 19, 2, 9], 1)).unwrap().seq;
+        }
+        assert_eq!(last, Some(99), "source 198.19.1.10 is in the prefix");
+        // Without `[striping]` nothing is ever striped.
+        let mut plain = agent();
+        plain.set_group_up(b2, PathGroupId::new(0).unwrap(), true);
+        for i in 0..200u32 {
+            let now = t + std::time::Duration::from_millis(1) * i;
+            assert_eq!(
+                plain.route(now, &udp(0, [198, 19, 2, 9], 1)).unwrap().seq,
+                None
+            );
+        }
     }
 
     fn udp(tos: u8, dst: [u8; 4], sport: u16) -> Vec<u8> {

@@ -19,13 +19,18 @@ use crate::{BranchId, PathGroupId};
 
 /// Most flows remembered. 65,536 concurrent flows is far beyond a branch office (hundreds of hosts ×
 /// tens of flows). Worst case memory: the std (hashbrown) table rounds 65,536 / (7/8) up to 131,072
-/// buckets of `size_of::<(FlowKey, FlowEntry)>()` (80 B on x86-64) + 1 control byte ≈ **10.6 MiB**,
-/// allocated once at start-up by [`FlowTable::new`].
+/// buckets of `size_of::<(FlowKey, FlowEntry)>()` (112 B on x86-64, with the rate window and the
+/// striping state) + 1 control byte ≈ **14.8 MiB**, allocated once at start-up by [`FlowTable::new`].
 pub const MAX_FLOWS: usize = 65_536;
 
 /// How often idle flows are swept. Each sweep scans the table (≤ 65,536 entries, well under a
 /// millisecond); once a second keeps a flow's actual lifetime within 1 s of its timeout.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A flow's rate is measured over windows of this length (bytes in the window / its length). 100 ms
+/// holds ~9 MTU packets at 1 Mbit/s (the default elephant threshold), so one window is enough to
+/// tell an elephant, and a flow is striped within ~0.1 s of exceeding the threshold.
+pub const RATE_WINDOW: Duration = Duration::from_millis(100);
 
 /// What the table knows about one flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +45,49 @@ pub struct FlowEntry {
     pub packets: u64,
     /// Bytes seen.
     pub bytes: u64,
+    /// The rate over the last complete [`RATE_WINDOW`] (bytes per second).
+    pub rate_bytes_per_s: u64,
+    /// Start of the current rate window.
+    pub window_start: Instant,
+    /// Bytes in the current rate window.
+    pub window_bytes: u64,
+    /// Whether the flow is striped (sticky for the flow's lifetime in the table).
+    pub striped: bool,
+    /// The sequence number of its next striped frame.
+    pub next_seq: u32,
+}
+
+impl FlowEntry {
+    fn new(branch: BranchId, group: PathGroupId, now: Instant, bytes: u64) -> Self {
+        FlowEntry {
+            branch,
+            group,
+            last_seen: now,
+            packets: 1,
+            bytes,
+            rate_bytes_per_s: 0,
+            window_start: now,
+            window_bytes: bytes,
+            striped: false,
+            next_seq: 0,
+        }
+    }
+
+    /// Counts a packet of `bytes` at `now` and closes the rate window when it is complete.
+    fn count(&mut self, now: Instant, bytes: u64) {
+        self.last_seen = now;
+        self.packets += 1;
+        self.bytes += bytes;
+        let elapsed = now.saturating_duration_since(self.window_start);
+        if elapsed >= RATE_WINDOW {
+            let nanos = elapsed.as_nanos().max(1);
+            let rate = u128::from(self.window_bytes) * 1_000_000_000 / nanos;
+            self.rate_bytes_per_s = u64::try_from(rate).unwrap_or(u64::MAX);
+            self.window_start = now;
+            self.window_bytes = 0;
+        }
+        self.window_bytes += bytes;
+    }
 }
 
 /// How a packet's group was decided.
@@ -126,18 +174,11 @@ impl FlowTable {
                 (sched.select()?, Assignment::Moved { from: e.group })
             };
             if how == Assignment::New {
-                *e = FlowEntry {
-                    branch,
-                    group,
-                    last_seen: now,
-                    packets: 0,
-                    bytes: 0,
-                };
+                *e = FlowEntry::new(branch, group, now, bytes);
+            } else {
+                e.count(now, bytes);
             }
             e.group = group;
-            e.last_seen = now;
-            e.packets += 1;
-            e.bytes += bytes;
             return Some((group, how));
         }
         if self.flows.len() >= self.max_flows {
@@ -149,18 +190,26 @@ impl FlowTable {
                 .map(|g| (g, Assignment::Untracked));
         }
         let group = sched.select()?;
-        self.flows.insert(
-            key,
-            FlowEntry {
-                branch,
-                group,
-                last_seen: now,
-                packets: 1,
-                bytes,
-            },
-        );
+        self.flows
+            .insert(key, FlowEntry::new(branch, group, now, bytes));
         self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
         Some((group, Assignment::New))
+    }
+
+    /// Striping (seed 001 §III-C): when flow `key` is striped or its measured rate now exceeds
+    /// `threshold_bytes_per_s` (then it is striped from now on), the sequence number for its current
+    /// packet, and the flow's counter advances. `None` for a flow that stays on its group (or one the
+    /// table does not remember: an untracked flow is never striped, it has no sequence state).
+    /// Call after [`FlowTable::assign`] for the same packet, only for flows eligible for striping.
+    pub fn stripe(&mut self, key: &FlowKey, threshold_bytes_per_s: u64) -> Option<u32> {
+        let e = self.flows.get_mut(key)?;
+        if !e.striped && e.rate_bytes_per_s <= threshold_bytes_per_s {
+            return None;
+        }
+        e.striped = true;
+        let seq = e.next_seq;
+        e.next_seq = seq.wrapping_add(1);
+        Some(seq)
     }
 
     /// When [`FlowTable::handle_timeout`] should next run (`None` while the table is empty).
@@ -225,7 +274,42 @@ mod tests {
     #[test]
     fn worst_case_memory_is_as_documented() {
         // The entry size the MAX_FLOWS comment is computed from.
-        assert!(std::mem::size_of::<(FlowKey, FlowEntry)>() <= 80);
+        assert!(std::mem::size_of::<(FlowKey, FlowEntry)>() <= 112);
+    }
+
+    #[test]
+    fn a_fast_flow_becomes_striped_and_numbers_its_packets() {
+        let t = Instant::now();
+        let mut s = sched(2);
+        let mut ft = FlowTable::new(Duration::from_secs(60), 100);
+        // 1,000 B every 10 ms = 100 kB/s; threshold 50 kB/s. The first window is not complete yet.
+        let threshold = 50_000;
+        let mut seqs = Vec::new();
+        for i in 0..30u32 {
+            let now = t + Duration::from_millis(10) * i;
+            ft.assign(now, key(1), b2(), 1_000, &mut s).unwrap();
+            seqs.push(ft.stripe(&key(1), threshold));
+        }
+        let first = seqs.iter().position(Option::is_some).unwrap();
+        assert_eq!(first, 10, "striped once the first 100 ms window closed");
+        let numbered: Vec<u32> = seqs.iter().flatten().copied().collect();
+        assert_eq!(numbered, (0..20).collect::<Vec<_>>());
+        let e = ft.get(&key(1)).unwrap();
+        assert!(
+            (95_000..=105_000).contains(&e.rate_bytes_per_s),
+            "{}",
+            e.rate_bytes_per_s
+        );
+        // Sticky: slowing down keeps it striped (no switching back and forth).
+        let later = t + Duration::from_secs(2);
+        ft.assign(later, key(1), b2(), 1, &mut s).unwrap();
+        assert_eq!(ft.stripe(&key(1), threshold), Some(20));
+        // A slow flow is not striped; an unknown flow neither.
+        for i in 0..30u32 {
+            ft.assign(t + Duration::from_millis(50) * i, key(2), b2(), 100, &mut s);
+        }
+        assert_eq!(ft.stripe(&key(2), threshold), None);
+        assert_eq!(ft.stripe(&key(3), threshold), None);
     }
 
     #[test]

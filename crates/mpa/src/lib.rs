@@ -14,6 +14,7 @@
 //! - [`path_group`]: the path groups towards one remote branch, their weights, state and rates.
 //! - [`scheduler`]: new-flow to path-group selection (RR, smooth WRR, measured throughput).
 //! - [`queue`]: per-connection strict-priority queues with a CoDel sojourn-time AQM.
+//! - [`resequencer`]: the receiver's per-flow resequencing buffer for striped flows (seed 001 Alg. 1).
 //! - [`framing`]: the connection hello and the tunnel frame codec (`docs/wire.md`).
 //! - [`keepalive`]: connection liveness timers (keepalive frames, dead connections).
 //! - [`write_size`]: how many bytes one write to a tunnel connection carries (unequal subflows).
@@ -38,6 +39,7 @@ pub mod gwchan;
 pub mod keepalive;
 pub mod path_group;
 pub mod queue;
+pub mod resequencer;
 pub mod scheduler;
 pub mod write_size;
 

@@ -33,6 +33,9 @@ pub struct Scheduler {
     last: Option<PathGroupId>,
     /// Smooth WRR: `current` weight per group id.
     current: [i64; MAX_PATH_GROUPS],
+    /// Smooth WRR credits of per-packet striping ([`Scheduler::select_packet`]), apart from the
+    /// new-flow credits so striping does not skew which group new flows get.
+    stripe_current: [i64; MAX_PATH_GROUPS],
 }
 
 impl Scheduler {
@@ -43,6 +46,7 @@ impl Scheduler {
             policy,
             last: None,
             current: [0; MAX_PATH_GROUPS],
+            stripe_current: [0; MAX_PATH_GROUPS],
         }
     }
 
@@ -64,6 +68,9 @@ impl Scheduler {
             // A group coming back starts from zero credit instead of the stale value it had when it
             // went down (which could give it a burst of new flows).
             if let Some(c) = self.current.get_mut(usize::from(group.get())) {
+                *c = 0;
+            }
+            if let Some(c) = self.stripe_current.get_mut(usize::from(group.get())) {
                 *c = 0;
             }
         }
@@ -100,6 +107,17 @@ impl Scheduler {
         Some(chosen)
     }
 
+    /// The group for the next packet of a striped flow (seed 001 §III-C: WRR with weights ∝
+    /// capacity): smooth WRR over the up groups on their configured weights, which the controller
+    /// keeps proportional to measured capacity (`controller::wrr`). Over any Σw consecutive packets
+    /// each group carries exactly its weight, interleaved. `None` when no group is up.
+    pub fn select_packet(&mut self) -> Option<PathGroupId> {
+        let mut credits = self.stripe_current;
+        let chosen = swrr(&self.groups, &mut credits, false);
+        self.stripe_current = credits;
+        chosen
+    }
+
     /// A group for a flow the flow table cannot remember (it is full): a stable hash of the flow over
     /// the groups that are up, so the flow's packets stay on one group while the up set is stable.
     pub fn select_by_hash(&self, flow: &impl Hash) -> Option<PathGroupId> {
@@ -123,30 +141,40 @@ impl Scheduler {
     }
 
     fn select_swrr(&mut self, by_rate: bool) -> Option<PathGroupId> {
-        let mut total: i64 = 0;
-        let mut best: Option<(PathGroupId, i64)> = None;
-        for g in self.groups.iter().filter(|g| g.up) {
-            let w = if by_rate {
-                i64::try_from((g.rate_bytes_per_s / RATE_UNIT_BYTES_PER_S).min(u64::from(u32::MAX)))
-                    .unwrap_or(i64::from(u32::MAX))
-            } else {
-                i64::from(g.weight)
-            };
-            let Some(c) = self.current.get_mut(usize::from(g.id.get())) else {
-                continue;
-            };
-            *c += w;
-            total += w;
-            if best.is_none_or(|(_, b)| *c > b) {
-                best = Some((g.id, *c));
-            }
-        }
-        let (id, _) = best?;
-        if let Some(c) = self.current.get_mut(usize::from(id.get())) {
-            *c -= total;
-        }
-        Some(id)
+        swrr(&self.groups, &mut self.current, by_rate)
     }
+}
+
+/// One smooth WRR pick over the up groups with `credits` per group id; weights are the configured
+/// ones, or the measured rates when `by_rate`.
+fn swrr(
+    groups: &PathGroups,
+    credits: &mut [i64; MAX_PATH_GROUPS],
+    by_rate: bool,
+) -> Option<PathGroupId> {
+    let mut total: i64 = 0;
+    let mut best: Option<(PathGroupId, i64)> = None;
+    for g in groups.iter().filter(|g| g.up) {
+        let w = if by_rate {
+            i64::try_from((g.rate_bytes_per_s / RATE_UNIT_BYTES_PER_S).min(u64::from(u32::MAX)))
+                .unwrap_or(i64::from(u32::MAX))
+        } else {
+            i64::from(g.weight)
+        };
+        let Some(c) = credits.get_mut(usize::from(g.id.get())) else {
+            continue;
+        };
+        *c += w;
+        total += w;
+        if best.is_none_or(|(_, b)| *c > b) {
+            best = Some((g.id, *c));
+        }
+    }
+    let (id, _) = best?;
+    if let Some(c) = credits.get_mut(usize::from(id.get())) {
+        *c -= total;
+    }
+    Some(id)
 }
 
 #[cfg(test)]
@@ -168,6 +196,24 @@ mod tests {
 
     fn picks(s: &mut Scheduler, n: usize) -> Vec<u8> {
         (0..n).map(|_| s.select().unwrap().get()).collect()
+    }
+
+    #[test]
+    fn packet_striping_follows_the_weights_without_touching_new_flow_picks() {
+        let mut s = sched(&[(0, 3), (1, 1), (4, 2)], SelectionPolicy::Wrr);
+        let before = s.clone();
+        let p: Vec<u8> = (0..6).map(|_| s.select_packet().unwrap().get()).collect();
+        assert_eq!(p, [0, 4, 0, 1, 4, 0], "smooth: interleaved 3:1:2");
+        let mut counts = [0usize; 16];
+        for _ in 0..600 {
+            counts[usize::from(s.select_packet().unwrap().get())] += 1;
+        }
+        assert_eq!((counts[0], counts[1], counts[4]), (300, 100, 200));
+        // New-flow selection is unaffected by the packets striped.
+        let mut fresh = before;
+        assert_eq!(picks(&mut s, 12), picks(&mut fresh, 12));
+        s.set_up(PathGroupId::new(0).unwrap(), false);
+        assert!((0..10).all(|_| s.select_packet().unwrap().get() != 0));
     }
 
     #[test]

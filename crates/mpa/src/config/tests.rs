@@ -314,3 +314,67 @@ fn type1_prefers_leased_uplinks() {
     assert_eq!(c.uplinks_for(Class::TypeII), vec![0, 1]);
     assert!(c.uplinks_for(Class::TypeIII).is_empty());
 }
+
+#[test]
+fn striping_is_off_by_default_and_parses_with_auto_and_numbers() {
+    assert_eq!(Config::parse(MINIMAL).unwrap().striping, None);
+    let c = Config::parse(&format!("{MINIMAL}\n[striping]\nclasses = [\"type2\"]\n")).unwrap();
+    let st = c.striping.unwrap();
+    assert_eq!(st.classes, vec![TunnelClass::Type2]);
+    assert_eq!(
+        (st.threshold_kbit, st.buffer_frames, st.lrf),
+        (1_000, 1_024, 20)
+    );
+    assert_eq!(
+        (st.release_frames, st.release_hold_ms),
+        (Auto::Auto, Auto::Auto)
+    );
+    assert_eq!(st.threshold_bytes_per_s(), 125_000);
+    let p = st.reseq_params();
+    assert_eq!(p.threshold, crate::resequencer::Threshold::default());
+    let c = Config::parse(&format!(
+        "{MINIMAL}\n[striping]\nprefixes = [\"198.19.2.0/24\"]\nthreshold_kbit = 5000\nbuffer_frames = 256\n\
+         lrf = 10\nrelease_frames = 92\nrelease_hold_ms = \"auto\"\n"
+    ))
+    .unwrap();
+    let st = c.striping.unwrap();
+    assert_eq!(st.release_frames, Auto::Value(92));
+    let p = st.reseq_params();
+    assert_eq!((p.buffer_frames, p.threshold.frames, p.lrf), (256, 92, 10));
+    assert_eq!(p.threshold.hold, crate::resequencer::DEFAULT_HOLD);
+}
+
+#[test]
+fn striping_rejects_unknown_keys_bad_words_and_bad_values() {
+    let err = Config::parse(&format!(
+        "{MINIMAL}\n[striping]\nclasses = [\"type2\"]\nbogus_key = 1\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("bogus_key"), "{err}");
+    let err = Config::parse(&format!(
+        "{MINIMAL}\n[striping]\nclasses = [\"type2\"]\nrelease_frames = \"automatic\"\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("\"auto\""), "{err}");
+    let p = problems(&format!(
+        "{MINIMAL}\n[striping]\nthreshold_kbit = 0\nbuffer_frames = 64\nlrf = 0\nrelease_frames = 64\n\
+         release_hold_ms = 0\n"
+    ));
+    assert_eq!(
+        p,
+        vec![
+            "striping: names no class and no prefix (remove the table to turn striping off)",
+            "striping.threshold_kbit: 0 is out of range 1..=100000000",
+            "striping.lrf: 0 is out of range 1..=1000",
+            "striping.release_frames: 64 must be above 0 and below striping.buffer_frames (64)",
+            "striping.release_hold_ms: 0 is out of range 1..=1000",
+        ]
+    );
+    let p = problems(&format!(
+        "{MINIMAL}\n[striping]\nprefixes = [\"198.19.2.1/24\"]\nbuffer_frames = 5000\n"
+    ));
+    assert_eq!(p.len(), 2, "{p:?}");
+    assert!(p[1].starts_with("striping.buffer_frames: 5000"), "{p:?}");
+}

@@ -1,0 +1,209 @@
+//! The receive side of striping: sequenced frames (`FLAG_SEQ`) go through one
+//! [`mpa::resequencer::Resequencer`] shared by every connection of every peer, then to TUN in order
+//! (seed 001 §III-D, `docs/mpa.md` "Striping"). A timer task runs its hold-time releases.
+//!
+//! The resequencer is keyed by the inner 5-tuple. That is also the (source branch, flow) of the
+//! brief: the inner source address lies in exactly one branch's LAN prefixes (validated disjoint),
+//! so one flow key never mixes two source branches, and the key stays the same whichever
+//! connection (path group, class, direction) a frame of the flow came in on.
+//!
+//! Locking: one `std::sync::Mutex` around the core; frames are handed in and written to TUN while
+//! it is held, so two connection readers cannot interleave a flow's releases. The TUN write is a
+//! non-blocking syscall; the lock is never held across an `.await`.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use mpa::classifier::{parse, FlowKey};
+use mpa::config::{Auto, StripingConfig};
+use mpa::framing::Frame;
+use mpa::resequencer::{Delivery, Params, Resequencer, Threshold};
+use tokio::sync::Notify;
+use tracing::{debug, trace};
+
+use crate::stats::Stats;
+use crate::tunnel::Shared;
+
+/// The timer task's sleep when nothing is buffered (it is woken early when a frame is held).
+const IDLE_TICK: Duration = Duration::from_secs(1);
+/// How often an "auto" `T` is sized again from the measured paths (the subflow RTTs are refreshed
+/// once a second too).
+const AUTO_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A frame whose payload was copied out of the connection's receive buffer: a held 1.4 KB frame
+/// must not pin the 128 KiB receive chunk it was split from (S frames could pin S chunks).
+type Held = Frame;
+
+struct Inner {
+    rs: Resequencer<FlowKey, Held>,
+    /// The deadline the timer task sleeps towards.
+    armed: Option<Instant>,
+}
+
+/// The shared resequencer and the wake-up of its timer task.
+pub struct Reseq {
+    inner: Mutex<Inner>,
+    wake: Notify,
+    /// Which halves of `T` are "auto" (sized by [`Reseq::run_timer`] from the measured paths).
+    auto_frames: bool,
+    auto_hold: bool,
+}
+
+impl std::fmt::Debug for Reseq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reseq").finish_non_exhaustive()
+    }
+}
+
+impl Reseq {
+    /// A resequencer for `[striping]`.
+    pub fn new(st: &StripingConfig) -> Self {
+        Reseq {
+            inner: Mutex::new(Inner {
+                rs: Resequencer::new(st.reseq_params()),
+                armed: None,
+            }),
+            wake: Notify::new(),
+            auto_frames: st.release_frames == Auto::Auto,
+            auto_hold: st.release_hold_ms == Auto::Auto,
+        }
+    }
+
+    /// The parameters in force.
+    pub fn params(&self) -> Params {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .rs
+            .params()
+    }
+
+    /// One sequenced IP frame from a tunnel, received on connection `lane` (any id unique among the
+    /// live connections): resequence it and write whatever is released to TUN. A frame whose inner
+    /// packet does not parse has no flow: it goes straight to TUN.
+    pub fn handle(&self, sh: &Shared, frame: &Frame, lane: u64, seq: u32) {
+        let key = frame
+            .ip_packet()
+            .and_then(|(_, ip)| parse(ip).ok())
+            .map(|i| i.flow);
+        let Some(key) = key else {
+            crate::tunnel::write_to_tun(sh, frame);
+            return;
+        };
+        let held = Frame {
+            header: frame.header,
+            payload: Bytes::copy_from_slice(&frame.payload),
+        };
+        let len = held.payload.len();
+        let now = Instant::now();
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.rs.handle_frame_on(now, key, lane, seq, held, len);
+        drain(sh, &mut inner.rs);
+        // Wake the timer when a new, earlier deadline appeared.
+        let due = inner.rs.poll_timeout();
+        if due.is_some_and(|d| inner.armed.is_none_or(|a| d < a)) {
+            inner.armed = due;
+            self.wake.notify_one();
+        }
+    }
+
+    /// Runs the hold-time releases and the idle sweep forever (spawned once by `mmsg run`), and
+    /// sizes an "auto" `T` every [`AUTO_INTERVAL`].
+    pub async fn run_timer(self: Arc<Self>, sh: Arc<Shared>) {
+        let mut auto = tokio::time::interval(AUTO_INTERVAL);
+        auto.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last = (0u64, 0u64);
+        loop {
+            let due = {
+                let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+                let due = inner.rs.poll_timeout();
+                inner.armed = due;
+                due
+            };
+            let until = due.unwrap_or_else(|| Instant::now() + IDLE_TICK);
+            tokio::select! {
+                _ = tokio::time::sleep_until(until.into()) => {}
+                _ = self.wake.notified() => continue,
+                _ = auto.tick() => {
+                    self.size_auto(&sh, &mut last);
+                    continue;
+                }
+            }
+            let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            inner.rs.handle_timeout(Instant::now());
+            drain(&sh, &mut inner.rs);
+        }
+    }
+}
+
+impl Reseq {
+    /// `T` from the paths as they are now (`Threshold::from_delays`): one-way delays = half the
+    /// smoothed RTT of every established subflow of every connection that is up; Σc = the rate at
+    /// which frames were written to TUN over the last interval (what arrives while a gap waits);
+    /// the frame size = the mean over that interval. Idle (nothing written): unchanged.
+    fn size_auto(&self, sh: &Shared, last: &mut (u64, u64)) {
+        if !self.auto_frames && !self.auto_hold {
+            return;
+        }
+        let report = sh.stats.report(0, false, "");
+        let bytes = report.counters.get("tun_tx_bytes").copied().unwrap_or(0);
+        let packets = report.counters.get("tun_tx_packets").copied().unwrap_or(0);
+        let (d_bytes, d_packets) = (bytes.saturating_sub(last.0), packets.saturating_sub(last.1));
+        *last = (bytes, packets);
+        let delays: Vec<Duration> = report
+            .connections
+            .iter()
+            .filter(|c| c.state == "up")
+            .flat_map(|c| c.subflows.iter())
+            .filter(|sf| sf.state == "established" && sf.rtt_us > 0)
+            .map(|sf| Duration::from_micros(u64::from(sf.rtt_us) / 2))
+            .collect();
+        if d_packets == 0 || delays.is_empty() {
+            return;
+        }
+        let rate = d_bytes * 1_000 / AUTO_INTERVAL.as_millis().max(1) as u64;
+        let frame = usize::try_from(d_bytes / d_packets).unwrap_or(usize::MAX);
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let p = inner.rs.params();
+        let sized = Threshold::from_delays(&delays, &[rate], frame, p.buffer_frames);
+        let t = Threshold {
+            frames: if self.auto_frames {
+                sized.frames
+            } else {
+                p.threshold.frames
+            },
+            hold: if self.auto_hold {
+                sized.hold
+            } else {
+                p.threshold.hold
+            },
+        };
+        if t != p.threshold {
+            debug!(
+                frames = t.frames,
+                hold_ms = t.hold.as_millis() as u64,
+                "resequencer T sized"
+            );
+            inner.rs.set_threshold(t);
+        }
+    }
+}
+
+/// Writes every released frame to TUN, in order, and publishes the counters.
+fn drain(sh: &Shared, rs: &mut Resequencer<FlowKey, Held>) {
+    while let Some(Delivery { packet, seq, .. }) = rs.poll_deliver() {
+        trace!(seq, "resequenced frame to TUN");
+        crate::tunnel::write_to_tun(sh, &packet);
+    }
+    let s = rs.stats();
+    let c = &sh.stats;
+    Stats::set(&c.reseq_in_order, s.in_order);
+    Stats::set(&c.reseq_buffered, s.buffered);
+    Stats::set(&c.reseq_released_in_order, s.released_in_order);
+    Stats::set(&c.reseq_released_threshold, s.released_threshold);
+    Stats::set(&c.reseq_released_timeout, s.released_timeout);
+    Stats::set(&c.reseq_released_lost, s.released_lost);
+    Stats::set(&c.reseq_dup_late, s.dup_late);
+    Stats::set(&c.reseq_overflow, s.overflow);
+}
