@@ -9,12 +9,14 @@
 //! back to its branch; [`server_name`] is what a client dials.
 //!
 //! Modules: [`ca`] (generate, load, save, issue, revoke), [`tls`] (the rustls configurations
-//! and the classification of handshake failures), [`files`] (0600 atomic writes).
+//! and the classification of handshake failures), [`files`] (0600 atomic writes), [`fuzz`]
+//! (the fuzz check of the accepting side).
 
 #![forbid(unsafe_code)]
 
 pub mod ca;
 pub mod files;
+pub mod fuzz;
 pub mod tls;
 
 use mpa::BranchId;
