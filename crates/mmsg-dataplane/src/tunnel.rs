@@ -1058,7 +1058,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
 /// A connected tunnel stream: plain MPTCP, or TLS over MPTCP.
 enum Transport {
     Clear(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Tls(Box<tokio_rustls::client::TlsStream<secure::Buffered>>),
 }
 
 /// Connects (MPTCP) and, with `[tls]`, runs the TLS handshake: the server must prove it is the
@@ -1074,7 +1074,9 @@ async fn connect_secure(
     let Some(tls) = sh.tls.as_ref().map(|t| t.current()) else {
         return Ok(Transport::Clear(stream));
     };
-    let connect = tls.connector.connect(pki::server_name(branch), stream);
+    let connect = tls
+        .connector
+        .connect(pki::server_name(branch), secure::buffered(stream));
     match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
         Ok(Ok(s)) => {
             Stats::inc(&sh.stats.tls_handshakes_out);
@@ -1116,7 +1118,7 @@ async fn run_outbound_conn(
     }
     let fd = match &stream {
         Transport::Clear(s) => s.as_fd().try_clone_to_owned(),
-        Transport::Tls(s) => s.get_ref().0.as_fd().try_clone_to_owned(),
+        Transport::Tls(s) => s.get_ref().0.get_ref().as_fd().try_clone_to_owned(),
     };
     let fd = match fd {
         Ok(fd) => fd,
@@ -1387,7 +1389,11 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
         return;
     };
     let st = &sh.stats;
-    let s = match tokio::time::timeout(secure::HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)).await
+    let s = match tokio::time::timeout(
+        secure::HANDSHAKE_TIMEOUT,
+        tls.acceptor.accept(secure::buffered(stream)),
+    )
+    .await
     {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
