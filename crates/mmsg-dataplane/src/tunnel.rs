@@ -8,6 +8,11 @@
 //! interleave —, reader, subflow manager) until one ends; per accepted connection one task
 //! (hello check, then reader + keepalive writer). Only outbound connections carry our data;
 //! inbound ones carry the peer's data to us and our keepalives back.
+//!
+//! With `[tls]` ([`crate::secure`], docs/security.md) every connection runs TLS 1.3 with mutual
+//! authentication first (the dialer checks the server is the dialled branch, the acceptor that
+//! the client certificate is the hello's source branch); the hello and the frames travel inside
+//! it. Reader and writer are generic over the stream halves, clear or TLS alike.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{self, IoSlice};
