@@ -59,6 +59,8 @@ pub struct TlsCurrent {
     pub connector: TlsConnector,
     /// Our certificate's serial number.
     pub serial: u64,
+    /// The credentials themselves (to check established peers again after a reload).
+    pub creds: Credentials,
 }
 
 impl std::fmt::Debug for TlsCurrent {
@@ -76,6 +78,8 @@ pub struct TlsState {
     files: TlsFiles,
     own: BranchId,
     current: RwLock<Arc<TlsCurrent>>,
+    /// Bumped on every successful reload; established connections check their peer again.
+    generation: tokio::sync::watch::Sender<u64>,
 }
 
 /// Errors loading the credentials.
@@ -127,6 +131,7 @@ fn load_current(files: &TlsFiles, own: BranchId) -> Result<TlsCurrent, LoadError
         acceptor: TlsAcceptor::from(creds.server_config()?),
         connector: TlsConnector::from(creds.client_config()?),
         serial: creds.serial,
+        creds,
     })
 }
 
@@ -147,6 +152,7 @@ impl TlsState {
             files,
             own,
             current: RwLock::new(Arc::new(current)),
+            generation: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -156,7 +162,28 @@ impl TlsState {
         let next = load_current(&self.files, self.own)?;
         let serial = next.serial;
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        self.generation.send_modify(|g| *g += 1);
         Ok(serial)
+    }
+
+    /// Resolves when, after a reload, the peer of an established connection (its certificate
+    /// `cert`, in `role`) no longer passes the new credentials (revoked by the new CRL, or no
+    /// longer from the CA); returns the reason. Never resolves otherwise.
+    pub async fn peer_invalidated(
+        &self,
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        role: pki::tls::PeerRole,
+    ) -> rustls::Error {
+        let mut rx = self.generation.subscribe();
+        loop {
+            if rx.changed().await.is_err() {
+                // The state is gone (shutdown): never resolve.
+                std::future::pending::<()>().await;
+            }
+            if let Err(e) = self.current().creds.check_peer(cert, role) {
+                return e;
+            }
+        }
     }
 
     /// The credentials for a new connection.

@@ -87,6 +87,9 @@ counters! {
     /// `[tls]`: outbound TLS handshakes that failed (the server is not the dialled branch,
     /// not from our CA, revoked, or refused us).
     tls_connect_failures,
+    /// `[tls]`: established connections closed because a reload (new CRL, new CA) no longer
+    /// accepts the peer's certificate.
+    tls_invalidated_closed,
     /// `[tls]`: key updates requested (rekey budget spent).
     tls_key_updates,
     /// `[tls]`: credentials re-read (SIGHUP) successfully.

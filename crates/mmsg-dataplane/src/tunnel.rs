@@ -574,6 +574,27 @@ enum ConnEnd {
     Dead(Duration),
     #[error("peer sent an invalid stream: {0}")]
     Invalid(InboundError),
+    #[error("peer certificate no longer valid after a reload: {0}")]
+    Invalidated(rustls::Error),
+}
+
+/// Resolves when a reload invalidates the peer of this connection (see
+/// [`TlsState::peer_invalidated`]); counts and logs it. Never resolves in clear mode.
+async fn peer_invalidated(
+    sh: &Shared,
+    name: &str,
+    peer: Option<&(
+        rustls::pki_types::CertificateDer<'static>,
+        pki::tls::PeerRole,
+    )>,
+) -> ConnEnd {
+    let (Some(tls), Some((cert, role))) = (sh.tls.as_ref(), peer) else {
+        return std::future::pending().await;
+    };
+    let e = tls.peer_invalidated(cert, *role).await;
+    Stats::inc(&sh.stats.tls_invalidated_closed);
+    warn!(conn = name, error = %e, "closing: the peer's certificate is no longer valid (reload)");
+    ConnEnd::Invalidated(e)
 }
 
 /// Per-connection counters, shared by the halves.
@@ -1135,7 +1156,7 @@ async fn run_outbound_conn(
                 return ConnEnd::Io(e);
             }
             let (r, w) = stream.into_split();
-            run_outbound_halves(sh, name, key, oq, (r, w, None), &fd, pairs, port).await
+            run_outbound_halves(sh, name, key, oq, (r, w, None), None, &fd, pairs, port).await
         }
         Transport::Tls(mut stream) => {
             // The hello travels inside TLS (docs/wire.md).
@@ -1147,8 +1168,25 @@ async fn run_outbound_conn(
             {
                 return ConnEnd::Io(e);
             }
+            let peer = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(|c| (c.clone().into_owned(), pki::tls::PeerRole::Server(branch)));
             let (r, w, rekey) = secure::split(*stream);
-            run_outbound_halves(sh, name, key, oq, (r, w, Some(rekey)), &fd, pairs, port).await
+            run_outbound_halves(
+                sh,
+                name,
+                key,
+                oq,
+                (r, w, Some(rekey)),
+                peer.as_ref(),
+                &fd,
+                pairs,
+                port,
+            )
+            .await
         }
     }
 }
@@ -1161,6 +1199,10 @@ async fn run_outbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     key: ConnKey,
     oq: &OutQueue,
     (mut r, mut w, mut rekey): (R, W, Option<Rekey>),
+    peer: Option<&(
+        rustls::pki_types::CertificateDer<'static>,
+        pki::tls::PeerRole,
+    )>,
     fd: &std::os::fd::OwnedFd,
     pairs: &[(usize, Ipv4Addr, Ipv4Addr)],
     port: u16,
@@ -1207,6 +1249,7 @@ async fn run_outbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         r = writer(sh, &mut w, rekey.as_mut(), oq, class, &liveness, &cc) => r.err().unwrap_or(ConnEnd::Eof),
         r = reader(sh, &mut r, Decoder::Out(Deframer::new()), BytesMut::with_capacity(RX_CHUNK), &liveness, &cc) => r.err().unwrap_or(ConnEnd::Eof),
         () = manage => ConnEnd::Eof,
+        e = peer_invalidated(sh, name, peer) => e,
     }
 }
 
@@ -1416,8 +1459,14 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
         .1
         .peer_certificates()
         .and_then(|c| c.first())
-        .map(|c| (pki::identity_of(c), pki::serial_of(c)));
-    let Some((Ok(identity), Ok(serial))) = cert else {
+        .map(|c| {
+            (
+                pki::identity_of(c),
+                pki::serial_of(c),
+                c.clone().into_owned(),
+            )
+        });
+    let Some((Ok(identity), Ok(serial), cert)) = cert else {
         Stats::inc(&st.tls_wrong_branch);
         warn!(%peer, pg = group.get(), "inbound connection refused: certificate without a branch identity");
         return;
@@ -1427,7 +1476,7 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
     serve_inbound_halves(
         Arc::clone(&sh),
         (r, w, Some(rekey)),
-        Some((identity, serial)),
+        Some((identity, serial, cert)),
         fd,
         peer,
         group,
@@ -1440,7 +1489,7 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
 async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     sh: Arc<Shared>,
     (mut r, mut w, mut rekey): (R, W, Option<Rekey>),
-    peer_id: Option<(BranchId, u64)>,
+    peer_id: Option<(BranchId, u64, rustls::pki_types::CertificateDer<'static>)>,
     fd: std::os::fd::OwnedFd,
     peer: SocketAddr,
     group: PathGroupId,
@@ -1463,7 +1512,8 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             return;
         }
     };
-    if let Some((identity, serial)) = peer_id {
+    if let Some((identity, serial, _)) = &peer_id {
+        let (identity, serial) = (*identity, *serial);
         if identity != hello.src_branch {
             Stats::inc(&st.tls_wrong_branch);
             warn!(%peer, pg = group.get(), cert_branch = identity.get(), cert_serial = serial,
@@ -1494,10 +1544,13 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             state: "up".into(),
             fallback,
             established: 1,
-            peer_serial: peer_id.map(|(_, s)| s),
+            peer_serial: peer_id.as_ref().map(|(_, s, _)| *s),
             ..ConnStatus::default()
         },
     );
+    let peer_check = peer_id
+        .as_ref()
+        .map(|(_, _, c)| (c.clone(), pki::tls::PeerRole::Client));
     let liveness = Mutex::new(Liveness::new(Instant::now()));
     let cc = ConnCounters::default();
     let keepalives = async {
@@ -1529,6 +1582,7 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         r = reader(&sh, &mut r, Decoder::In(ic), buf, &liveness, &cc) => r.err().unwrap_or(ConnEnd::Eof),
         e = keepalives => e,
         () = report => ConnEnd::Eof,
+        e = peer_invalidated(&sh, &name, peer_check.as_ref()) => e,
     };
     if matches!(end, ConnEnd::Dead(_)) {
         Stats::inc(&st.conn_dead);

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mpa::BranchId;
+use rustls::client::danger::ServerCertVerifier;
 use rustls::client::Resumption;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -228,6 +229,56 @@ impl Credentials {
         c.resumption = Resumption::disabled();
         c.enable_early_data = false;
         Ok(Arc::new(c))
+    }
+}
+
+/// Who the peer of an established connection is, for [`Credentials::check_peer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerRole {
+    /// It connected to us (we are the TLS server).
+    Client,
+    /// We dialled it as this branch (we are the TLS client).
+    Server(BranchId),
+}
+
+impl Credentials {
+    /// Checks again, with these (possibly newer) credentials and CRL, the certificate a peer
+    /// presented on an established connection: after a reload, a connection whose peer is now
+    /// revoked (or no longer chains to the CA) must end.
+    pub fn check_peer(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        role: PeerRole,
+    ) -> Result<(), rustls::Error> {
+        let p = provider();
+        let now = rustls::pki_types::UnixTime::now();
+        let bad = |e: rustls::server::VerifierBuilderError| rustls::Error::General(e.to_string());
+        match role {
+            PeerRole::Client => {
+                WebPkiClientVerifier::builder_with_provider(Arc::clone(&self.roots), p)
+                    .with_crls(self.crls.iter().cloned())
+                    .build()
+                    .map_err(bad)?
+                    .verify_client_cert(end_entity, &[], now)?;
+            }
+            PeerRole::Server(b) => {
+                rustls::client::WebPkiServerVerifier::builder_with_provider(
+                    Arc::clone(&self.roots),
+                    p,
+                )
+                .with_crls(self.crls.iter().cloned())
+                .build()
+                .map_err(bad)?
+                .verify_server_cert(
+                    end_entity,
+                    &[],
+                    &crate::server_name(b),
+                    &[],
+                    now,
+                )?;
+            }
+        }
+        Ok(())
     }
 }
 

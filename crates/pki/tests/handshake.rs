@@ -154,3 +154,26 @@ fn saved_and_loaded_ca_keeps_issuing_for_the_same_anchor() {
     let (_, e) = handshake(&c1, &creds(&ca, &g2, b(2), Some(&crl)), b(2)).unwrap_err();
     assert_eq!(classify(&e), Rejection::Revoked);
 }
+
+#[test]
+fn established_peers_are_checked_again_against_a_new_crl() {
+    use pki::tls::PeerRole;
+    let ca = Ca::generate("MMS test CA").unwrap();
+    let g1 = ca.issue_gateway(b(1), 10, DEFAULT_VALIDITY).unwrap();
+    let g2 = ca.issue_gateway(b(2), 20, DEFAULT_VALIDITY).unwrap();
+    let before = creds(&ca, &g2, b(2), None);
+    before.check_peer(&g1.cert_der, PeerRole::Client).unwrap();
+    before
+        .check_peer(&g1.cert_der, PeerRole::Server(b(1)))
+        .unwrap();
+    // As a server it must be the dialled branch.
+    assert!(before
+        .check_peer(&g1.cert_der, PeerRole::Server(b(3)))
+        .is_err());
+    let crl = ca.crl(&[10], 2).unwrap();
+    let after = creds(&ca, &g2, b(2), Some(&crl));
+    for role in [PeerRole::Client, PeerRole::Server(b(1))] {
+        let e = after.check_peer(&g1.cert_der, role).unwrap_err();
+        assert_eq!(classify(&e), Rejection::Revoked, "{role:?}: {e:?}");
+    }
+}
