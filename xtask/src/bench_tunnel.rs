@@ -9,11 +9,15 @@
 //!
 //! Each repetition runs, in this order (alternating, so drift and other load on the machine hit
 //! every variant alike):
-//! 1. `mmsg` in both gateways with TUN offload (GSO super-packets): iperf3 TCP h1 → h2 through the
-//!    tunnel (one connection, 2 × 2 subflows, userspace PM), CPU seconds of both `mmsg` processes
-//!    (`/proc/<pid>/stat` utime + stime) over the inner bytes, then the idle ping overhead;
-//! 2. the same with `mmsg` restarted with `--no-offload`;
-//! 3. `mmsg` stopped; end-to-end MPTCP between the gateways' WAN addresses (iperf3 under
+//! 1. `mmsg` in both gateways with TUN offload (GSO super-packets) and `[tls]` (the default,
+//!    encrypted tunnel; credentials made with `crates/pki` in the testbed's state directory):
+//!    iperf3 TCP h1 → h2 through the tunnel (one connection, 2 × 2 subflows, userspace PM), CPU
+//!    seconds of both `mmsg` processes (`/proc/<pid>/stat` utime + stime) over the inner bytes,
+//!    then the idle ping overhead;
+//! 2. the same in clear (the example configs, no `[tls]`): `tunnel_clear_mbps`, and
+//!    `tls_ratio = tunnel_mbps / tunnel_clear_mbps` (aim ≥ 0.9, docs/security.md);
+//! 3. the same as 1 with `mmsg` restarted with `--no-offload`;
+//! 4. `mmsg` stopped; end-to-end MPTCP between the gateways' WAN addresses (iperf3 under
 //!    `mptcpize`, in-kernel PM with `subflow fullmesh` client endpoints and the server's second
 //!    address `signal`led, as `bench table1` does); the distinct subflow address pairs are
 //!    sampled with `ss` mid-transfer (4 expected).
@@ -204,16 +208,19 @@ pub struct TunnelRun {
 /// One repetition.
 #[derive(Debug, Clone, Serialize)]
 pub struct Rep {
-    /// `mmsg` with offload.
+    /// `mmsg` with offload and TLS (the default).
     pub tunnel: TunnelRun,
-    /// `mmsg --no-offload`.
+    /// `mmsg` with offload, clear tunnel (no `[tls]`).
+    pub tunnel_clear: TunnelRun,
+    /// `mmsg --no-offload` with TLS.
     pub tunnel_nooffload: TunnelRun,
     /// End-to-end MPTCP between the gateways.
     pub direct: Transfer,
     /// Distinct (local, remote) address pairs of the direct transfer's established subflows.
     pub direct_subflow_pairs: usize,
-    /// Median RTT gw1 → gw2 (1a → 2a), µs, measured right after each tunnel ping.
-    pub direct_ping_rtt_us: [f64; 2],
+    /// Median RTT gw1 → gw2 (1a → 2a), µs, measured right after each tunnel ping (TLS offload,
+    /// TLS no offload, clear offload).
+    pub direct_ping_rtt_us: [f64; 3],
     /// Median RTT h1 → gw1 and h2 → gw2 (the LAN hops the tunnel ping also crosses), µs.
     pub lan_ping_rtt_us: [f64; 2],
 }
@@ -221,14 +228,20 @@ pub struct Rep {
 /// The whole result (the issue's keys at the top, details below).
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// Median goodput through `mmsg` with offload, Mbit/s.
+    /// Median goodput through `mmsg` with offload and TLS (the default), Mbit/s.
     pub tunnel_mbps: f64,
-    /// Median goodput through `mmsg --no-offload`, Mbit/s.
+    /// Median goodput through `mmsg` with offload in clear (no `[tls]`), Mbit/s.
+    pub tunnel_clear_mbps: f64,
+    /// `tunnel_mbps / tunnel_clear_mbps`: what encryption costs (aim ≥ 0.9).
+    pub tls_ratio: f64,
+    /// Median goodput through `mmsg --no-offload` with TLS, Mbit/s.
     pub tunnel_nooffload_mbps: f64,
     /// Median goodput of end-to-end MPTCP between the gateways, Mbit/s.
     pub direct_mptcp_mbps: f64,
     /// `tunnel_mbps / direct_mptcp_mbps` (aim ≥ 0.85).
     pub ratio: f64,
+    /// `tunnel_clear_mbps / direct_mptcp_mbps`.
+    pub ratio_clear: f64,
     /// `tunnel_nooffload_mbps / direct_mptcp_mbps`.
     pub ratio_nooffload: f64,
     /// Idle ping overhead per gateway with offload, µs (median over reps; aim ≤ 50).
@@ -239,6 +252,8 @@ pub struct Report {
     pub mmsg_cpu_s_per_gb: Option<f64>,
     /// The same without offload.
     pub mmsg_cpu_s_per_gb_nooffload: Option<f64>,
+    /// The same in clear, with offload.
+    pub mmsg_cpu_s_per_gb_clear: Option<f64>,
     /// Everything measured.
     pub details: Details,
 }
@@ -260,6 +275,8 @@ pub struct Details {
     pub emulator_packets: Option<u64>,
     /// Goodput spreads, Mbit/s.
     pub tunnel_mbps: Spread,
+    /// Goodput spreads, Mbit/s.
+    pub tunnel_clear_mbps: Spread,
     /// Goodput spreads, Mbit/s.
     pub tunnel_nooffload_mbps: Spread,
     /// Goodput spreads, Mbit/s.
@@ -304,6 +321,7 @@ impl Mmsg {
         opts: &Options,
         bin: &Path,
         offload: bool,
+        tls: bool,
         n_m: usize,
         tag: &str,
     ) -> anyhow::Result<Mmsg> {
@@ -320,7 +338,11 @@ impl Mmsg {
                 .arg(bin)
                 .arg("run")
                 .arg("--config")
-                .arg(opts.root.join(format!("examples/mmsg-branch{b}.toml")))
+                .arg(if tls {
+                    tls_config(opts, b)?
+                } else {
+                    opts.root.join(format!("examples/mmsg-branch{b}.toml"))
+                })
                 .arg("--control")
                 .arg(&control);
             if !offload {
@@ -369,6 +391,41 @@ impl Mmsg {
     fn statuses(&self) -> Vec<Option<serde_json::Value>> {
         self.gws.iter().map(|(_, c)| status(&self.bin, c)).collect()
     }
+}
+
+/// Makes a CA and the certificates of gw1 and gw2 (`crates/pki`) in the testbed's state
+/// directory, all files 0600.
+fn provision_tls(opts: &Options) -> anyhow::Result<()> {
+    let dir = testbed::state_dir(&opts.prefix);
+    let ca = pki::ca::Ca::generate("MMS bench CA")?;
+    ca.save(&dir.join("bench-ca.pem"), &dir.join("bench-ca.key"))?;
+    for b in [1u8, 2] {
+        let branch = mpa::BranchId::new(b).context("branch id")?;
+        let issued = ca.issue_gateway(branch, u64::from(b), pki::ca::DEFAULT_VALIDITY)?;
+        pki::ca::Ca::save_issued(
+            &issued,
+            &dir.join(format!("bench-gw{b}.pem")),
+            &dir.join(format!("bench-gw{b}.key")),
+        )?;
+    }
+    Ok(())
+}
+
+/// The example config of branch `b` with a `[tls]` section pointing at [`provision_tls`]'s files.
+fn tls_config(opts: &Options, b: u8) -> anyhow::Result<PathBuf> {
+    let dir = testbed::state_dir(&opts.prefix);
+    let text = std::fs::read_to_string(opts.root.join(format!("examples/mmsg-branch{b}.toml")))?;
+    let out = dir.join(format!("bench-gw{b}-tls.toml"));
+    std::fs::write(
+        &out,
+        format!(
+            "{text}\n[tls]\nmode = \"tls\"\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+            dir.join("bench-ca.pem").display(),
+            dir.join(format!("bench-gw{b}.pem")).display(),
+            dir.join(format!("bench-gw{b}.key")).display()
+        ),
+    )?;
+    Ok(out)
 }
 
 fn status(bin: &Path, control: &Path) -> Option<serde_json::Value> {
@@ -668,12 +725,25 @@ fn run_reps(opts: &Options, bin: &Path, topo: &Topology) -> anyhow::Result<Repor
     let (h1, h2) = (testbed::ns_host(p, 1, 0), testbed::ns_host(p, 2, 0));
     let gw1 = testbed::ns_gw(p, 1);
     let mut runs = Vec::new();
+    provision_tls(opts)?;
     for rep in 1..=opts.reps {
         let tag = |what: &str| format!("bench tunnel: rep {rep}/{}: {what}", opts.reps);
-        let tunnel = |offload: bool| -> anyhow::Result<(TunnelRun, f64)> {
-            let name = if offload { "offload" } else { "nooffload" };
+        let tunnel = |offload: bool, tls: bool| -> anyhow::Result<(TunnelRun, f64)> {
+            let name = match (offload, tls) {
+                (true, true) => "tls offload",
+                (false, true) => "tls nooffload",
+                (true, false) => "clear offload",
+                (false, false) => "clear nooffload",
+            };
             eprintln!("{}", tag(&format!("starting mmsg ({name})")));
-            let m = Mmsg::start(opts, bin, offload, n_m, &format!("{rep}-{name}"))?;
+            let m = Mmsg::start(
+                opts,
+                bin,
+                offload,
+                tls,
+                n_m,
+                &format!("{rep}-{}", name.replace(' ', "-")),
+            )?;
             let r = tunnel_run(opts, &m)?;
             // The direct path's RTT right after the tunnel's, with mmsg still running idle.
             let direct_ping = ping_median_us(&gw1, GW2_A, Some(GW1_A))?;
@@ -699,8 +769,9 @@ fn run_reps(opts: &Options, bin: &Path, topo: &Topology) -> anyhow::Result<Repor
             );
             Ok((r, direct_ping))
         };
-        let (t_on, d_on) = tunnel(true)?;
-        let (t_off, d_off) = tunnel(false)?;
+        let (t_on, d_on) = tunnel(true, true)?;
+        let (t_clear, d_clear) = tunnel(true, false)?;
+        let (t_off, d_off) = tunnel(false, true)?;
         eprintln!("{}", tag("end-to-end MPTCP between the gateways"));
         let (direct, pairs) = direct_run(opts)?;
         let lan = [
@@ -722,10 +793,11 @@ fn run_reps(opts: &Options, bin: &Path, topo: &Topology) -> anyhow::Result<Repor
         }
         runs.push(Rep {
             tunnel: t_on,
+            tunnel_clear: t_clear,
             tunnel_nooffload: t_off,
             direct,
             direct_subflow_pairs: pairs,
-            direct_ping_rtt_us: [d_on, d_off],
+            direct_ping_rtt_us: [d_on, d_off, d_clear],
             lan_ping_rtt_us: lan,
         });
     }
@@ -749,6 +821,7 @@ fn summarize(
         median(&runs.iter().filter_map(f).collect::<Vec<_>>())
     };
     let tunnel = col(&|r| r.tunnel.transfer.mbps)?;
+    let tunnel_clear = col(&|r| r.tunnel_clear.transfer.mbps)?;
     let tunnel_off = col(&|r| r.tunnel_nooffload.transfer.mbps)?;
     let direct = col(&|r| r.direct.mbps)?;
     let ping_on = col(&|r| (r.tunnel.ping_rtt_us - r.direct_ping_rtt_us[0]) / 2.0)?;
@@ -762,14 +835,18 @@ fn summarize(
     })?;
     Ok(Report {
         tunnel_mbps: tunnel.median,
+        tunnel_clear_mbps: tunnel_clear.median,
+        tls_ratio: tunnel.median / tunnel_clear.median,
         tunnel_nooffload_mbps: tunnel_off.median,
         direct_mptcp_mbps: direct.median,
         ratio: tunnel.median / direct.median,
+        ratio_clear: tunnel_clear.median / direct.median,
         ratio_nooffload: tunnel_off.median / direct.median,
         ping_overhead_us_per_gateway: ping_on.median,
         ping_overhead_nooffload_us_per_gateway: ping_off.median,
         mmsg_cpu_s_per_gb: opt_median(&|r| r.tunnel.cpu_s_per_gb),
         mmsg_cpu_s_per_gb_nooffload: opt_median(&|r| r.tunnel_nooffload.cpu_s_per_gb),
+        mmsg_cpu_s_per_gb_clear: opt_median(&|r| r.tunnel_clear.cpu_s_per_gb),
         details: Details {
             topology: TOPOLOGY_FILE.to_owned(),
             secs: opts.secs,
@@ -778,6 +855,7 @@ fn summarize(
             tunnel_subflows: n_m,
             emulator_packets,
             tunnel_mbps: tunnel,
+            tunnel_clear_mbps: tunnel_clear,
             tunnel_nooffload_mbps: tunnel_off,
             direct_mptcp_mbps: direct,
             ping_overhead_us: ping_on,
@@ -796,8 +874,9 @@ pub fn print_table(r: &Report) {
         "iperf3 TCP, Mbit/s", "median", "min", "max"
     );
     for (name, s) in [
-        ("tunnel h1->h2, offload", &d.tunnel_mbps),
-        ("tunnel h1->h2, no offload", &d.tunnel_nooffload_mbps),
+        ("tunnel h1->h2, TLS, offload", &d.tunnel_mbps),
+        ("tunnel h1->h2, clear, offload", &d.tunnel_clear_mbps),
+        ("tunnel h1->h2, TLS, no offload", &d.tunnel_nooffload_mbps),
         ("end-to-end MPTCP gw1->gw2 (2x2)", &d.direct_mptcp_mbps),
     ] {
         println!(
@@ -805,9 +884,10 @@ pub fn print_table(r: &Report) {
             s.median, s.min, s.max
         );
     }
+    println!("ratio TLS / clear tunnel: {:.2} (aim >= 0.9)", r.tls_ratio);
     println!(
-        "ratio tunnel / direct MPTCP: {:.2} (no offload {:.2}; aim >= 0.85)",
-        r.ratio, r.ratio_nooffload
+        "ratio tunnel / direct MPTCP: {:.2} TLS, {:.2} clear (TLS no offload {:.2}; aim >= 0.85)",
+        r.ratio, r.ratio_clear, r.ratio_nooffload
     );
     println!(
         "idle ping overhead per gateway: {:.1} us (min {:.1}, max {:.1}; no offload {:.1}; \
@@ -820,8 +900,9 @@ pub fn print_table(r: &Report) {
     );
     let f = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
     println!(
-        "mmsg CPU (both gateways) per GB: {} s offload, {} s no offload",
+        "mmsg CPU (both gateways) per GB: {} s TLS offload, {} s clear offload, {} s TLS no offload",
         f(r.mmsg_cpu_s_per_gb),
+        f(r.mmsg_cpu_s_per_gb_clear),
         f(r.mmsg_cpu_s_per_gb_nooffload)
     );
     let machine =

@@ -12,8 +12,9 @@ use tracing::{error, info, warn};
 
 use crate::control::{self, ReportSource};
 use crate::pm::PathManager;
+use crate::secure::TlsState;
 use crate::setup::{self, Undo};
-use crate::stats::Stats;
+use crate::stats::{Stats, TlsStatus};
 use crate::tun::Tun;
 use crate::tunnel::{self, PathManagement, SocketOpts};
 
@@ -82,6 +83,30 @@ fn kernel_pm_setup(config: &Config, undo: &mut Undo) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// SIGHUP: re-reads the `[tls]` files (certificate/key rotation, new CRL). New connections use
+/// the new credentials; established ones keep theirs. A failure keeps the old ones.
+fn reload_tls(tls: Option<&TlsState>, stats: &Stats) {
+    let Some(tls) = tls else {
+        info!("SIGHUP: no [tls] credentials to reload");
+        return;
+    };
+    match tls.reload() {
+        Ok(serial) => {
+            Stats::inc(&stats.tls_reloads);
+            let reloads = stats.tls_reloads.load(std::sync::atomic::Ordering::Relaxed);
+            stats.set_tls(TlsStatus { serial, reloads });
+            info!(
+                serial,
+                "SIGHUP: TLS credentials reloaded; new connections use them"
+            );
+        }
+        Err(e) => {
+            Stats::inc(&stats.tls_reload_errors);
+            warn!(error = %e, "SIGHUP: TLS credentials NOT reloaded; the old ones stay in use");
+        }
+    }
+}
+
 /// Runs the gateway until SIGINT/SIGTERM.
 pub async fn run(opts: RunOpts) -> anyhow::Result<()> {
     let config = load_config(&opts.config)?;
@@ -89,8 +114,25 @@ pub async fn run(opts: RunOpts) -> anyhow::Result<()> {
         .branch()
         .context("branch_id is not a valid branch (validate should have caught this)")?;
     let stats = Arc::new(Stats::default());
+    // Credentials first: a gateway with bad [tls] files must not touch the host.
+    let tls = match config.tls_enabled() {
+        Some(t) => {
+            let state = TlsState::load(t, own).context("load the [tls] credentials")?;
+            let serial = state.current().serial;
+            stats.set_tls(TlsStatus { serial, reloads: 0 });
+            info!(
+                serial,
+                "TLS 1.3 with mutual authentication on every tunnel connection"
+            );
+            Some(Arc::new(state))
+        }
+        None => {
+            warn!("TUNNEL IN CLEAR TEXT: no [tls] section (or mode = \"clear\"); any host can inject into the LAN (docs/security.md)");
+            None
+        }
+    };
     let mut undo = Undo::default();
-    let result = run_inner(&opts, config, own, Arc::clone(&stats), &mut undo).await;
+    let result = run_inner(&opts, config, own, Arc::clone(&stats), tls, &mut undo).await;
     undo.revert();
     let _ = std::fs::remove_file(&opts.control);
     result
@@ -101,6 +143,7 @@ async fn run_inner(
     config: Config,
     own: BranchId,
     stats: Arc<Stats>,
+    tls: Option<Arc<TlsState>>,
     undo: &mut Undo,
 ) -> anyhow::Result<()> {
     // `[ovs]`: bridge, ports, addresses on mpa{k}; from here on `wan[k].name` is `mpa{k}`.
@@ -143,7 +186,15 @@ async fn run_inner(
 
     let control_listener = control::bind(&opts.control)?;
     let controller = config.controller.clone();
-    let (sh, events) = tunnel::build(config, own, tun, Arc::clone(&stats), pm, opts.sockets);
+    let (sh, events) = tunnel::build(
+        config,
+        own,
+        tun,
+        Arc::clone(&stats),
+        pm,
+        opts.sockets,
+        tls.clone(),
+    );
     if let Some(r) = &sh.reseq {
         // Hold-time releases of the striping resequencer (`crate::reseq`).
         tokio::spawn(Arc::clone(r).run_timer(Arc::clone(&sh)));
@@ -165,7 +216,7 @@ async fn run_inner(
     tokio::spawn(control::serve(
         control_listener,
         ReportSource {
-            stats,
+            stats: Arc::clone(&stats),
             branch: own.get(),
             offload,
             path_manager: match opts.pm {
@@ -177,6 +228,7 @@ async fn run_inner(
     info!(branch = own.get(), "mmsg running");
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     let tun_task = tunnel::tun_loop(Arc::clone(&sh), events);
     tokio::pin!(tun_task);
     loop {
@@ -196,6 +248,7 @@ async fn run_inner(
                 }
                 let _ = u.reply.send(r.map(|_| ()).map_err(|e| format!("{e:#}")));
             }
+            _ = hup.recv() => reload_tls(tls.as_deref(), &stats),
             _ = tokio::signal::ctrl_c() => { info!("SIGINT: shutting down"); return Ok(()); }
             _ = term.recv() => { info!("SIGTERM: shutting down"); return Ok(()); }
         }

@@ -13,6 +13,7 @@
 //! - [`pm`] / [`genl`]: the MPTCP userspace path manager over generic netlink.
 //! - [`ovs`]: with `[ovs]`, the gateway's Open vSwitch bridge and the WAN addresses on `mpa{k}`.
 //! - [`qos`]: strict-priority egress shaping by DSCP on the WAN ports (the gateway's half of the PM).
+//! - [`secure`]: with `[tls]`, TLS 1.3 on every tunnel connection (credentials, reload, rekey).
 //! - [`setup`]: sysctls, policy routing, TUN routes (idempotent, undone on exit).
 //! - [`control`] / [`stats`]: the control socket of `mmsg status` and the counters it shows.
 //! - [`ctlchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
@@ -29,6 +30,7 @@ pub mod ovs;
 pub mod pm;
 pub mod qos;
 pub mod reseq;
+pub mod secure;
 pub mod setup;
 pub mod stats;
 #[allow(unsafe_code)] // STYLE §5: the one module with unsafe, each block with `// SAFETY:`.

@@ -70,6 +70,32 @@ counters! {
     frames_control,
     /// Inbound connections refused for a bad hello (wrong magic, version, branch, group, class).
     hello_rejected,
+    /// `[tls]`: inbound TLS handshakes that failed (not TLS, junk, replayed or broken
+    /// handshake, no client certificate, timeout).
+    tls_handshake_failed,
+    /// `[tls]`: inbound connections whose certificate is not from our CA (or does not verify).
+    tls_unknown_ca,
+    /// `[tls]`: inbound connections whose certificate the CRL revokes.
+    tls_revoked,
+    /// `[tls]`: inbound connections whose certificate is another branch's than the hello's
+    /// source (or carries no branch identity).
+    tls_wrong_branch,
+    /// `[tls]`: inbound TLS handshakes that succeeded.
+    tls_handshakes_in,
+    /// `[tls]`: outbound TLS handshakes that succeeded.
+    tls_handshakes_out,
+    /// `[tls]`: outbound TLS handshakes that failed (the server is not the dialled branch,
+    /// not from our CA, revoked, or refused us).
+    tls_connect_failures,
+    /// `[tls]`: established connections closed because a reload (new CRL, new CA) no longer
+    /// accepts the peer's certificate.
+    tls_invalidated_closed,
+    /// `[tls]`: key updates requested (rekey budget spent).
+    tls_key_updates,
+    /// `[tls]`: credentials re-read (SIGHUP) successfully.
+    tls_reloads,
+    /// `[tls]`: credential re-reads that failed (the old credentials stay in use).
+    tls_reload_errors,
     /// Connections closed because a frame was malformed or oversize.
     frame_errors,
     /// Connections declared dead (nothing received for 3 s).
@@ -118,6 +144,7 @@ pub struct Stats {
     pub counters: Counters,
     conns: Mutex<BTreeMap<String, ConnStatus>>,
     controller: Mutex<Option<ControllerStatus>>,
+    tls: Mutex<Option<TlsStatus>>,
 }
 
 impl std::ops::Deref for Stats {
@@ -178,6 +205,13 @@ impl Stats {
         self.controller.lock().ok().and_then(|c| c.clone())
     }
 
+    /// Records the TLS credentials in use (`[tls]` mode `tls`).
+    pub fn set_tls(&self, status: TlsStatus) {
+        if let Ok(mut t) = self.tls.lock() {
+            *t = Some(status);
+        }
+    }
+
     /// Every drop counter summed (for the controller's report).
     pub fn drops(&self) -> u64 {
         self.counters
@@ -202,6 +236,7 @@ impl Stats {
             connections,
             counters: self.counters.snapshot(),
             controller: self.controller(),
+            tls: self.tls.lock().ok().and_then(|t| t.clone()),
         }
     }
 }
@@ -266,6 +301,9 @@ pub struct ConnStatus {
     pub bytes_retrans: u64,
     /// Times this connection was (re-)established.
     pub established: u64,
+    /// `[tls]`, inbound: the serial number of the peer's certificate.
+    #[serde(default)]
+    pub peer_serial: Option<u64>,
 }
 
 /// What `mmsg status` prints.
@@ -284,6 +322,18 @@ pub struct StatusReport {
     /// The controller channel (`None` without `[controller]` in the config).
     #[serde(default)]
     pub controller: Option<ControllerStatus>,
+    /// The TLS credentials in use (`None`: clear tunnel).
+    #[serde(default)]
+    pub tls: Option<TlsStatus>,
+}
+
+/// The TLS credentials in use (docs/security.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsStatus {
+    /// The serial number of our certificate.
+    pub serial: u64,
+    /// Successful reloads since start.
+    pub reloads: u64,
 }
 
 /// The gateway channel to the controller (`crate::ctlchan`, `docs/gwchan.md`).
@@ -334,6 +384,18 @@ impl StatusReport {
                     .map(|e| format!("  last error: {e}"))
                     .unwrap_or_default()
             );
+        }
+        match &self.tls {
+            Some(t) => {
+                let _ = writeln!(
+                    s,
+                    "tls on  certificate serial {}  reloads {}",
+                    t.serial, t.reloads
+                );
+            }
+            None => {
+                let _ = writeln!(s, "tls OFF (clear tunnel)");
+            }
         }
         let _ = writeln!(s, "connections: {}", self.connections.len());
         for c in &self.connections {

@@ -8,6 +8,11 @@
 //! interleave —, reader, subflow manager) until one ends; per accepted connection one task
 //! (hello check, then reader + keepalive writer). Only outbound connections carry our data;
 //! inbound ones carry the peer's data to us and our keepalives back.
+//!
+//! With `[tls]` ([`crate::secure`], docs/security.md) every connection runs TLS 1.3 with mutual
+//! authentication first (the dialer checks the server is the dialled branch, the acceptor that
+//! the client certificate is the hello's source branch); the hello and the frames travel inside
+//! it. Reader and writer are generic over the stream halves, clear or TLS alike.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{self, IoSlice};
@@ -29,14 +34,14 @@ use mpa::queue::{AqmConfig, Dequeued, DropReason, PriorityQueue};
 use mpa::write_size::WriteSizer;
 use mpa::{BranchId, Class, PathGroupId};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tracing::{debug, info, trace, warn};
 
 use crate::genl::SubflowCreate;
 use crate::pm::PathManager;
+use crate::secure::{self, Rekey, TlsState};
 use crate::stats::{ConnStatus, Stats, SubflowStatus};
 use crate::sys;
 use crate::tun::{Tun, MAX_TUN_READ};
@@ -154,6 +159,9 @@ pub struct Shared {
     pub pm: PathManagement,
     /// Socket options.
     pub opts: SocketOpts,
+    /// `[tls]` in mode `tls`: the credentials every connection is authenticated with; `None`:
+    /// clear tunnel (docs/security.md).
+    pub tls: Option<Arc<TlsState>>,
     /// Outbound queues (the TUN task keeps its own copy, refreshed on [`TunEvent::Reload`]).
     queues: RwLock<BTreeMap<ConnKey, Arc<OutQueue>>>,
     events: mpsc::UnboundedSender<TunEvent>,
@@ -268,6 +276,7 @@ pub fn build(
     stats: Arc<Stats>,
     pm: PathManagement,
     opts: SocketOpts,
+    tls: Option<Arc<TlsState>>,
 ) -> (Arc<Shared>, mpsc::UnboundedReceiver<TunEvent>) {
     let aqm = AqmConfig::from(&config.queue);
     let queues = conn_keys(&config)
@@ -287,6 +296,7 @@ pub fn build(
             stats,
             pm,
             opts,
+            tls,
             queues: RwLock::new(queues),
             events: tx,
             reseq,
@@ -543,8 +553,8 @@ fn handle_tun_packet(
 
 /// Writes all of `bufs` with `write_vectored`, at most `sizer.chunk()` bytes per syscall (see
 /// [`mpa::write_size`]: small writes on unequal subflows, whole batches on fast ones).
-async fn write_all_vectored(
-    w: &mut OwnedWriteHalf,
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    w: &mut W,
     bufs: &mut VecDeque<BytesMut>,
     sizer: &mut WriteSizer,
 ) -> io::Result<()> {
@@ -590,6 +600,27 @@ enum ConnEnd {
     Dead(Duration),
     #[error("peer sent an invalid stream: {0}")]
     Invalid(InboundError),
+    #[error("peer certificate no longer valid after a reload: {0}")]
+    Invalidated(rustls::Error),
+}
+
+/// Resolves when a reload invalidates the peer of this connection (see
+/// [`TlsState::peer_invalidated`]); counts and logs it. Never resolves in clear mode.
+async fn peer_invalidated(
+    sh: &Shared,
+    name: &str,
+    peer: Option<&(
+        rustls::pki_types::CertificateDer<'static>,
+        pki::tls::PeerRole,
+    )>,
+) -> ConnEnd {
+    let (Some(tls), Some((cert, role))) = (sh.tls.as_ref(), peer) else {
+        return std::future::pending().await;
+    };
+    let e = tls.peer_invalidated(cert, *role).await;
+    Stats::inc(&sh.stats.tls_invalidated_closed);
+    warn!(conn = name, error = %e, "closing: the peer's certificate is no longer valid (reload)");
+    ConnEnd::Invalidated(e)
 }
 
 /// Per-connection counters, shared by the halves.
@@ -603,9 +634,10 @@ struct ConnCounters {
 
 /// The writer of an outbound connection: drains its queue (strict priority + CoDel), frames and
 /// writes batches; sends keepalives when idle; ends when the peer is dead.
-async fn writer(
+async fn writer<W: AsyncWrite + Unpin>(
     sh: &Shared,
-    w: &mut OwnedWriteHalf,
+    w: &mut W,
+    mut rekey: Option<&mut Rekey>,
     oq: &OutQueue,
     class: Class,
     liveness: &Mutex<Liveness>,
@@ -654,6 +686,13 @@ async fn writer(
         if !batch.is_empty() {
             let frames = batch.len() as u64;
             write_all_vectored(w, &mut batch, &mut sizer).await?;
+            if let Some(rk) = rekey.as_deref_mut() {
+                if rk.on_written(bytes, Instant::now())? {
+                    Stats::inc(&st.tls_key_updates);
+                }
+            }
+            // TLS keeps records it could not send yet; plain TCP: no-op.
+            w.flush().await?;
             Stats::add(&st.frames_tx, frames);
             Stats::add(&cc.frames_tx, frames);
             Stats::add(&cc.bytes_tx, bytes as u64);
@@ -663,7 +702,16 @@ async fn writer(
             }
             continue;
         }
-        if keepalive_or_wait(w, Some(&oq.notify), class, liveness, st).await? {
+        if keepalive_or_wait(
+            w,
+            rekey.as_deref_mut(),
+            Some(&oq.notify),
+            class,
+            liveness,
+            st,
+        )
+        .await?
+        {
             continue;
         }
     }
@@ -671,8 +719,9 @@ async fn writer(
 
 /// Runs the liveness timer: sends a keepalive when due, fails when the peer is dead, otherwise
 /// waits for `notify` (new packets) or the next timer. Returns true when woken by `notify`.
-async fn keepalive_or_wait(
-    w: &mut OwnedWriteHalf,
+async fn keepalive_or_wait<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    rekey: Option<&mut Rekey>,
     notify: Option<&Notify>,
     class: Class,
     liveness: &Mutex<Liveness>,
@@ -689,6 +738,12 @@ async fn keepalive_or_wait(
             let mut ka = BytesMut::with_capacity(FRAME_HEADER_LEN);
             if encode_frame(FrameType::Keepalive, class, None, &[], &mut ka).is_ok() {
                 w.write_all(&ka).await?;
+                if let Some(rk) = rekey {
+                    if rk.on_written(ka.len(), Instant::now())? {
+                        Stats::inc(&st.tls_key_updates);
+                    }
+                }
+                w.flush().await?;
                 Stats::inc(&st.keepalives_tx);
             }
             if let Ok(mut l) = liveness.lock() {
@@ -746,9 +801,9 @@ impl Decoder {
 
 /// Reads frames and writes their packets to TUN. Never writes a partial or malformed packet: the
 /// decoder returns only complete, checked frames, and any error closes the connection.
-async fn reader(
+async fn reader<R: AsyncRead + Unpin>(
     sh: &Shared,
-    r: &mut OwnedReadHalf,
+    r: &mut R,
     mut dec: Decoder,
     mut buf: BytesMut,
     liveness: &Mutex<Liveness>,
@@ -1037,7 +1092,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
         };
         attempt += 1;
         let target = SocketAddrV4::new(remote, port);
-        match connect_once(&sh, local, target, class).await {
+        match connect_secure(&sh, local, target, key).await {
             Ok(stream) => {
                 Stats::inc(&sh.stats.connects);
                 backoff = BACKOFF_MIN;
@@ -1067,12 +1122,52 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
     }
 }
 
+/// A connected tunnel stream: plain MPTCP, or TLS over MPTCP.
+enum Transport {
+    Clear(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<secure::Buffered>>),
+}
+
+/// Connects (MPTCP) and, with `[tls]`, runs the TLS handshake: the server must prove it is the
+/// branch we dial. A TLS failure is counted (`tls_connect_failures`) and logged once here.
+async fn connect_secure(
+    sh: &Shared,
+    local: Ipv4Addr,
+    target: SocketAddrV4,
+    key: ConnKey,
+) -> io::Result<Transport> {
+    let (branch, _, class) = key;
+    let stream = connect_once(sh, local, target, class).await?;
+    let Some(tls) = sh.tls.as_ref().map(|t| t.current()) else {
+        return Ok(Transport::Clear(stream));
+    };
+    let connect = tls
+        .connector
+        .connect(pki::server_name(branch), secure::buffered(stream));
+    match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+        Ok(Ok(s)) => {
+            Stats::inc(&sh.stats.tls_handshakes_out);
+            Ok(Transport::Tls(Box::new(s)))
+        }
+        Ok(Err(e)) => {
+            Stats::inc(&sh.stats.tls_connect_failures);
+            warn!(branch = branch.get(), remote = %target, error = %e, "TLS handshake to the peer failed");
+            Err(e)
+        }
+        Err(_) => {
+            Stats::inc(&sh.stats.tls_connect_failures);
+            warn!(branch = branch.get(), remote = %target, "TLS handshake to the peer timed out");
+            Err(io::ErrorKind::TimedOut.into())
+        }
+    }
+}
+
 async fn run_outbound_conn(
     sh: &Shared,
     name: &str,
     key: ConnKey,
     oq: &OutQueue,
-    mut stream: TcpStream,
+    stream: Transport,
     pairs: &[(usize, Ipv4Addr, Ipv4Addr)],
     port: u16,
 ) -> ConnEnd {
@@ -1088,29 +1183,86 @@ async fn run_outbound_conn(
     if let Err(e) = hello.encode(&mut hb) {
         return ConnEnd::Io(io::Error::other(e.to_string()));
     }
-    if let Err(e) = stream.write_all(&hb).await {
-        return ConnEnd::Io(e);
-    }
-    let mut fallback_reported = false;
-    check_fallback(sh, &stream, name, &mut fallback_reported);
-    let liveness = Mutex::new(Liveness::new(Instant::now()));
-    let cc = ConnCounters::default();
-    let std_stream_fd = stream.as_fd().try_clone_to_owned();
-    let (mut r, mut w) = stream.into_split();
-    oq.up.store(true, Ordering::Relaxed);
-    sh.send(TunEvent::Conn(ConnEvent { key, up: true }));
-    let fd = match std_stream_fd {
+    let fd = match &stream {
+        Transport::Clear(s) => s.as_fd().try_clone_to_owned(),
+        Transport::Tls(s) => s.get_ref().0.get_ref().as_fd().try_clone_to_owned(),
+    };
+    let fd = match fd {
         Ok(fd) => fd,
         Err(e) => return ConnEnd::Io(e),
     };
+    match stream {
+        Transport::Clear(mut stream) => {
+            if let Err(e) = stream.write_all(&hb).await {
+                return ConnEnd::Io(e);
+            }
+            let (r, w) = stream.into_split();
+            run_outbound_halves(sh, name, key, oq, (r, w, None), None, &fd, pairs, port).await
+        }
+        Transport::Tls(mut stream) => {
+            // The hello travels inside TLS (docs/wire.md).
+            if let Err(e) = async {
+                stream.write_all(&hb).await?;
+                stream.flush().await
+            }
+            .await
+            {
+                return ConnEnd::Io(e);
+            }
+            let peer = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(|c| (c.clone().into_owned(), pki::tls::PeerRole::Server(branch)));
+            let (r, w, rekey) = secure::split(*stream);
+            run_outbound_halves(
+                sh,
+                name,
+                key,
+                oq,
+                (r, w, Some(rekey)),
+                peer.as_ref(),
+                &fd,
+                pairs,
+                port,
+            )
+            .await
+        }
+    }
+}
+
+/// The running part of an outbound connection (hello sent): writer, reader, subflow manager.
+#[allow(clippy::too_many_arguments)]
+async fn run_outbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    sh: &Shared,
+    name: &str,
+    key: ConnKey,
+    oq: &OutQueue,
+    (mut r, mut w, mut rekey): (R, W, Option<Rekey>),
+    peer: Option<&(
+        rustls::pki_types::CertificateDer<'static>,
+        pki::tls::PeerRole,
+    )>,
+    fd: &std::os::fd::OwnedFd,
+    pairs: &[(usize, Ipv4Addr, Ipv4Addr)],
+    port: u16,
+) -> ConnEnd {
+    let class = key.2;
+    let mut fallback_reported = false;
+    check_fallback(sh, fd, name, &mut fallback_reported);
+    let liveness = Mutex::new(Liveness::new(Instant::now()));
+    let cc = ConnCounters::default();
+    oq.up.store(true, Ordering::Relaxed);
+    sh.send(TunEvent::Conn(ConnEvent { key, up: true }));
     let manage = async {
         let mut retry: BTreeMap<(Ipv4Addr, Ipv4Addr), (Instant, Duration)> = BTreeMap::new();
         let mut reported = fallback_reported;
         loop {
-            let fb = check_fallback(sh, &fd, name, &mut reported);
-            let present = sys::mptcp_subflow_addrs(&fd).unwrap_or_default();
-            let info = sys::mptcp_info(&fd).unwrap_or_default();
-            let live = live_subflows(&fd, &present);
+            let fb = check_fallback(sh, fd, name, &mut reported);
+            let present = sys::mptcp_subflow_addrs(fd).unwrap_or_default();
+            let info = sys::mptcp_info(fd).unwrap_or_default();
+            let live = live_subflows(fd, &present);
             if !fb {
                 manage_subflows(sh, name, info.token, &live, pairs, port, &mut retry).await;
             }
@@ -1119,7 +1271,7 @@ async fn run_outbound_conn(
                 c.token = info.token;
                 c.fallback = fb;
                 c.bytes_retrans = info.bytes_retrans;
-                c.subflows = subflow_status(&fd, &present);
+                c.subflows = subflow_status(fd, &present);
                 c.frames_tx = cc.frames_tx.load(Ordering::Relaxed);
                 c.bytes_tx = cc.bytes_tx.load(Ordering::Relaxed);
                 c.frames_rx = cc.frames_rx.load(Ordering::Relaxed);
@@ -1135,9 +1287,10 @@ async fn run_outbound_conn(
         }
     };
     tokio::select! {
-        r = writer(sh, &mut w, oq, class, &liveness, &cc) => r.err().unwrap_or(ConnEnd::Eof),
+        r = writer(sh, &mut w, rekey.as_mut(), oq, class, &liveness, &cc) => r.err().unwrap_or(ConnEnd::Eof),
         r = reader(sh, &mut r, Decoder::Out(Deframer::new()), BytesMut::with_capacity(RX_CHUNK), &liveness, &cc) => r.err().unwrap_or(ConnEnd::Eof),
         () = manage => ConnEnd::Eof,
+        e = peer_invalidated(sh, name, peer) => e,
     }
 }
 
@@ -1252,8 +1405,8 @@ pub async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, group: PathGrou
     }
 }
 
-async fn read_hello(
-    r: &mut OwnedReadHalf,
+async fn read_hello<R: AsyncRead + Unpin>(
+    r: &mut R,
     ic: &mut InboundConnection,
     buf: &mut BytesMut,
 ) -> Result<Hello, ConnEnd> {
@@ -1297,14 +1450,92 @@ fn hello_policy(config: &Config, h: &Hello, group: PathGroupId) -> Result<(), St
     Ok(())
 }
 
-async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, group: PathGroupId) {
+/// Counts and logs (once: one line per refused connection) a failed inbound TLS handshake.
+fn reject_handshake(sh: &Shared, peer: SocketAddr, group: PathGroupId, e: &io::Error) {
     let st = &sh.stats;
+    let (counter, why) = match secure::rustls_error(e).map(pki::tls::classify) {
+        Some(pki::tls::Rejection::Revoked) => (&st.tls_revoked, "revoked certificate"),
+        Some(pki::tls::Rejection::UnknownCa) => (&st.tls_unknown_ca, "certificate not from our CA"),
+        Some(pki::tls::Rejection::Handshake) | None => {
+            (&st.tls_handshake_failed, "TLS handshake failed")
+        }
+    };
+    Stats::inc(counter);
+    warn!(%peer, pg = group.get(), error = %e, "inbound connection refused: {why}");
+}
+
+/// An accepted connection: with `[tls]` the handshake first (client certificate from our CA,
+/// not revoked, carrying a branch identity), then the hello inside TLS.
+async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, group: PathGroupId) {
     apply_lowat(&stream, &sh.opts);
     let fd = match stream.as_fd().try_clone_to_owned() {
         Ok(fd) => fd,
         Err(_) => return,
     };
-    let (mut r, mut w) = stream.into_split();
+    let Some(tls) = sh.tls.as_ref().map(|t| t.current()) else {
+        let (r, w) = stream.into_split();
+        serve_inbound_halves(sh, (r, w, None), None, fd, peer, group).await;
+        return;
+    };
+    let st = &sh.stats;
+    let s = match tokio::time::timeout(
+        secure::HANDSHAKE_TIMEOUT,
+        tls.acceptor.accept(secure::buffered(stream)),
+    )
+    .await
+    {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            reject_handshake(&sh, peer, group, &e);
+            return;
+        }
+        Err(_) => {
+            Stats::inc(&st.tls_handshake_failed);
+            warn!(%peer, pg = group.get(), "inbound connection refused: no TLS handshake in time");
+            return;
+        }
+    };
+    let cert = s
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| {
+            (
+                pki::identity_of(c),
+                pki::serial_of(c),
+                c.clone().into_owned(),
+            )
+        });
+    let Some((Ok(identity), Ok(serial), cert)) = cert else {
+        Stats::inc(&st.tls_wrong_branch);
+        warn!(%peer, pg = group.get(), "inbound connection refused: certificate without a branch identity");
+        return;
+    };
+    Stats::inc(&st.tls_handshakes_in);
+    let (r, w, rekey) = secure::split(s);
+    serve_inbound_halves(
+        Arc::clone(&sh),
+        (r, w, Some(rekey)),
+        Some((identity, serial, cert)),
+        fd,
+        peer,
+        group,
+    )
+    .await;
+}
+
+/// The rest of an accepted connection: hello (checked against the certificate's identity with
+/// TLS), then reader + keepalive writer until the end.
+async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    sh: Arc<Shared>,
+    (mut r, mut w, mut rekey): (R, W, Option<Rekey>),
+    peer_id: Option<(BranchId, u64, rustls::pki_types::CertificateDer<'static>)>,
+    fd: std::os::fd::OwnedFd,
+    peer: SocketAddr,
+    group: PathGroupId,
+) {
+    let st = &sh.stats;
     let mut ic = InboundConnection::new(sh.own);
     let mut buf = BytesMut::with_capacity(RX_CHUNK);
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_hello(&mut r, &mut ic, &mut buf))
@@ -1322,6 +1553,16 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
             return;
         }
     };
+    if let Some((identity, serial, _)) = &peer_id {
+        let (identity, serial) = (*identity, *serial);
+        if identity != hello.src_branch {
+            Stats::inc(&st.tls_wrong_branch);
+            warn!(%peer, pg = group.get(), cert_branch = identity.get(), cert_serial = serial,
+                hello_branch = hello.src_branch.get(),
+                "inbound connection refused: certificate of another branch than the hello's");
+            return;
+        }
+    }
     if let Err(why) = hello_policy(&sh.config(), &hello, group) {
         Stats::inc(&st.hello_rejected);
         warn!(%peer, reason = %why, "inbound connection refused");
@@ -1344,14 +1585,20 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
             state: "up".into(),
             fallback,
             established: 1,
+            peer_serial: peer_id.as_ref().map(|(_, s, _)| *s),
             ..ConnStatus::default()
         },
     );
+    let peer_check = peer_id
+        .as_ref()
+        .map(|(_, _, c)| (c.clone(), pki::tls::PeerRole::Client));
     let liveness = Mutex::new(Liveness::new(Instant::now()));
     let cc = ConnCounters::default();
     let keepalives = async {
         loop {
-            if let Err(e) = keepalive_or_wait(&mut w, None, hello.class, &liveness, st).await {
+            if let Err(e) =
+                keepalive_or_wait(&mut w, rekey.as_mut(), None, hello.class, &liveness, st).await
+            {
                 return e;
             }
         }
@@ -1376,6 +1623,7 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
         r = reader(&sh, &mut r, Decoder::In(ic), buf, &liveness, &cc) => r.err().unwrap_or(ConnEnd::Eof),
         e = keepalives => e,
         () = report => ConnEnd::Eof,
+        e = peer_invalidated(&sh, &name, peer_check.as_ref()) => e,
     };
     if matches!(end, ConnEnd::Dead(_)) {
         Stats::inc(&st.conn_dead);

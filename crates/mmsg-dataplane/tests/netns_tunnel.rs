@@ -417,7 +417,12 @@ fn tunnel_over_2x2_testbed() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // Wait until the receiver listens (python's start-up is slow on a loaded machine).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !run_ok(&mut netns(&h2, &["ss", "-Hltn", "sport = :6000"])).contains("6000") {
+        assert!(Instant::now() < deadline, "the receiver did not listen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let started = Instant::now();
     run_ok(&mut netns(
         &h1,

@@ -125,6 +125,11 @@ pub struct Config {
     /// `docs/mpa.md` "Striping"). Off without the table.
     #[serde(default)]
     pub striping: Option<StripingConfig>,
+    /// `[tls]`: authenticated, encrypted tunnel connections (docs/security.md). Without the
+    /// section the tunnel runs in clear (the paper's behaviour, kept for existing set-ups and
+    /// logged loudly at start-up); with it, `mode` defaults to `tls`.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
 }
 
 /// `[striping]`: which flows are striped and the receiver's resequencing parameters.
@@ -281,6 +286,46 @@ impl StripingConfig {
                 );
             }
         }
+    }
+}
+
+/// `[tls]`: TLS 1.3 with mutual authentication on every tunnel connection (docs/security.md).
+/// The files are re-read on SIGHUP (certificate rotation, new CRL).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// `tls` (default) or `clear`.
+    #[serde(default)]
+    pub mode: TlsMode,
+    /// The CA certificate (PEM): the trust anchor of every peer. Required with `mode = "tls"`.
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// This gateway's certificate (PEM, SAN `branch-<branch_id>.mms`). Required with `tls`.
+    #[serde(default)]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// This gateway's private key (PEM, mode 0600). Required with `tls`.
+    #[serde(default)]
+    pub key_file: Option<std::path::PathBuf>,
+    /// Revoked certificates: a CRL (PEM) signed by the CA. Optional.
+    #[serde(default)]
+    pub crl_file: Option<std::path::PathBuf>,
+}
+
+/// Whether tunnel connections are protected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    /// TLS 1.3, mutual authentication against `ca_file`.
+    #[default]
+    Tls,
+    /// No protection (the paper's behaviour; for benchmarks and closed labs only).
+    Clear,
+}
+
+impl Config {
+    /// The `[tls]` section when it asks for TLS.
+    pub fn tls_enabled(&self) -> Option<&TlsConfig> {
+        self.tls.as_ref().filter(|t| t.mode == TlsMode::Tls)
     }
 }
 
@@ -928,6 +973,17 @@ impl Config {
 
         if let Some(o) = &self.ovs {
             check_ovs(&mut p, o, &self.wan);
+        }
+        if let Some(t) = self.tls_enabled() {
+            for (key, v) in [
+                ("tls.ca_file", &t.ca_file),
+                ("tls.cert_file", &t.cert_file),
+                ("tls.key_file", &t.key_file),
+            ] {
+                if v.as_ref().is_none_or(|f| f.as_os_str().is_empty()) {
+                    p.push(key, "required with mode = \"tls\"".into());
+                }
+            }
         }
 
         if let Some(st) = &self.striping {

@@ -378,3 +378,28 @@ fn striping_rejects_unknown_keys_bad_words_and_bad_values() {
     assert_eq!(p.len(), 2, "{p:?}");
     assert!(p[1].starts_with("striping.buffer_frames: 5000"), "{p:?}");
 }
+
+#[test]
+fn tls_section_defaults_to_tls_and_requires_its_files() {
+    let c = Config::parse(MINIMAL).unwrap();
+    assert!(c.tls.is_none() && c.tls_enabled().is_none());
+    let c = Config::parse(&format!(
+        "{MINIMAL}\n[tls]\nca_file = \"/etc/mms/ca.pem\"\ncert_file = \"/etc/mms/gw.pem\"\nkey_file = \"/etc/mms/gw.key\"\n"
+    ))
+    .unwrap();
+    let t = c.tls_enabled().unwrap();
+    assert_eq!(t.mode, TlsMode::Tls);
+    assert_eq!(t.crl_file, None);
+    let c = Config::parse(&format!("{MINIMAL}\n[tls]\nmode = \"clear\"\n")).unwrap();
+    assert!(c.tls.is_some() && c.tls_enabled().is_none());
+    let p = problems(&format!(
+        "{MINIMAL}\n[tls]\nca_file = \"/etc/mms/ca.pem\"\n"
+    ));
+    assert_eq!(
+        p,
+        vec![
+            "tls.cert_file: required with mode = \"tls\"".to_owned(),
+            "tls.key_file: required with mode = \"tls\"".to_owned()
+        ]
+    );
+}

@@ -1,0 +1,435 @@
+//! TLS on the tunnel connections (docs/security.md): the gateway's credentials (loaded from the
+//! `[tls]` files, re-read on SIGHUP), the acceptor/connector built from them, the split of a TLS
+//! stream into a reader and a writer half that still reach the rustls connection (key update),
+//! and the rekey budget.
+//!
+//! Every connection is mutually authenticated before a byte of it is decoded: the acceptor
+//! verifies the client certificate against the CA (and CRL), then reads the hello inside TLS and
+//! requires the certificate's branch (`pki::identity_of`) to be the hello's source branch; the
+//! dialer verifies the server's certificate is the dialled branch's (`pki::server_name`).
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use mpa::config::TlsConfig;
+use mpa::BranchId;
+use pki::tls::{Credentials, TlsFiles};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+/// Plaintext bytes sent on one connection before the writer asks for a key update (TLS 1.3
+/// KeyUpdate with update_requested, so both directions get new keys). 1 GiB: far below the
+/// AES-GCM confidentiality limit rustls enforces on its own (2^24.5 records, about 380 GB), so
+/// a compromised traffic key exposes at most this much; at 1 Gbit/s that is one update per ~9 s
+/// of full load, a 30-byte message each.
+pub const REKEY_BYTES: u64 = 1 << 30;
+/// Time after which a connection asks for a key update even when idle (keepalives keep it
+/// writing): 10 minutes.
+pub const REKEY_INTERVAL: Duration = Duration::from_secs(600);
+/// Read buffer under TLS: rustls reads its input 4 KiB at a time; this buffer turns those reads
+/// into one socket read of up to 256 KiB (the same order as the tunnel's RX_CHUNK), so the
+/// syscall count of the encrypted reader stays that of the clear one. 256 KiB per connection,
+/// 4 MiB for the 16 connections of a 2-branch, 2-group gateway.
+pub const TLS_READ_BUF: usize = 256 * 1024;
+
+/// The socket under TLS: buffered reads ([`TLS_READ_BUF`]), writes passed through unchanged
+/// (so a write-capping adapter can still sit right on the socket).
+pub type Buffered = tokio::io::BufReader<tokio::net::TcpStream>;
+
+/// Wraps a connected socket for TLS.
+pub fn buffered(s: tokio::net::TcpStream) -> Buffered {
+    tokio::io::BufReader::with_capacity(TLS_READ_BUF, s)
+}
+
+/// Longest time the handshake plus the hello may take on an accepted connection (the same
+/// budget the clear hello had).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The credentials in use and what was built from them.
+#[derive(Clone)]
+pub struct TlsCurrent {
+    /// Accepts inbound connections.
+    pub acceptor: TlsAcceptor,
+    /// Dials outbound connections.
+    pub connector: TlsConnector,
+    /// Our certificate's serial number.
+    pub serial: u64,
+    /// The credentials themselves (to check established peers again after a reload).
+    pub creds: Credentials,
+}
+
+impl std::fmt::Debug for TlsCurrent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsCurrent")
+            .field("serial", &self.serial)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The gateway's TLS state: the files and the credentials loaded from them (replaced as a whole
+/// on reload; connections keep the configuration they started with).
+#[derive(Debug)]
+pub struct TlsState {
+    files: TlsFiles,
+    own: BranchId,
+    current: RwLock<Arc<TlsCurrent>>,
+    /// Bumped on every successful reload; established connections check their peer again.
+    generation: tokio::sync::watch::Sender<u64>,
+}
+
+/// Errors loading the credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A required `[tls]` file is not configured (validation normally catches this).
+    #[error("[tls] {0} is required with mode = \"tls\"")]
+    Missing(&'static str),
+    /// The private key file can be read by group or others.
+    #[error("{path}: private key file has mode {mode:o}; it must be 0600 (chmod 600)")]
+    KeyMode {
+        /// The file.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// Reading the key file's metadata.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// The credentials themselves.
+    #[error(transparent)]
+    Tls(#[from] pki::tls::TlsError),
+}
+
+fn check_key_mode(path: &Path) -> Result<(), LoadError> {
+    let meta = std::fs::metadata(path).map_err(|source| LoadError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(LoadError::KeyMode {
+            path: path.display().to_string(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+fn load_current(files: &TlsFiles, own: BranchId) -> Result<TlsCurrent, LoadError> {
+    check_key_mode(&files.key)?;
+    let creds = Credentials::load(files, own)?;
+    Ok(TlsCurrent {
+        acceptor: TlsAcceptor::from(creds.server_config()?),
+        connector: TlsConnector::from(creds.client_config()?),
+        serial: creds.serial,
+        creds,
+    })
+}
+
+impl TlsState {
+    /// Loads the `[tls]` files of branch `own` (mode must be `tls`).
+    pub fn load(cfg: &TlsConfig, own: BranchId) -> Result<TlsState, LoadError> {
+        let files = TlsFiles {
+            ca: cfg.ca_file.clone().ok_or(LoadError::Missing("ca_file"))?,
+            cert: cfg
+                .cert_file
+                .clone()
+                .ok_or(LoadError::Missing("cert_file"))?,
+            key: cfg.key_file.clone().ok_or(LoadError::Missing("key_file"))?,
+            crl: cfg.crl_file.clone(),
+        };
+        let current = load_current(&files, own)?;
+        Ok(TlsState {
+            files,
+            own,
+            current: RwLock::new(Arc::new(current)),
+            generation: tokio::sync::watch::Sender::new(0),
+        })
+    }
+
+    /// Re-reads the files (certificate/key rotation, new CRL). On success new connections use
+    /// the new credentials and the new serial is returned; on failure the old ones stay.
+    pub fn reload(&self) -> Result<u64, LoadError> {
+        let next = load_current(&self.files, self.own)?;
+        let serial = next.serial;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        self.generation.send_modify(|g| *g += 1);
+        Ok(serial)
+    }
+
+    /// Resolves when, after a reload, the peer of an established connection (its certificate
+    /// `cert`, in `role`) no longer passes the new credentials (revoked by the new CRL, or no
+    /// longer from the CA); returns the reason. Never resolves otherwise.
+    pub async fn peer_invalidated(
+        &self,
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        role: pki::tls::PeerRole,
+    ) -> rustls::Error {
+        let mut rx = self.generation.subscribe();
+        loop {
+            if rx.changed().await.is_err() {
+                // The state is gone (shutdown): never resolve.
+                std::future::pending::<()>().await;
+            }
+            if let Err(e) = self.current().creds.check_peer(cert, role) {
+                return e;
+            }
+        }
+    }
+
+    /// The credentials for a new connection.
+    pub fn current(&self) -> Arc<TlsCurrent> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The rustls error inside an IO error from tokio-rustls, if any.
+pub fn rustls_error(e: &io::Error) -> Option<&rustls::Error> {
+    e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split with access to the connection
+// ---------------------------------------------------------------------------------------------
+
+/// A stream whose rustls connection can be asked for a key update.
+pub trait KeyUpdate {
+    /// Queues a TLS 1.3 KeyUpdate (update_requested); it is sent with the next write or flush.
+    fn refresh_traffic_keys(&mut self) -> Result<(), rustls::Error>;
+}
+
+impl<IO> KeyUpdate for tokio_rustls::client::TlsStream<IO> {
+    fn refresh_traffic_keys(&mut self) -> Result<(), rustls::Error> {
+        self.get_mut().1.refresh_traffic_keys()
+    }
+}
+
+impl<IO> KeyUpdate for tokio_rustls::server::TlsStream<IO> {
+    fn refresh_traffic_keys(&mut self) -> Result<(), rustls::Error> {
+        self.get_mut().1.refresh_traffic_keys()
+    }
+}
+
+/// Splits a stream into a read half, a write half and a [`Rekey`] handle, all sharing it behind
+/// a mutex. The mutex is only held inside one `poll_*` call (never across an await), and the
+/// tunnel polls both halves from one task, so it is never contended.
+pub fn split<S>(s: S) -> (ReadHalf<S>, WriteHalf<S>, Rekey)
+where
+    S: AsyncRead + AsyncWrite + KeyUpdate + Unpin + Send + 'static,
+{
+    let inner = Arc::new(Mutex::new(s));
+    let refresh_inner = Arc::clone(&inner);
+    let refresh = Box::new(move || {
+        refresh_inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .refresh_traffic_keys()
+    });
+    (
+        ReadHalf(Arc::clone(&inner)),
+        WriteHalf(inner),
+        Rekey::new(refresh, REKEY_BYTES, REKEY_INTERVAL, Instant::now()),
+    )
+}
+
+/// The read half of [`split`].
+#[derive(Debug)]
+pub struct ReadHalf<S>(Arc<Mutex<S>>);
+
+/// The write half of [`split`].
+#[derive(Debug)]
+pub struct WriteHalf<S>(Arc<Mutex<S>>);
+
+impl<S: AsyncRead + Unpin> AsyncRead for ReadHalf<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Pin::new(&mut *g).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteHalf<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Pin::new(&mut *g).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Pin::new(&mut *g).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Pin::new(&mut *g).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Pin::new(&mut *g).poll_shutdown(cx)
+    }
+}
+
+type RefreshFn = Box<dyn FnMut() -> Result<(), rustls::Error> + Send>;
+
+/// The rekey budget of one connection: after `bytes` written or `interval` elapsed, the next
+/// [`Rekey::on_written`] queues a key update.
+pub struct Rekey {
+    refresh: RefreshFn,
+    budget_bytes: u64,
+    interval: Duration,
+    written: u64,
+    since: Instant,
+    updates: u64,
+}
+
+impl std::fmt::Debug for Rekey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rekey")
+            .field("written", &self.written)
+            .field("updates", &self.updates)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Rekey {
+    /// A budget of `bytes` or `interval` from `now`.
+    pub fn new(refresh: RefreshFn, bytes: u64, interval: Duration, now: Instant) -> Rekey {
+        Rekey {
+            refresh,
+            budget_bytes: bytes,
+            interval,
+            written: 0,
+            since: now,
+            updates: 0,
+        }
+    }
+
+    /// Replaces the budget (tests use small ones).
+    pub fn set_budget(&mut self, bytes: u64, interval: Duration) {
+        self.budget_bytes = bytes;
+        self.interval = interval;
+    }
+
+    /// Records `n` bytes written; queues a key update when the budget is spent (returns true
+    /// then). The caller flushes afterwards so the KeyUpdate leaves at once.
+    pub fn on_written(&mut self, n: usize, now: Instant) -> io::Result<bool> {
+        self.written = self.written.saturating_add(n as u64);
+        if self.written < self.budget_bytes && now.duration_since(self.since) < self.interval {
+            return Ok(false);
+        }
+        (self.refresh)().map_err(io::Error::other)?;
+        self.written = 0;
+        self.since = now;
+        self.updates += 1;
+        Ok(true)
+    }
+
+    /// Key updates queued so far.
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+    use super::*;
+    use pki::ca::{Ca, DEFAULT_VALIDITY};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn creds(ca: &Ca, b: u8) -> Credentials {
+        let b = BranchId::new(b).unwrap();
+        let g = ca
+            .issue_gateway(b, u64::from(b.get()), DEFAULT_VALIDITY)
+            .unwrap();
+        Credentials::from_pem(
+            ca.cert_pem().as_bytes(),
+            g.cert_pem.as_bytes(),
+            g.key_pem.as_bytes(),
+            None,
+            b,
+        )
+        .unwrap()
+    }
+
+    /// Many key updates in both directions while data flows through the split halves: every byte
+    /// arrives intact, in order.
+    #[tokio::test]
+    async fn data_survives_key_updates_through_the_split() {
+        let ca = Ca::generate("t").unwrap();
+        let (c1, c2) = (creds(&ca, 1), creds(&ca, 2));
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let acceptor = TlsAcceptor::from(c2.server_config().unwrap());
+        let connector = TlsConnector::from(c1.client_config().unwrap());
+        let server = tokio::spawn(async move {
+            let s = acceptor.accept(b).await.unwrap();
+            let (mut r, mut w, mut rk) = split(s);
+            rk.set_budget(u64::MAX, Duration::ZERO);
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 4096];
+            loop {
+                let n = r.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+                // The acceptor also asks for updates (its keepalive path).
+                w.write_all(b"k").await.unwrap();
+                rk.on_written(1, Instant::now()).unwrap();
+                w.flush().await.unwrap();
+            }
+            (got, rk.updates())
+        });
+        let s = connector
+            .connect(pki::server_name(BranchId::new(2).unwrap()), a)
+            .await
+            .unwrap();
+        let (mut r, mut w, mut rk) = split(s);
+        rk.set_budget(10_000, Duration::from_secs(3600));
+        let data: Vec<u8> = (0..400_000u32).map(|i| (i % 251) as u8).collect();
+        let drain = tokio::spawn(async move {
+            let mut sink = vec![0u8; 4096];
+            while r.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+        });
+        for chunk in data.chunks(3000) {
+            w.write_all(chunk).await.unwrap();
+            rk.on_written(chunk.len(), Instant::now()).unwrap();
+            w.flush().await.unwrap();
+        }
+        assert!(rk.updates() >= 30, "{} updates", rk.updates());
+        w.shutdown().await.unwrap();
+        let (got, server_updates) = server.await.unwrap();
+        drain.abort();
+        assert_eq!(got.len(), data.len());
+        assert!(got == data, "payload corrupted across key updates");
+        assert!(server_updates > 0);
+    }
+}

@@ -1,0 +1,98 @@
+//! The fuzz check of the tunnel's accepting side (`crates/pki/fuzz`, replayed on the committed
+//! corpus by `tests/fuzz_corpus.rs`): arbitrary client bytes into an in-memory rustls
+//! `ServerConnection` built with [`crate::tls::Credentials::server_config`] (the acceptor every
+//! gateway runs), then whatever plaintext comes out into the hello decoder and the frame
+//! deframer, as the tunnel's reader would.
+//!
+//! Invariants: no panic; memory bounded (rustls refuses to buffer more than one record it
+//! cannot process: `read_tls` errors, and we stop); the handshake never completes without a
+//! verified client certificate carrying a branch identity; the frame decoder's round-trip
+//! invariants (`mpa::framing::fuzz_check`) hold on the plaintext.
+
+use std::sync::{Arc, OnceLock};
+
+use mpa::BranchId;
+use rustls::{ServerConfig, ServerConnection};
+
+use crate::ca::{Ca, DEFAULT_VALIDITY};
+use crate::tls::Credentials;
+
+/// Most bytes of one input fed to the server (libFuzzer's default max_len is 4096; a handshake
+/// flight is a few KiB).
+pub const MAX_INPUT: usize = 64 * 1024;
+/// Most plaintext bytes taken out of the connection per input (bounds the decoder's work).
+pub const MAX_PLAINTEXT: usize = 256 * 1024;
+
+/// The acceptor of branch 2 under a CA made once per process (key generation is the slow part).
+fn server_config() -> Option<Arc<ServerConfig>> {
+    static CONFIG: OnceLock<Option<Arc<ServerConfig>>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let b2 = BranchId::new(2)?;
+            let ca = Ca::generate("MMS fuzz CA").ok()?;
+            let g2 = ca.issue_gateway(b2, 2, DEFAULT_VALIDITY).ok()?;
+            let creds = Credentials::from_pem(
+                ca.cert_pem().as_bytes(),
+                g2.cert_pem.as_bytes(),
+                g2.key_pem.as_bytes(),
+                None,
+                b2,
+            )
+            .ok()?;
+            creds.server_config().ok()
+        })
+        .clone()
+}
+
+/// Runs one input; panics (an assertion) only when an invariant breaks.
+#[doc(hidden)]
+#[allow(clippy::panic)] // an assertion of the fuzz contract
+pub fn handshake_check(data: &[u8]) {
+    let Some(config) = server_config() else {
+        panic!("fuzz set-up: could not build the server configuration");
+    };
+    let Ok(mut conn) = ServerConnection::new(config) else {
+        return;
+    };
+    let mut input = data.get(..MAX_INPUT).unwrap_or(data);
+    let mut plaintext = Vec::new();
+    while !input.is_empty() {
+        match conn.read_tls(&mut input) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if conn.process_new_packets().is_err() {
+            break;
+        }
+        let mut chunk = [0u8; 4096];
+        while plaintext.len() < MAX_PLAINTEXT {
+            match std::io::Read::read(&mut conn.reader(), &mut chunk) {
+                Ok(n) if n > 0 => plaintext.extend_from_slice(chunk.get(..n).unwrap_or(&[])),
+                _ => break,
+            }
+        }
+        // Drain what the server wants to send, as a socket would.
+        let mut sink = Vec::new();
+        while conn.wants_write() {
+            if conn.write_tls(&mut sink).is_err() {
+                break;
+            }
+            sink.clear();
+        }
+    }
+    if !conn.is_handshaking() {
+        let identity = conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| crate::identity_of(c));
+        assert!(
+            matches!(identity, Some(Ok(_))),
+            "handshake completed without a verified branch certificate"
+        );
+    }
+    assert!(
+        plaintext.is_empty() || !conn.is_handshaking(),
+        "plaintext before the handshake completed"
+    );
+    mpa::framing::fuzz_check(&plaintext);
+}

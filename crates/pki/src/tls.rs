@@ -1,0 +1,303 @@
+//! The rustls configurations of the tunnel (docs/security.md): TLS 1.3 only, mutual
+//! authentication against the gateway CA, optional CRL, no session resumption, no early data
+//! (0-RTT would be replayable), the `ring` crypto provider with AES-128-GCM preferred (AES-NI).
+//!
+//! [`Credentials`] is what a gateway loads from its `[tls]` files; it builds both the acceptor
+//! (server) and the dialer (client) configuration. [`classify`] maps a handshake error to the
+//! reason counted in `mmsg status`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mpa::BranchId;
+use rustls::client::danger::ServerCertVerifier;
+use rustls::client::Resumption;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
+use rustls::server::{NoServerSessionStorage, WebPkiClientVerifier};
+use rustls::{CertificateError, ClientConfig, RootCertStore, ServerConfig};
+
+use crate::IdentityError;
+
+/// Errors loading credentials or building a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read or holds no valid PEM of the expected kind.
+    #[error("{path}: {what}")]
+    File {
+        /// The file.
+        path: String,
+        /// What was wrong.
+        what: String,
+    },
+    /// Our own certificate carries no branch identity.
+    #[error("own certificate: {0}")]
+    Identity(#[from] IdentityError),
+    /// Our own certificate is for another branch than the one we run as.
+    #[error("own certificate is for branch {cert}, but this gateway is branch {own}")]
+    NotOurs {
+        /// The branch in the certificate.
+        cert: BranchId,
+        /// Our branch.
+        own: BranchId,
+    },
+    /// rustls refused the configuration (key does not match, bad CRL, ...).
+    #[error("tls configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+    /// The verifier could not be built (no CA certificate, bad CRL).
+    #[error("certificate verifier: {0}")]
+    Verifier(String),
+}
+
+/// The files of a gateway's credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The CA certificate(s), PEM: the trust anchor(s).
+    pub ca: PathBuf,
+    /// Our certificate (chain), PEM.
+    pub cert: PathBuf,
+    /// Our private key (PKCS#8), PEM. Must be mode 0600 (checked by the loader of the binary).
+    pub key: PathBuf,
+    /// Revoked certificates as a CRL signed by the CA, PEM (optional).
+    pub crl: Option<PathBuf>,
+}
+
+/// A gateway's loaded credentials.
+#[derive(Clone)]
+pub struct Credentials {
+    roots: Arc<RootCertStore>,
+    chain: Vec<CertificateDer<'static>>,
+    key: Arc<PrivateKeyDer<'static>>,
+    crls: Vec<CertificateRevocationListDer<'static>>,
+    /// Our serial number.
+    pub serial: u64,
+    /// The branch of our certificate.
+    pub identity: BranchId,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("Credentials")
+            .field("identity", &self.identity)
+            .field("serial", &self.serial)
+            .field("crls", &self.crls.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The crypto provider: ring, cipher suites reordered so AES-128-GCM comes first (cheapest with
+/// AES-NI; both ends run ours, so ours is what is negotiated).
+pub fn provider() -> Arc<CryptoProvider> {
+    let mut p = rustls::crypto::ring::default_provider();
+    p.cipher_suites = vec![
+        rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
+        rustls::crypto::ring::cipher_suite::TLS13_AES_256_GCM_SHA384,
+        rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+    ];
+    Arc::new(p)
+}
+
+fn file_err(path: &Path, what: impl std::fmt::Display) -> TlsError {
+    TlsError::File {
+        path: path.display().to_string(),
+        what: what.to_string(),
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|e| file_err(path, e))
+}
+
+impl Credentials {
+    /// Loads the files and checks that our certificate is branch `own`'s.
+    pub fn load(files: &TlsFiles, own: BranchId) -> Result<Credentials, TlsError> {
+        let ca = read(&files.ca)?;
+        let cert = read(&files.cert)?;
+        let key = read(&files.key)?;
+        let crl = match &files.crl {
+            Some(p) => Some(read(p)?),
+            None => None,
+        };
+        Credentials::from_pem(&ca, &cert, &key, crl.as_deref(), own).map_err(|e| match e {
+            TlsError::File { path, what } => {
+                let path = match path.as_str() {
+                    "ca" => files.ca.display().to_string(),
+                    "cert" => files.cert.display().to_string(),
+                    "key" => files.key.display().to_string(),
+                    "crl" => files
+                        .crl
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                    _ => path,
+                };
+                TlsError::File { path, what }
+            }
+            e => e,
+        })
+    }
+
+    /// Builds credentials from PEM contents (errors name the part: `ca`, `cert`, `key`, `crl`).
+    pub fn from_pem(
+        ca: &[u8],
+        cert: &[u8],
+        key: &[u8],
+        crl: Option<&[u8]>,
+        own: BranchId,
+    ) -> Result<Credentials, TlsError> {
+        let mut roots = RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca) {
+            let c = c.map_err(|e| file_err(Path::new("ca"), e))?;
+            roots
+                .add(c)
+                .map_err(|e| file_err(Path::new("ca"), format!("not a CA certificate: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(file_err(Path::new("ca"), "no PEM certificate"));
+        }
+        let chain = CertificateDer::pem_slice_iter(cert)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| file_err(Path::new("cert"), e))?;
+        let leaf = chain
+            .first()
+            .ok_or_else(|| file_err(Path::new("cert"), "no PEM certificate"))?;
+        let identity = crate::identity_of(leaf)?;
+        if identity != own {
+            return Err(TlsError::NotOurs {
+                cert: identity,
+                own,
+            });
+        }
+        let serial = crate::serial_of(leaf)?;
+        let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| file_err(Path::new("key"), e))?;
+        let crls = match crl {
+            Some(c) => CertificateRevocationListDer::pem_slice_iter(c)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| file_err(Path::new("crl"), e))?,
+            None => Vec::new(),
+        };
+        let creds = Credentials {
+            roots: Arc::new(roots),
+            chain,
+            key: Arc::new(key),
+            crls,
+            serial,
+            identity,
+        };
+        // Build both once so a bad key or CRL fails at load time, not at the first connection.
+        creds.server_config()?;
+        creds.client_config()?;
+        Ok(creds)
+    }
+
+    /// The acceptor's configuration: client certificate required, verified against the CA and
+    /// the CRL; TLS 1.3 only; no tickets, no session cache, no early data.
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        let p = provider();
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::clone(&self.roots), Arc::clone(&p))
+                .with_crls(self.crls.iter().cloned())
+                .build()
+                .map_err(|e| TlsError::Verifier(e.to_string()))?;
+        let mut c = ServerConfig::builder_with_provider(p)
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(self.chain.clone(), self.key.clone_key())?;
+        c.max_early_data_size = 0;
+        c.send_tls13_tickets = 0;
+        c.session_storage = Arc::new(NoServerSessionStorage {});
+        Ok(Arc::new(c))
+    }
+
+    /// The dialer's configuration: the server must present a certificate of the CA (not
+    /// revoked) valid for the dialled branch's name; TLS 1.3 only; no resumption, no early data.
+    pub fn client_config(&self) -> Result<Arc<ClientConfig>, TlsError> {
+        let p = provider();
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::clone(&self.roots),
+            Arc::clone(&p),
+        )
+        .with_crls(self.crls.iter().cloned())
+        .build()
+        .map_err(|e| TlsError::Verifier(e.to_string()))?;
+        let mut c = ClientConfig::builder_with_provider(p)
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_webpki_verifier(verifier)
+            .with_client_auth_cert(self.chain.clone(), self.key.clone_key())?;
+        c.resumption = Resumption::disabled();
+        c.enable_early_data = false;
+        Ok(Arc::new(c))
+    }
+}
+
+/// Who the peer of an established connection is, for [`Credentials::check_peer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerRole {
+    /// It connected to us (we are the TLS server).
+    Client,
+    /// We dialled it as this branch (we are the TLS client).
+    Server(BranchId),
+}
+
+impl Credentials {
+    /// Checks again, with these (possibly newer) credentials and CRL, the certificate a peer
+    /// presented on an established connection: after a reload, a connection whose peer is now
+    /// revoked (or no longer chains to the CA) must end.
+    pub fn check_peer(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        role: PeerRole,
+    ) -> Result<(), rustls::Error> {
+        let p = provider();
+        let now = rustls::pki_types::UnixTime::now();
+        let bad = |e: rustls::server::VerifierBuilderError| rustls::Error::General(e.to_string());
+        match role {
+            PeerRole::Client => {
+                WebPkiClientVerifier::builder_with_provider(Arc::clone(&self.roots), p)
+                    .with_crls(self.crls.iter().cloned())
+                    .build()
+                    .map_err(bad)?
+                    .verify_client_cert(end_entity, &[], now)?;
+            }
+            PeerRole::Server(b) => {
+                rustls::client::WebPkiServerVerifier::builder_with_provider(
+                    Arc::clone(&self.roots),
+                    p,
+                )
+                .with_crls(self.crls.iter().cloned())
+                .build()
+                .map_err(bad)?
+                .verify_server_cert(
+                    end_entity,
+                    &[],
+                    &crate::server_name(b),
+                    &[],
+                    now,
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a TLS handshake was refused (one counter each in `mmsg status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// Not TLS, a broken or replayed handshake, no certificate, a protocol error.
+    Handshake,
+    /// A certificate not issued by our CA (or not verifiable: bad signature, expired...).
+    UnknownCa,
+    /// A certificate our CRL revokes.
+    Revoked,
+}
+
+/// Classifies a handshake error.
+pub fn classify(e: &rustls::Error) -> Rejection {
+    match e {
+        rustls::Error::InvalidCertificate(CertificateError::Revoked) => Rejection::Revoked,
+        rustls::Error::InvalidCertificate(_) => Rejection::UnknownCa,
+        _ => Rejection::Handshake,
+    }
+}
