@@ -27,18 +27,8 @@ fn root() -> PathBuf {
 }
 
 fn ns_run(ns: &str, cmd: &[&str]) -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(cmd)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?} in {ns}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let (prog, args) = cmd.split_first().expect("a command");
+    xtask::sh::ns(ns, prog, args).unwrap_or_else(|e| panic!("{ns}: {e:#}"))
 }
 
 /// Packets of the transit entries of gateway `b` (cookies whose SDC description says `transit`),

@@ -28,17 +28,8 @@ fn root() -> PathBuf {
 }
 
 fn ns_run(ns: &str, cmd: &[&str]) -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(cmd)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{ns}: {cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let (prog, args) = cmd.split_first().expect("a command");
+    xtask::sh::ns(ns, prog, args).unwrap_or_else(|e| panic!("{ns}: {e:#}"))
 }
 
 /// An absolute kernel counter of namespace `ns` (`nstat -as`, history untouched).
