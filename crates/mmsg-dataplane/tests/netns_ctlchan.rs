@@ -23,7 +23,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{cargo_bin, netns, repo_root, run, run_ok, start_mmsg, status, Proc, Testbed, MMSG};
+use common::{
+    cargo_bin, netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed, MMSG,
+};
 
 const TOKEN: &str = "gwchan-netns-test-token-0123";
 
@@ -184,21 +186,7 @@ fn synced(api: &str) -> bool {
 
 #[test]
 fn gateway_channel_over_2x2_testbed() {
-    assert!(
-        run(Command::new("id").arg("-u")).stdout == b"0\n",
-        "this test needs root (network namespaces)"
-    );
-    for tool in ["ip", "ping"] {
-        assert!(
-            Command::new("which")
-                .arg(tool)
-                .stdout(Stdio::null())
-                .status()
-                .unwrap()
-                .success(),
-            "{tool} is missing"
-        );
-    }
+    require_root_and(&["ip", "ping"]);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let root = repo_root();

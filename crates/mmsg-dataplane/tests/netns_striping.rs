@@ -19,11 +19,10 @@
 )]
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{netns, repo_root, run, run_ok, start_mmsg, status, Proc, Testbed};
+use common::{netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed};
 
 fn counter(s: &serde_json::Value, name: &str) -> u64 {
     s["counters"][name]
@@ -156,10 +155,7 @@ fn transfer(tb: &Testbed, ctl1: &Path, ctl2: &Path, port: u16) -> Run {
 
 #[test]
 fn striped_tcp_flow_with_and_without_resequencer() {
-    assert!(
-        run(Command::new("id").arg("-u")).stdout == b"0\n",
-        "this test needs root (network namespaces)"
-    );
+    require_root_and(&[]);
     let tmp = tempfile::tempdir().unwrap();
     let root = repo_root();
     let (plain1, plain2, striped1, striped2) = (

@@ -28,7 +28,7 @@ use mpa::BranchId;
 use pki::ca::{Ca, DEFAULT_VALIDITY};
 
 mod common;
-use common::{netns, repo_root, run, run_ok, start_mmsg, status, Testbed};
+use common::{netns, repo_root, require_root_and, run, run_ok, start_mmsg, status, Testbed};
 
 const CA_NAME: &str = "MMS netns test CA";
 
@@ -273,21 +273,7 @@ const REFUSAL_COUNTERS: [&str; 5] = [
 
 #[test]
 fn tls_tunnel_refuses_rogues_and_survives_rotation() {
-    assert!(
-        run(Command::new("id").arg("-u")).stdout == b"0\n",
-        "this test needs root (network namespaces)"
-    );
-    for tool in ["ip", "python3", "bash", "sha256sum"] {
-        assert!(
-            Command::new("which")
-                .arg(tool)
-                .stdout(Stdio::null())
-                .status()
-                .unwrap()
-                .success(),
-            "{tool} is missing"
-        );
-    }
+    require_root_and(&["ip", "python3", "bash", "sha256sum"]);
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let s = |p: &Path| p.display().to_string();

@@ -19,7 +19,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{netns, repo_root, run, run_ok, start_mmsg, status, xtask, Testbed, MMSG};
+use common::{
+    netns, repo_root, require_root_and, run, run_ok, start_mmsg, status, xtask, Testbed, MMSG,
+};
 
 fn counter(s: &serde_json::Value, name: &str) -> u64 {
     s["counters"][name]
@@ -150,21 +152,7 @@ fn bytes_per_group(s: &serde_json::Value) -> Vec<u64> {
 
 #[test]
 fn tunnel_over_2x2_testbed() {
-    assert!(
-        run(Command::new("id").arg("-u")).stdout == b"0\n",
-        "this test needs root (network namespaces)"
-    );
-    for tool in ["ip", "iperf3", "ping", "bash"] {
-        assert!(
-            Command::new("which")
-                .arg(tool)
-                .stdout(Stdio::null())
-                .status()
-                .unwrap()
-                .success(),
-            "{tool} is missing"
-        );
-    }
+    require_root_and(&["ip", "iperf3", "ping", "bash"]);
     let tmp = tempfile::tempdir().unwrap();
     let root = repo_root();
     let cfg1 = root.join("examples/mmsg-branch1.toml");

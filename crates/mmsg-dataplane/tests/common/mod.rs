@@ -28,6 +28,20 @@ pub fn run_ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Fails (never skips) unless we are root and every program in `tools` is on the PATH.
+pub fn require_root_and(tools: &[&str]) {
+    assert!(
+        run(Command::new("id").arg("-u")).stdout == b"0\n",
+        "this test needs root (network namespaces)"
+    );
+    for tool in tools {
+        assert!(
+            run(Command::new("which").arg(tool)).status.success(),
+            "{tool} is missing"
+        );
+    }
+}
+
 /// `ip netns exec NS ARGS...`.
 pub fn netns(ns: &str, args: &[&str]) -> Command {
     let mut c = Command::new("ip");
