@@ -34,6 +34,7 @@ use tokio::sync::{oneshot, watch, Notify};
 use tracing::{debug, info, warn};
 
 use crate::inventory::BranchId;
+use crate::path_group::GroupId;
 use crate::priority::{self, TrafficClass};
 use crate::store::Catalog;
 use crate::wrr::{PairWeights, Wrr};
@@ -190,6 +191,8 @@ struct Opened {
 #[derive(Debug)]
 pub struct Registry {
     inner: Mutex<Inner>,
+    /// Where reports go for the capacity estimates: set by [`Gwc::run`].
+    capacity: std::sync::OnceLock<(Arc<Mutex<Wrr>>, Arc<Notify>)>,
 }
 
 impl Default for Registry {
@@ -216,7 +219,33 @@ impl Registry {
                 rejected_other: 0,
                 replaced: 0,
             }),
+            capacity: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Feeds the reports of every session into `wrr`'s capacity estimates and wakes `changed`
+    /// after each (first call wins).
+    pub fn estimate_capacity_into(&self, wrr: Arc<Mutex<Wrr>>, changed: Arc<Notify>) {
+        let _ = self.capacity.set((wrr, changed));
+    }
+
+    /// One report of gateway `branch` received at `at`: each group's counters → its capacity
+    /// estimate ([`crate::capacity`]).
+    fn feed_report(&self, branch: u8, at: Instant, rep: &Report) {
+        let Some((wrr, changed)) = self.capacity.get() else {
+            return;
+        };
+        let Ok(a) = BranchId::new(branch) else {
+            return;
+        };
+        let mut w = wrr.lock().unwrap_or_else(PoisonError::into_inner);
+        for g in &rep.groups {
+            if let (Ok(b), Ok(id)) = (BranchId::new(g.branch), GroupId::new(g.group)) {
+                w.report((a, b, id), at, g.bytes_tx, g.busy_us);
+            }
+        }
+        drop(w);
+        changed.notify_one();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -415,6 +444,8 @@ impl Gwc {
         wrr_changed: Arc<Notify>,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) {
+        self.registry
+            .estimate_capacity_into(Arc::clone(&wrr), Arc::clone(&wrr_changed));
         // The configs of the current catalog first: a gateway that connects while ssc starts
         // waits in the listen backlog instead of being refused as an unknown branch.
         let registry = Arc::clone(&self.registry);
@@ -637,6 +668,7 @@ where
                         Err(_) => return Err(SessionEnd::Silent(SESSION_TIMEOUT)),
                         Ok(Err(e)) => return Err(e),
                         Ok(Ok(GatewayMsg::Report(rep))) => {
+                            registry.feed_report(branch, Instant::now(), &rep);
                             registry.with_view(branch, id, |v, at| {
                                 v.last_report = Some(rep);
                                 *at = Some(Instant::now());

@@ -35,6 +35,7 @@
 //! [`swap::install_plan`] for the OFC.
 #![forbid(unsafe_code)]
 
+pub mod capacity;
 pub mod gwc;
 pub mod inventory;
 pub mod listen;

@@ -37,6 +37,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use std::time::Instant;
+
+use crate::capacity;
 use crate::inventory::{BranchId, Inventory};
 use crate::path_config::{group_capacity, Measurements};
 use crate::path_group::{GroupId, PathGroups};
@@ -57,6 +60,8 @@ pub struct Settings {
     pub hysteresis: f64,
     /// Below this total smoothed rate (bit/s) a pair counts as idle: configured capacities.
     pub min_measured_bps: f64,
+    /// The capacity estimate from the gateways' reports ([`crate::capacity`]).
+    pub capacity: capacity::Settings,
 }
 
 impl Default for Settings {
@@ -66,6 +71,7 @@ impl Default for Settings {
             alpha: 0.3,
             hysteresis: 0.05,
             min_measured_bps: 64_000.0,
+            capacity: capacity::Settings::default(),
         }
     }
 }
@@ -74,6 +80,8 @@ impl Default for Settings {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Basis {
+    /// Available capacities estimated from the source gateway's reports ([`crate::capacity`]).
+    Estimated,
     /// Smoothed measured rates (SDC).
     Measured,
     /// Configured capacities (max-flow over the members' port capacities).
@@ -93,6 +101,12 @@ pub struct GroupWeight {
     pub configured_kbps: u64,
     /// Smoothed measured rate, bit/s (`None`: not measured).
     pub measured_bps: Option<f64>,
+    /// Available capacity estimated from the gateway's reports, bit/s (`None`: no report yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_bps: Option<f64>,
+    /// The last report interval: carried rate and blocked fraction (`None`: no report yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sample: Option<capacity::Sample>,
 }
 
 /// The published weights of one ordered pair.
@@ -197,6 +211,11 @@ pub type GroupInput = (GroupId, u64, Option<f64>);
 pub struct Wrr {
     settings: Settings,
     smoothed: BTreeMap<(BranchId, BranchId, GroupId), f64>,
+    /// Capacity estimates from the gateways' reports.
+    estimators: BTreeMap<(BranchId, BranchId, GroupId), capacity::Estimator>,
+    /// Configured capacity (kbit/s) of each group at the last [`Wrr::update`]: the estimates'
+    /// recovery target.
+    configured: BTreeMap<(BranchId, BranchId, GroupId), u64>,
     published: BTreeMap<(BranchId, BranchId), PairWeights>,
 }
 
@@ -206,8 +225,31 @@ impl Wrr {
         Self {
             settings,
             smoothed: BTreeMap::new(),
+            estimators: BTreeMap::new(),
+            configured: BTreeMap::new(),
             published: BTreeMap::new(),
         }
+    }
+
+    /// One report of the source gateway `a` about its group (a, b, g) at `at`: the cumulative
+    /// bytes its connections wrote and microseconds they were blocked
+    /// ([`mpa::gwchan::GroupReport`]). Updates the group's capacity estimate; the weights follow
+    /// at the next [`Wrr::update`]. Returns the new estimate (bit/s).
+    pub fn report(
+        &mut self,
+        key: (BranchId, BranchId, GroupId),
+        at: Instant,
+        bytes_tx: u64,
+        busy_us: u64,
+    ) -> Option<f64> {
+        let configured = self.configured.get(&key).map(|kbps| *kbps as f64 * 1000.0);
+        self.estimators.entry(key).or_default().report(
+            &self.settings.capacity,
+            at,
+            bytes_tx,
+            busy_us,
+            configured,
+        )
     }
 
     /// The settings.
@@ -238,9 +280,12 @@ impl Wrr {
     ) -> Vec<(BranchId, BranchId)> {
         let mut pairs: BTreeMap<(BranchId, BranchId), Vec<GroupInput>> = BTreeMap::new();
         let none = Measurements::new();
+        self.configured.clear();
         for g in groups.groups() {
             let configured = group_capacity(inventory, &none, g.members.values());
-            let measured = self.smoothed.get(&(g.source, g.destination, g.id)).copied();
+            let key = (g.source, g.destination, g.id);
+            self.configured.insert(key, configured);
+            let measured = self.smoothed.get(&key).copied();
             pairs
                 .entry((g.source, g.destination))
                 .or_default()
@@ -248,11 +293,30 @@ impl Wrr {
         }
         self.smoothed
             .retain(|(a, b, g), _| groups.group(*a, *b, *g).is_some());
+        self.estimators
+            .retain(|(a, b, g), _| groups.group(*a, *b, *g).is_some());
         self.published.retain(|k, _| pairs.contains_key(k));
         let mut changed = Vec::new();
         let limit = self.settings.hysteresis.max(0.0) * f64::from(self.settings.scale);
         for ((a, b), list) in pairs {
-            let (basis, weights) = pair_weights(&self.settings, &list);
+            let estimated: Option<Vec<(GroupId, u64)>> = list
+                .iter()
+                .map(|(g, _, _)| {
+                    self.estimators
+                        .get(&(a, b, *g))
+                        .and_then(capacity::Estimator::estimate)
+                        .filter(|x| x.is_finite() && *x >= 0.0)
+                        // bit/s rounded to whole bits: far below u64::MAX for any link.
+                        .map(|x| (*g, x.round() as u64))
+                })
+                .collect();
+            let (basis, weights) = match estimated {
+                Some(caps) if !caps.is_empty() && caps.iter().any(|(_, c)| *c > 0) => {
+                    (Basis::Estimated, apportion(&caps, self.settings.scale))
+                }
+                _ => pair_weights(&self.settings, &list),
+            };
+            let est = |g: &GroupId| self.estimators.get(&(a, b, *g));
             let fresh = PairWeights {
                 source: a.get(),
                 destination: b.get(),
@@ -265,6 +329,8 @@ impl Wrr {
                         weight: weights.get(g).copied().unwrap_or(0),
                         configured_kbps: *c,
                         measured_bps: *m,
+                        estimated_bps: est(g).and_then(capacity::Estimator::estimate),
+                        last_sample: est(g).and_then(capacity::Estimator::sample),
                     })
                     .collect(),
             };
@@ -286,6 +352,8 @@ impl Wrr {
                 for (o, f) in old.groups.iter_mut().zip(&fresh.groups) {
                     o.configured_kbps = f.configured_kbps;
                     o.measured_bps = f.measured_bps;
+                    o.estimated_bps = f.estimated_bps;
+                    o.last_sample = f.last_sample;
                 }
             }
         }

@@ -148,6 +148,65 @@ fn a_real_change_is_published_after_smoothing() {
     );
 }
 
+/// Seed 001 §IV-A4 with the gateways' reports (`controller::capacity`): four groups carry
+/// 10 Mbit/s each with their writers blocked (saturated), so their estimates are what they
+/// carry; group 1's path is then flooded (it carries 0.5 Mbit/s, blocked): its weight drops in
+/// the next report; when the flood ends (not blocked any more) its estimate relaxes back
+/// towards the configured capacity and the weight returns over a few reports. With the carried
+/// rates alone (`observe`, measured basis) the congested share would never come back: the group
+/// carries what its weight gives it.
+#[test]
+fn reported_capacity_moves_a_congested_groups_share_and_gives_it_back() {
+    let inv = common::paper_inventory();
+    let groups = common::table2(&inv);
+    let (a, b) = (common::branch(1), common::branch(2));
+    let gids: Vec<GroupId> = groups.pair(a, b).unwrap().keys().copied().collect();
+    let mut w = Wrr::new(Settings::default());
+    w.update(&inv, &groups);
+    let t0 = std::time::Instant::now();
+    let mut counters = [(0u64, 0u64); 4];
+    let mut step = |w: &mut Wrr, k: u64, per_group: [(f64, f64); 4]| {
+        let at = t0 + std::time::Duration::from_secs(2 * k);
+        for (i, g) in gids.iter().enumerate() {
+            let (mbps, busy) = per_group[i];
+            counters[i].0 += (mbps * 1e6 / 8.0 * 2.0) as u64;
+            counters[i].1 += (busy * 2e6) as u64;
+            w.report((a, b, *g), at, counters[i].0, counters[i].1);
+        }
+        let changed = !w.update(&inv, &groups).is_empty();
+        (changed, weights_of(w, 1, 2))
+    };
+    step(&mut w, 0, [(0.0, 0.0); 4]);
+    let (_, even) = step(&mut w, 1, [(10.0, 0.9); 4]);
+    assert_eq!(w.pair(a, b).unwrap().basis, Basis::Estimated);
+    assert_eq!(even, vec![250, 250, 250, 250]);
+    // Flooded: 0.5 of 30.5 Mbit/s → 1 + 996 · 0.5 / 30.5 = 17.3.
+    let flooded = [(0.5, 1.0), (10.0, 0.9), (10.0, 0.9), (10.0, 0.9)];
+    let (changed, after) = step(&mut w, 2, flooded);
+    assert!(changed, "published in the first report");
+    assert!((16..=18).contains(&after[0]), "{after:?}");
+    assert_eq!(after.iter().sum::<u32>(), 1000);
+    let g1 = &w.pair(a, b).unwrap().groups[0];
+    assert_eq!(g1.estimated_bps, Some(500_000.0));
+    assert_eq!(g1.last_sample.unwrap().busy, 1.0);
+    // Still flooded: stays.
+    let (_, held) = step(&mut w, 3, flooded);
+    assert_eq!(held, after);
+    // The flood ends: group 1 carries its small share without blocking; the others stay
+    // saturated at 10. Its estimate relaxes towards the configured capacity (e^{-0.2} per
+    // report) until the weight is back at or above the others'.
+    let mut back = None;
+    for k in 4..20 {
+        let (_, now) = step(&mut w, k, [(0.5, 0.0), (10.0, 0.9), (10.0, 0.9), (10.0, 0.9)]);
+        if now[0] >= now[1] {
+            back = Some(k - 4);
+            break;
+        }
+    }
+    let reports = back.expect("the share came back within 16 reports");
+    assert!(reports <= 4, "after {reports} reports");
+}
+
 #[test]
 fn groups_that_go_away_are_forgotten() {
     let inv = common::paper_inventory();

@@ -109,6 +109,10 @@ pub struct OutQueue {
     up: AtomicBool,
     /// Frame bytes written by this connection's writer (for the group's rate estimate).
     sent_bytes: AtomicU64,
+    /// Microseconds the writer spent blocked in socket writes (and TLS flushes): near the whole
+    /// time when the connection's paths are what limits it (reported to the controller as the
+    /// group's `busy_us`, its capacity signal).
+    busy_us: AtomicU64,
 }
 
 impl OutQueue {
@@ -118,6 +122,7 @@ impl OutQueue {
             notify: Notify::new(),
             up: AtomicBool::new(false),
             sent_bytes: AtomicU64::new(0),
+            busy_us: AtomicU64::new(0),
         }
     }
 }
@@ -221,24 +226,26 @@ impl Shared {
     /// Per path group (remote branch, group): tunnel bytes written so far and whether all its
     /// connections are up; then connections up and connections configured.
     pub fn group_report(&self) -> (Vec<mpa::gwchan::GroupReport>, u32, u32) {
-        let mut groups: BTreeMap<(u8, u8), (u64, bool)> = BTreeMap::new();
+        let mut groups: BTreeMap<(u8, u8), (u64, bool, u64)> = BTreeMap::new();
         let (mut up, mut total) = (0u32, 0u32);
         for ((b, g, _), oq) in self.queues() {
             let is_up = oq.up.load(Ordering::Relaxed);
             total += 1;
             up += u32::from(is_up);
-            let e = groups.entry((b.get(), g.get())).or_insert((0, true));
+            let e = groups.entry((b.get(), g.get())).or_insert((0, true, 0));
             e.0 += oq.sent_bytes.load(Ordering::Relaxed);
             e.1 &= is_up;
+            e.2 += oq.busy_us.load(Ordering::Relaxed);
         }
         let groups = groups
             .into_iter()
             .map(
-                |((branch, group), (bytes_tx, up))| mpa::gwchan::GroupReport {
+                |((branch, group), (bytes_tx, up, busy_us))| mpa::gwchan::GroupReport {
                     branch,
                     group,
                     bytes_tx,
                     up,
+                    busy_us,
                 },
             )
             .collect();
@@ -685,6 +692,7 @@ async fn writer<W: AsyncWrite + Unpin>(
         }
         if !batch.is_empty() {
             let frames = batch.len() as u64;
+            let started = Instant::now();
             write_all_vectored(w, &mut batch, &mut sizer).await?;
             if let Some(rk) = rekey.as_deref_mut() {
                 if rk.on_written(bytes, Instant::now())? {
@@ -693,6 +701,8 @@ async fn writer<W: AsyncWrite + Unpin>(
             }
             // TLS keeps records it could not send yet; plain TCP: no-op.
             w.flush().await?;
+            let blocked = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            Stats::add(&oq.busy_us, blocked);
             Stats::add(&st.frames_tx, frames);
             Stats::add(&cc.frames_tx, frames);
             Stats::add(&cc.bytes_tx, bytes as u64);

@@ -161,6 +161,13 @@ pub struct GroupReport {
     pub bytes_tx: u64,
     /// Whether all its connections are up.
     pub up: bool,
+    /// Microseconds its connections' writers spent blocked writing to their sockets so far,
+    /// summed over the group's connections: a group whose writers are blocked most of an
+    /// interval is limited by its paths, so its rate in that interval is its available capacity
+    /// (the controller's capacity estimate, docs/ssc.md "WRR weights"). Absent from gateways
+    /// before protocol 1.1: 0.
+    #[serde(default)]
+    pub busy_us: u64,
 }
 
 /// The outcome of a config.

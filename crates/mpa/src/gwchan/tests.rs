@@ -120,6 +120,21 @@ fn limit_checked_before_the_body() {
     }
 }
 
+#[test]
+fn report_of_an_older_gateway_without_busy_time_decodes() {
+    // A protocol 1.0 gateway's group entry has no `busy_us`: it reads as 0 (never saturated).
+    let body = r#"{"type":"report","healthy":true,"config_version":3,"config_source":"controller","connections_up":2,"connections_total":2,"drops":0,"groups":[{"branch":2,"group":1,"bytes_tx":42,"up":true}]}"#;
+    let mut wire = (body.len() as u32).to_be_bytes().to_vec();
+    wire.extend_from_slice(body.as_bytes());
+    let (msg, n) = decode::<GatewayMsg>(&wire).unwrap().unwrap();
+    assert_eq!(n, wire.len());
+    let GatewayMsg::Report(r) = msg else {
+        panic!("not a report: {msg:?}")
+    };
+    assert_eq!(r.groups.len(), 1);
+    assert_eq!((r.groups[0].bytes_tx, r.groups[0].busy_us), (42, 0));
+}
+
 fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
     prop_oneof![
         (any::<u32>(), ".{0,20}")
@@ -147,7 +162,7 @@ fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
             any::<u32>(),
             any::<u64>(),
             proptest::collection::vec(
-                (any::<u8>(), any::<u8>(), any::<u64>(), any::<bool>()),
+                (any::<u8>(), any::<u8>(), any::<u64>(), any::<bool>(), any::<u64>()),
                 0..16
             )
         )
@@ -161,11 +176,12 @@ fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
                     drops,
                     groups: groups
                         .into_iter()
-                        .map(|(branch, group, bytes_tx, up)| GroupReport {
+                        .map(|(branch, group, bytes_tx, up, busy_us)| GroupReport {
                             branch,
                             group,
                             bytes_tx,
-                            up
+                            up,
+                            busy_us,
                         })
                         .collect(),
                 })

@@ -1,0 +1,232 @@
+//! Available capacity of a path group from the source gateway's reports (seed 001 §IV-A4: "the
+//! controller measures the available path capacity and recomputes bucket weights").
+//!
+//! What a group *carried* is not its capacity: with weighted round robin a group's share of the
+//! traffic follows its weight, so weights computed from carried rates only ever confirm
+//! themselves, and a group whose path got congested keeps its share and holds back every flow
+//! striped over it. The gateway therefore reports, per group, the bytes its connections wrote
+//! and the time their writers spent **blocked** on the sockets (`busy_us`,
+//! [`mpa::gwchan::GroupReport`]). Per report interval:
+//!
+//! - `busy = Δbusy_us / Δt` (clamped to 1; several connections of one group may all block);
+//! - `busy ≥ saturated_busy` (default 0.5): the group's paths are what limits it, so the rate it
+//!   carried, `Δbytes·8 / Δt`, **is** its available capacity: the estimate becomes that rate,
+//!   at once (a congested path must lose its share in one report, not after an EWMA);
+//! - otherwise the group could have carried more: the estimate never drops below the carried
+//!   rate and relaxes towards the configured capacity (max-flow of its members' ports) with time
+//!   constant `recovery` (default 10 s), so a group that was congested gets its share back, is
+//!   offered more traffic, and either takes it or blocks again and is measured again.
+//!
+//! Without a configured capacity the estimate only rises to what was carried. A gap between
+//! reports longer than `max_gap`, or counters that went backwards (the gateway restarted),
+//! restart the interval without a sample.
+//!
+//! Pure: the caller passes the report time; no clock, no IO.
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// Settings of the capacity estimate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// Fraction of an interval the group's writers must be blocked for the group to count as
+    /// limited by its paths.
+    pub saturated_busy: f64,
+    /// Time constant of the return to the configured capacity while not saturated, seconds.
+    pub recovery_s: f64,
+    /// Reports further apart than this (seconds) give no sample.
+    pub max_gap_s: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            saturated_busy: 0.5,
+            recovery_s: 10.0,
+            max_gap_s: 10.0,
+        }
+    }
+}
+
+/// The last report's counters.
+#[derive(Clone, Copy, Debug)]
+struct Counters {
+    at: Instant,
+    bytes_tx: u64,
+    busy_us: u64,
+}
+
+/// One interval's measurement, for display.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Carried rate, bit/s.
+    pub rate_bps: f64,
+    /// Fraction of the interval the writers were blocked, 0..=1.
+    pub busy: f64,
+}
+
+/// The capacity estimate of one path group.
+#[derive(Clone, Debug, Default)]
+pub struct Estimator {
+    last: Option<Counters>,
+    estimate: Option<f64>,
+    sample: Option<Sample>,
+}
+
+impl Estimator {
+    /// The current estimate, bit/s (`None` before the first complete interval).
+    pub fn estimate(&self) -> Option<f64> {
+        self.estimate
+    }
+
+    /// The last interval's measurement.
+    pub fn sample(&self) -> Option<Sample> {
+        self.sample
+    }
+
+    /// One report of the group's cumulative counters at `at`; `configured_bps` is the group's
+    /// configured capacity (`None` or 0: unknown). Returns the new estimate.
+    pub fn report(
+        &mut self,
+        settings: &Settings,
+        at: Instant,
+        bytes_tx: u64,
+        busy_us: u64,
+        configured_bps: Option<f64>,
+    ) -> Option<f64> {
+        let now = Counters {
+            at,
+            bytes_tx,
+            busy_us,
+        };
+        let Some(prev) = self.last.replace(now) else {
+            return self.estimate;
+        };
+        let dt = at.saturating_duration_since(prev.at);
+        let max_gap = Duration::try_from_secs_f64(settings.max_gap_s).unwrap_or(Duration::MAX);
+        if dt.is_zero() || dt > max_gap || bytes_tx < prev.bytes_tx || busy_us < prev.busy_us {
+            return self.estimate;
+        }
+        let secs = dt.as_secs_f64();
+        // u64 → f64 loses precision only above 2^53 bytes per interval: irrelevant here.
+        let rate = (bytes_tx - prev.bytes_tx) as f64 * 8.0 / secs;
+        let busy = ((busy_us - prev.busy_us) as f64 / 1e6 / secs).clamp(0.0, 1.0);
+        self.sample = Some(Sample {
+            rate_bps: rate,
+            busy,
+        });
+        let configured = configured_bps.filter(|c| c.is_finite() && *c > 0.0);
+        let next = if busy >= settings.saturated_busy {
+            rate
+        } else {
+            let old = self.estimate.or(configured).unwrap_or(rate);
+            let relaxed = match configured {
+                Some(c) => {
+                    let k = if settings.recovery_s > 0.0 {
+                        1.0 - (-secs / settings.recovery_s).exp()
+                    } else {
+                        1.0
+                    };
+                    old + (c - old) * k
+                }
+                None => old,
+            };
+            relaxed.max(rate)
+        };
+        self.estimate = Some(next);
+        self.estimate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const MBIT: f64 = 1e6;
+
+    /// Reports every 2 s: (Mbit/s carried, busy fraction) per interval.
+    fn run(est: &mut Estimator, intervals: &[(f64, f64)], configured: Option<f64>) -> Vec<f64> {
+        let s = Settings::default();
+        let t0 = Instant::now();
+        let (mut bytes, mut busy) = (1_000u64, 5u64);
+        est.report(&s, t0, bytes, busy, configured);
+        let mut out = Vec::new();
+        for (i, (mbps, b)) in intervals.iter().enumerate() {
+            bytes += (mbps * MBIT / 8.0 * 2.0) as u64;
+            busy += (b * 2e6) as u64;
+            let at = t0 + Duration::from_secs(2 * (i as u64 + 1));
+            out.push(est.report(&s, at, bytes, busy, configured).unwrap() / MBIT);
+        }
+        out
+    }
+
+    #[test]
+    fn a_congested_group_drops_to_what_it_carries_in_one_report_and_recovers() {
+        let mut e = Estimator::default();
+        // 10 Mbit/s configured; carries 9.5 unsaturated, then its path is congested: blocked
+        // 90 % of the time at 0.5 Mbit/s; then the congestion ends (0.5 carried, not blocked).
+        let v = run(
+            &mut e,
+            &[(9.5, 0.1), (0.5, 0.9), (0.5, 0.95), (0.5, 0.0), (0.5, 0.0), (3.0, 0.0)],
+            Some(10.0 * MBIT),
+        );
+        assert!((v[0] - 10.0).abs() < 1e-9, "{v:?}");
+        assert!((v[1] - 0.5).abs() < 1e-9, "one report: {v:?}");
+        assert!((v[2] - 0.5).abs() < 1e-9, "{v:?}");
+        // Recovery: 0.5 + 9.5·(1 − e^{−0.2}) = 2.22, then 3.67, then ≥ 3 carried.
+        assert!((v[3] - (0.5 + 9.5 * (1.0 - (-0.2f64).exp()))).abs() < 1e-6, "{v:?}");
+        assert!(v[4] > v[3] && v[4] < 10.0, "{v:?}");
+        assert!(v[5] > v[4], "{v:?}");
+    }
+
+    #[test]
+    fn never_below_what_it_carried_when_not_saturated() {
+        let mut e = Estimator::default();
+        // Carries 30 with a configured 10 (the inventory underestimates the port).
+        let v = run(&mut e, &[(30.0, 0.2), (30.0, 0.2)], Some(10.0 * MBIT));
+        assert!(v.iter().all(|x| *x >= 30.0 - 1e-9), "{v:?}");
+    }
+
+    #[test]
+    fn without_configured_capacity_the_estimate_only_rises_to_the_carried_rate() {
+        let mut e = Estimator::default();
+        let v = run(&mut e, &[(4.0, 0.0), (2.0, 0.0), (1.0, 0.9), (0.5, 0.1)], None);
+        assert_eq!(v, vec![4.0, 4.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn restarts_gaps_and_duplicates_give_no_sample() {
+        let s = Settings::default();
+        let mut e = Estimator::default();
+        let t0 = Instant::now();
+        assert_eq!(e.report(&s, t0, 1000, 0, None), None);
+        assert_eq!(e.report(&s, t0, 2000, 0, None), None, "same instant");
+        let t1 = t0 + Duration::from_secs(2);
+        assert_eq!(e.report(&s, t1, 252_000, 0, None), Some(1_000_000.0));
+        // The gateway restarted: counters from 0.
+        let t2 = t1 + Duration::from_secs(2);
+        assert_eq!(e.report(&s, t2, 10, 0, None), Some(1_000_000.0));
+        // Thirty seconds without a report.
+        let t3 = t2 + Duration::from_secs(30);
+        assert_eq!(e.report(&s, t3, 1_000_010, 0, None), Some(1_000_000.0));
+        assert_eq!(
+            e.sample().unwrap().rate_bps,
+            1_000_000.0,
+            "the old sample stays"
+        );
+    }
+
+    #[test]
+    fn busy_beyond_the_interval_is_clamped() {
+        let s = Settings::default();
+        let mut e = Estimator::default();
+        let t0 = Instant::now();
+        e.report(&s, t0, 0, 0, None);
+        // Three connections of one group, each blocked the whole 2 s.
+        e.report(&s, t0 + Duration::from_secs(2), 500_000, 6_000_000, None);
+        assert_eq!(e.sample().unwrap().busy, 1.0);
+        assert_eq!(e.estimate(), Some(2_000_000.0));
+    }
+}
