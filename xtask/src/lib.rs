@@ -8,6 +8,7 @@
 pub mod baseline;
 pub mod bench;
 pub mod bench_tunnel;
+pub mod congestion;
 pub mod demo;
 pub mod demo_paper;
 pub mod deps;

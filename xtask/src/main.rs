@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
-use xtask::{baseline, bench, bench_tunnel, demo, demo_paper, deps, experiment, table1, wanem};
+use xtask::{baseline, bench, bench_tunnel, congestion, demo, demo_paper, deps, experiment, table1, wanem};
 
 /// MMS developer tasks: testbed, demo, tests.
 #[derive(Debug, Parser)]
@@ -48,9 +48,12 @@ enum Cmd {
     Bench(BenchCmd),
     /// The paper's evaluation (Tables I, III-VI) from `experiments/<NAME>.toml`: IPoMP and the
     /// single-path VXLAN baseline side by side; writes results/<NAME>.{json,md} and one SVG per
-    /// figure (docs/experiments.md). `list` shows the experiments.
+    /// figure (docs/experiments.md). `list` shows the experiments. `congestion` is seed 001
+    /// §IV-A4's timeline instead (a striped flow, one group's path flooded; `--secs` sets its
+    /// length): results/congestion.{json,md,svg}.
     Experiment {
-        /// Experiment name (`experiments/<NAME>.toml`), e.g. `table1`, `case-a`, `quick`; or `list`.
+        /// Experiment name (`experiments/<NAME>.toml`), e.g. `table1`, `case-a`, `quick`;
+        /// `congestion`; or `list`.
         name: String,
         /// Only these figures (comma-separated ids, e.g. `fig10a,fig10c`).
         #[arg(long, value_delimiter = ',')]
@@ -345,6 +348,26 @@ fn main() -> anyhow::Result<()> {
             };
             if replot {
                 return experiment::replot(&name, &out).map(|_| ());
+            }
+            if name == "congestion" {
+                let mut settings = congestion::Settings::default();
+                if let Some(s) = secs {
+                    // Flood over the middle third.
+                    settings.secs = s.max(9);
+                    settings.flood_at = settings.secs / 3;
+                    settings.flood_end = 2 * settings.secs / 3;
+                }
+                let tl = congestion::run(
+                    &congestion::RunOptions {
+                        root: repo_root(),
+                        prefix,
+                        xtask: None,
+                    },
+                    &settings,
+                )?;
+                congestion::write(&tl, &out)?;
+                print!("{}", congestion::markdown(&tl));
+                return Ok(());
             }
             experiment::run(
                 &name,

@@ -4,22 +4,27 @@
 //! What a group *carried* is not its capacity: with weighted round robin a group's share of the
 //! traffic follows its weight, so weights computed from carried rates only ever confirm
 //! themselves, and a group whose path got congested keeps its share and holds back every flow
-//! striped over it. The gateway therefore reports, per group, the bytes its connections wrote
-//! and the time their writers spent **blocked** on the sockets (`busy_us`,
-//! [`mpa::gwchan::GroupReport`]). Per report interval:
+//! striped over it. The gateway therefore reports, per group ([`mpa::gwchan::GroupReport`]):
+//! the bytes its connections wrote, the time their writers spent **blocked** on the sockets
+//! (`busy_us`), and the rate the subflows' congestion windows allow now (`window_bps`,
+//! Σ `cwnd · mss / srtt`). Per report interval:
 //!
 //! - `busy = Δbusy_us / Δt` (clamped to 1; several connections of one group may all block);
-//! - `busy ≥ saturated_busy` (default 0.5): the group's paths are what limits it, so the rate it
-//!   carried, `Δbytes·8 / Δt`, **is** its available capacity: the estimate becomes that rate,
-//!   at once (a congested path must lose its share in one report, not after an EWMA);
-//! - otherwise the group could have carried more: the estimate never drops below the carried
-//!   rate and relaxes towards the configured capacity (max-flow of its members' ports) with time
-//!   constant `recovery` (default 10 s), so a group that was congested gets its share back, is
-//!   offered more traffic, and either takes it or blocks again and is measured again.
+//!   `busy ≥ saturated_busy` (default 0.5): the group's paths are what limits it, so the rate it
+//!   carried, `Δbytes·8 / Δt`, **is** its available capacity: the estimate becomes that rate.
+//! - Otherwise, with a window rate: the estimate follows it (capped at the configured capacity,
+//!   the max-flow of the members' ports), by an EWMA that falls fast (`alpha_down`, 0.7) and
+//!   rises slowly (`alpha_up`, 0.3). A path flooded by other traffic shows a small window over a
+//!   long queued RTT whether or not the tunnel saturates it (seed 001's flooded path carries
+//!   little *because* the inner TCP collapses, not because it is busy); when the flood ends,
+//!   the keepalives' RTT samples and the windows recover and so does the estimate.
+//! - Without a window rate (an older gateway): the estimate relaxes towards the configured
+//!   capacity with time constant `recovery_s` (10 s).
+//! - Never below what the group carried in the interval.
 //!
-//! Without a configured capacity the estimate only rises to what was carried. A gap between
-//! reports longer than `max_gap`, or counters that went backwards (the gateway restarted),
-//! restart the interval without a sample.
+//! Without a configured capacity the estimate only rises to what was carried (or the window
+//! allows). A gap between reports longer than `max_gap`, or counters that went backwards (the
+//! gateway restarted), restart the interval without a sample.
 //!
 //! Pure: the caller passes the report time; no clock, no IO.
 use std::time::{Duration, Instant};
@@ -37,6 +42,10 @@ pub struct Settings {
     pub recovery_s: f64,
     /// Reports further apart than this (seconds) give no sample.
     pub max_gap_s: f64,
+    /// EWMA weight of a window rate below the estimate.
+    pub alpha_down: f64,
+    /// EWMA weight of a window rate above the estimate.
+    pub alpha_up: f64,
 }
 
 impl Default for Settings {
@@ -45,6 +54,8 @@ impl Default for Settings {
             saturated_busy: 0.5,
             recovery_s: 10.0,
             max_gap_s: 10.0,
+            alpha_down: 0.7,
+            alpha_up: 0.3,
         }
     }
 }
@@ -64,6 +75,9 @@ pub struct Sample {
     pub rate_bps: f64,
     /// Fraction of the interval the writers were blocked, 0..=1.
     pub busy: f64,
+    /// The window rate reported, bit/s (0: none).
+    #[serde(default)]
+    pub window_bps: f64,
 }
 
 /// The capacity estimate of one path group.
@@ -85,14 +99,14 @@ impl Estimator {
         self.sample
     }
 
-    /// One report of the group's cumulative counters at `at`; `configured_bps` is the group's
-    /// configured capacity (`None` or 0: unknown). Returns the new estimate.
+    /// One report of the group at `at`: its cumulative counters and current window rate
+    /// (bit/s, 0: unknown); `configured_bps` is the group's configured capacity (`None` or 0:
+    /// unknown). Returns the new estimate.
     pub fn report(
         &mut self,
         settings: &Settings,
         at: Instant,
-        bytes_tx: u64,
-        busy_us: u64,
+        (bytes_tx, busy_us, window_bps): (u64, u64, u64),
         configured_bps: Option<f64>,
     ) -> Option<f64> {
         let now = Counters {
@@ -115,10 +129,29 @@ impl Estimator {
         self.sample = Some(Sample {
             rate_bps: rate,
             busy,
+            window_bps: window_bps as f64,
         });
         let configured = configured_bps.filter(|c| c.is_finite() && *c > 0.0);
+        let window = (window_bps > 0).then(|| {
+            let w = window_bps as f64;
+            configured.map_or(w, |c| w.min(c))
+        });
         let next = if busy >= settings.saturated_busy {
             rate
+        } else if let Some(w) = window {
+            let next = match self.estimate {
+                None => w,
+                Some(old) => {
+                    let a = if w < old {
+                        settings.alpha_down
+                    } else {
+                        settings.alpha_up
+                    };
+                    let a = a.clamp(0.0, 1.0);
+                    a * w + (1.0 - a) * old
+                }
+            };
+            next.max(rate)
         } else {
             let old = self.estimate.or(configured).unwrap_or(rate);
             let relaxed = match configured {
@@ -151,13 +184,13 @@ mod tests {
         let s = Settings::default();
         let t0 = Instant::now();
         let (mut bytes, mut busy) = (1_000u64, 5u64);
-        est.report(&s, t0, bytes, busy, configured);
+        est.report(&s, t0, (bytes, busy, 0), configured);
         let mut out = Vec::new();
         for (i, (mbps, b)) in intervals.iter().enumerate() {
             bytes += (mbps * MBIT / 8.0 * 2.0) as u64;
             busy += (b * 2e6) as u64;
             let at = t0 + Duration::from_secs(2 * (i as u64 + 1));
-            out.push(est.report(&s, at, bytes, busy, configured).unwrap() / MBIT);
+            out.push(est.report(&s, at, (bytes, busy, 0), configured).unwrap() / MBIT);
         }
         out
     }
@@ -201,16 +234,16 @@ mod tests {
         let s = Settings::default();
         let mut e = Estimator::default();
         let t0 = Instant::now();
-        assert_eq!(e.report(&s, t0, 1000, 0, None), None);
-        assert_eq!(e.report(&s, t0, 2000, 0, None), None, "same instant");
+        assert_eq!(e.report(&s, t0, (1000, 0, 0), None), None);
+        assert_eq!(e.report(&s, t0, (2000, 0, 0), None), None, "same instant");
         let t1 = t0 + Duration::from_secs(2);
-        assert_eq!(e.report(&s, t1, 252_000, 0, None), Some(1_000_000.0));
+        assert_eq!(e.report(&s, t1, (252_000, 0, 0), None), Some(1_000_000.0));
         // The gateway restarted: counters from 0.
         let t2 = t1 + Duration::from_secs(2);
-        assert_eq!(e.report(&s, t2, 10, 0, None), Some(1_000_000.0));
+        assert_eq!(e.report(&s, t2, (10, 0, 0), None), Some(1_000_000.0));
         // Thirty seconds without a report.
         let t3 = t2 + Duration::from_secs(30);
-        assert_eq!(e.report(&s, t3, 1_000_010, 0, None), Some(1_000_000.0));
+        assert_eq!(e.report(&s, t3, (1_000_010, 0, 0), None), Some(1_000_000.0));
         assert_eq!(
             e.sample().unwrap().rate_bps,
             1_000_000.0,
@@ -219,13 +252,41 @@ mod tests {
     }
 
     #[test]
+    fn the_window_rate_falls_fast_rises_slowly_and_is_capped() {
+        let s = Settings::default();
+        let mut e = Estimator::default();
+        let t0 = Instant::now();
+        let at = |k: u64| t0 + Duration::from_secs(2 * k);
+        let cfg = Some(80.0 * MBIT);
+        let mbit = |m: f64| (m * MBIT) as u64;
+        e.report(&s, at(0), (0, 0, mbit(12.0)), cfg);
+        // Carrying 1 Mbit/s, not blocked, windows allow 12: the estimate is 12 (first sample).
+        let v = e.report(&s, at(1), (250_000, 0, mbit(12.0)), cfg).unwrap();
+        assert!((v / MBIT - 12.0).abs() < 1e-6);
+        // The path is flooded: windows allow 1.2. Falls by 0.7 per report.
+        let v = e.report(&s, at(2), (500_000, 0, mbit(1.2)), cfg).unwrap();
+        assert!((v / MBIT - (0.7 * 1.2 + 0.3 * 12.0)).abs() < 1e-6, "{v}");
+        let v2 = e.report(&s, at(3), (750_000, 0, mbit(1.2)), cfg).unwrap();
+        assert!(v2 < v && v2 / MBIT < 2.5, "{v2}");
+        // Never below what was carried (1 Mbit/s here: 250 kB in 2 s).
+        for k in 4..10 {
+            let x = e.report(&s, at(k), (250_000 * (k + 1), 0, mbit(0.1)), cfg).unwrap();
+            assert!(x >= 1.0 * MBIT - 1.0, "{x}");
+        }
+        // Recovery: windows allow 500 (capped at 80); rises by 0.3 per report.
+        let r1 = e.report(&s, at(10), (250_000 * 11, 0, mbit(500.0)), cfg).unwrap();
+        assert!((r1 / MBIT - (0.3 * 80.0 + 0.7 * 1.0)).abs() < 1e-3, "{r1}");
+        assert_eq!(e.sample().unwrap().window_bps, 500.0 * MBIT);
+    }
+
+    #[test]
     fn busy_beyond_the_interval_is_clamped() {
         let s = Settings::default();
         let mut e = Estimator::default();
         let t0 = Instant::now();
-        e.report(&s, t0, 0, 0, None);
+        e.report(&s, t0, (0, 0, 0), None);
         // Three connections of one group, each blocked the whole 2 s.
-        e.report(&s, t0 + Duration::from_secs(2), 500_000, 6_000_000, None);
+        e.report(&s, t0 + Duration::from_secs(2), (500_000, 6_000_000, 0), None);
         assert_eq!(e.sample().unwrap().busy, 1.0);
         assert_eq!(e.estimate(), Some(2_000_000.0));
     }

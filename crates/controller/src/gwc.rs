@@ -241,7 +241,7 @@ impl Registry {
         let mut w = wrr.lock().unwrap_or_else(PoisonError::into_inner);
         for g in &rep.groups {
             if let (Ok(b), Ok(id)) = (BranchId::new(g.branch), GroupId::new(g.group)) {
-                w.report((a, b, id), at, g.bytes_tx, g.busy_us);
+                w.report((a, b, id), at, (g.bytes_tx, g.busy_us, g.window_bps));
             }
         }
         drop(w);

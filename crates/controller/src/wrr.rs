@@ -232,22 +232,20 @@ impl Wrr {
     }
 
     /// One report of the source gateway `a` about its group (a, b, g) at `at`: the cumulative
-    /// bytes its connections wrote and microseconds they were blocked
-    /// ([`mpa::gwchan::GroupReport`]). Updates the group's capacity estimate; the weights follow
-    /// at the next [`Wrr::update`]. Returns the new estimate (bit/s).
+    /// bytes its connections wrote, microseconds they were blocked, and the rate their windows
+    /// allow now ([`mpa::gwchan::GroupReport`]). Updates the group's capacity estimate; the
+    /// weights follow at the next [`Wrr::update`]. Returns the new estimate (bit/s).
     pub fn report(
         &mut self,
         key: (BranchId, BranchId, GroupId),
         at: Instant,
-        bytes_tx: u64,
-        busy_us: u64,
+        counters: (u64, u64, u64),
     ) -> Option<f64> {
         let configured = self.configured.get(&key).map(|kbps| *kbps as f64 * 1000.0);
         self.estimators.entry(key).or_default().report(
             &self.settings.capacity,
             at,
-            bytes_tx,
-            busy_us,
+            counters,
             configured,
         )
     }

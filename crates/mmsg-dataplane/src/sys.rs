@@ -345,6 +345,8 @@ pub struct SubflowTcpInfo {
     pub rtt_us: u32,
     /// `tcpi_snd_cwnd`, segments.
     pub cwnd: u32,
+    /// `tcpi_snd_mss`, bytes.
+    pub snd_mss: u32,
     /// `tcpi_total_retrans`, segments.
     pub total_retrans: u32,
     /// `tcpi_bytes_acked`.
@@ -383,6 +385,7 @@ pub fn mptcp_subflow_tcpinfo(fd: impl AsFd) -> io::Result<Vec<SubflowTcpInfo>> {
             state: t.first().copied().unwrap_or(0),
             rtt_us: u32_at(t, 68),
             cwnd: u32_at(t, 80),
+            snd_mss: u32_at(t, 16),
             total_retrans: u32_at(t, 100),
             bytes_acked: u64_at(t, 120),
             bytes_received: u64_at(t, 128),

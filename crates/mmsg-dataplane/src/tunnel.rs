@@ -113,6 +113,9 @@ pub struct OutQueue {
     /// time when the connection's paths are what limits it (reported to the controller as the
     /// group's `busy_us`, its capacity signal).
     busy_us: AtomicU64,
+    /// The rate its congestion windows allow now, bit/s: Σ over established subflows of
+    /// `cwnd · mss / srtt` ([`window_rate_bps`]), refreshed every [`SUBFLOW_CHECK`]; 0 while down.
+    window_bps: AtomicU64,
 }
 
 impl OutQueue {
@@ -123,6 +126,7 @@ impl OutQueue {
             up: AtomicBool::new(false),
             sent_bytes: AtomicU64::new(0),
             busy_us: AtomicU64::new(0),
+            window_bps: AtomicU64::new(0),
         }
     }
 }
@@ -226,26 +230,31 @@ impl Shared {
     /// Per path group (remote branch, group): tunnel bytes written so far and whether all its
     /// connections are up; then connections up and connections configured.
     pub fn group_report(&self) -> (Vec<mpa::gwchan::GroupReport>, u32, u32) {
-        let mut groups: BTreeMap<(u8, u8), (u64, bool, u64)> = BTreeMap::new();
+        let mut groups: BTreeMap<(u8, u8), (u64, bool, u64, u64)> = BTreeMap::new();
         let (mut up, mut total) = (0u32, 0u32);
         for ((b, g, _), oq) in self.queues() {
             let is_up = oq.up.load(Ordering::Relaxed);
             total += 1;
             up += u32::from(is_up);
-            let e = groups.entry((b.get(), g.get())).or_insert((0, true, 0));
+            let e = groups.entry((b.get(), g.get())).or_insert((0, true, 0, 0));
             e.0 += oq.sent_bytes.load(Ordering::Relaxed);
             e.1 &= is_up;
             e.2 += oq.busy_us.load(Ordering::Relaxed);
+            // The class connections of a group share its paths: the largest window, not the sum.
+            e.3 = e.3.max(oq.window_bps.load(Ordering::Relaxed));
         }
         let groups = groups
             .into_iter()
             .map(
-                |((branch, group), (bytes_tx, up, busy_us))| mpa::gwchan::GroupReport {
-                    branch,
-                    group,
-                    bytes_tx,
-                    up,
-                    busy_us,
+                |((branch, group), (bytes_tx, up, busy_us, window_bps))| {
+                    mpa::gwchan::GroupReport {
+                        branch,
+                        group,
+                        bytes_tx,
+                        up,
+                        busy_us,
+                        window_bps,
+                    }
                 },
             )
             .collect();
@@ -628,6 +637,19 @@ async fn peer_invalidated(
     Stats::inc(&sh.stats.tls_invalidated_closed);
     warn!(conn = name, error = %e, "closing: the peer's certificate is no longer valid (reload)");
     ConnEnd::Invalidated(e)
+}
+
+/// The rate the subflows' congestion windows allow, bit/s: Σ `cwnd · mss · 8 / srtt` over the
+/// established subflows with an RTT sample. A path flooded by someone else's traffic shows up as a
+/// small window over a long (queued) RTT, before and whether or not the tunnel saturates it; the
+/// controller uses it as the group's available capacity (`controller::capacity`).
+fn window_rate_bps(subflows: &[sys::SubflowTcpInfo]) -> u64 {
+    const TCP_ESTABLISHED: u8 = 1;
+    subflows
+        .iter()
+        .filter(|t| t.state == TCP_ESTABLISHED && t.rtt_us > 0)
+        .map(|t| u64::from(t.cwnd) * u64::from(t.snd_mss) * 8 * 1_000_000 / u64::from(t.rtt_us))
+        .sum()
 }
 
 /// Per-connection counters, shared by the halves.
@@ -1112,6 +1134,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
                 info!(conn = %name, %local, remote = %target, "tunnel connection up");
                 let end = run_outbound_conn(&sh, &name, key, &oq, stream, &pairs, port).await;
                 oq.up.store(false, Ordering::Relaxed);
+                oq.window_bps.store(0, Ordering::Relaxed);
                 sh.send(TunEvent::Conn(ConnEvent { key, up: false }));
                 if matches!(end, ConnEnd::Dead(_)) {
                     Stats::inc(&sh.stats.conn_dead);
@@ -1277,6 +1300,10 @@ async fn run_outbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 manage_subflows(sh, name, info.token, &live, pairs, port, &mut retry).await;
             }
             let complete = live.len() >= pairs.len();
+            let window = sys::mptcp_subflow_tcpinfo(fd)
+                .map(|v| window_rate_bps(&v))
+                .unwrap_or(0);
+            oq.window_bps.store(window, Ordering::Relaxed);
             sh.stats.update_conn(name, |c| {
                 c.token = info.token;
                 c.fallback = fb;

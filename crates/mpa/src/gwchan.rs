@@ -168,6 +168,10 @@ pub struct GroupReport {
     /// before protocol 1.1: 0.
     #[serde(default)]
     pub busy_us: u64,
+    /// The rate its connections' congestion windows allow now, bit/s (Σ `cwnd · mss / srtt` of
+    /// the subflows of its busiest connection); 0: unknown (also from gateways before 1.1).
+    #[serde(default)]
+    pub window_bps: u64,
 }
 
 /// The outcome of a config.

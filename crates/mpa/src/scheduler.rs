@@ -109,11 +109,20 @@ impl Scheduler {
 
     /// The group for the next packet of a striped flow (seed 001 §III-C: WRR with weights ∝
     /// capacity): smooth WRR over the up groups on their configured weights, which the controller
-    /// keeps proportional to measured capacity (`controller::wrr`). Over any Σw consecutive packets
-    /// each group carries exactly its weight, interleaved. `None` when no group is up.
+    /// keeps proportional to estimated capacity (`controller::wrr`, `controller::capacity`).
+    /// Over any Σw consecutive packets each group carries exactly its weight, interleaved.
+    /// Groups below [`STRIPE_MIN_SHARE_PER_MILLE`] of the up groups' total weight get none.
+    /// `None` when no group is up.
     pub fn select_packet(&mut self) -> Option<PathGroupId> {
+        let total: u64 = self
+            .groups
+            .iter()
+            .filter(|g| g.up)
+            .map(|g| u64::from(g.weight))
+            .sum();
+        let floor = |w: u32| u64::from(w) * 1000 >= total * STRIPE_MIN_SHARE_PER_MILLE;
         let mut credits = self.stripe_current;
-        let chosen = swrr(&self.groups, &mut credits, false);
+        let chosen = swrr_filtered(&self.groups, &mut credits, false, |g| floor(g.weight));
         self.stripe_current = credits;
         chosen
     }
@@ -145,6 +154,13 @@ impl Scheduler {
     }
 }
 
+/// A striped flow's packets skip groups whose weight is below this share (per mille) of the up
+/// groups' total. The controller keeps every group at weight ≥ 1 so new *flows* keep probing
+/// it, but one packet of a striped flow on a flooded path (queued for seconds) stalls every
+/// packet behind it in the receiver's resequencer: seed 001 §IV-A4 forwards on the uncongested
+/// paths only. 2 %: a group that small adds at most 2 % to the flow's rate anyway.
+pub const STRIPE_MIN_SHARE_PER_MILLE: u64 = 20;
+
 /// One smooth WRR pick over the up groups with `credits` per group id; weights are the configured
 /// ones, or the measured rates when `by_rate`.
 fn swrr(
@@ -152,9 +168,19 @@ fn swrr(
     credits: &mut [i64; MAX_PATH_GROUPS],
     by_rate: bool,
 ) -> Option<PathGroupId> {
+    swrr_filtered(groups, credits, by_rate, |_| true)
+}
+
+/// [`swrr`] over the up groups that pass `keep`.
+fn swrr_filtered(
+    groups: &PathGroups,
+    credits: &mut [i64; MAX_PATH_GROUPS],
+    by_rate: bool,
+    keep: impl Fn(&crate::path_group::PathGroup) -> bool,
+) -> Option<PathGroupId> {
     let mut total: i64 = 0;
     let mut best: Option<(PathGroupId, i64)> = None;
-    for g in groups.iter().filter(|g| g.up) {
+    for g in groups.iter().filter(|g| g.up && keep(g)) {
         let w = if by_rate {
             i64::try_from((g.rate_bytes_per_s / RATE_UNIT_BYTES_PER_S).min(u64::from(u32::MAX)))
                 .unwrap_or(i64::from(u32::MAX))
@@ -214,6 +240,30 @@ mod tests {
         assert_eq!(picks(&mut s, 12), picks(&mut fresh, 12));
         s.set_up(PathGroupId::new(0).unwrap(), false);
         assert!((0..10).all(|_| s.select_packet().unwrap().get() != 0));
+    }
+
+    #[test]
+    fn striping_skips_groups_below_two_percent_but_new_flows_still_probe_them() {
+        // The controller's weights after a flood of group 0: 17 of 1000 (1.7 %).
+        let mut s = sched(&[(0, 17), (1, 328), (2, 327), (3, 328)], SelectionPolicy::Wrr);
+        let mut counts = [0usize; 16];
+        for _ in 0..10_000 {
+            counts[usize::from(s.select_packet().unwrap().get())] += 1;
+        }
+        assert_eq!(counts[0], 0, "{counts:?}");
+        assert_eq!(counts[1] + counts[2] + counts[3], 10_000);
+        assert!(counts[1].abs_diff(counts[2]) <= 40, "{counts:?}");
+        // New flows: group 0 keeps its 17 of every 1000.
+        let p = picks(&mut s, 1000);
+        assert_eq!(p.iter().filter(|g| **g == 0).count(), 17);
+        // At 2 % exactly it is striped again.
+        let mut s = sched(&[(0, 20), (1, 980)], SelectionPolicy::Wrr);
+        let n = (0..1000).filter(|_| s.select_packet().unwrap().get() == 0).count();
+        assert_eq!(n, 20);
+        // Only tiny groups up: the largest still carries (never `None` while one is up).
+        let mut s = sched(&[(0, 1), (1, 1000)], SelectionPolicy::Wrr);
+        s.set_up(PathGroupId::new(1).unwrap(), false);
+        assert_eq!(s.select_packet().map(PathGroupId::get), Some(0));
     }
 
     #[test]

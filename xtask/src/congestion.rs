@@ -1,0 +1,562 @@
+//! Congestion reaction on the whole system (seed 001 §IV-A4, issue #9): one TCP flow striped
+//! over the four path groups 1 → 2 of Table II while group 1's paths are flooded, as a timeline.
+//!
+//! Set-up: the paper topology (`ssc`, five `mmsg` with Open vSwitch, Table II's groups). Every
+//! first hop of gw1's member paths (2 uplinks × 8 remote ports, each the first hop of exactly one
+//! member) is limited to `rate_mbit` one way, so each group can carry 4 × `rate_mbit`. One TCP
+//! flow h1 → h2 is striped over the four groups (`[striping]`). At `flood_at` the first hops of
+//! group 1's four members get `background_mbit` each of constant-rate background traffic (the
+//! emulator's UDP-like stream that never backs off, docs/testbed.md), leaving `rate −
+//! background` per member to the tunnel; at `flood_end` it goes away again.
+//!
+//! Meanwhile every `POLL` the weights `ssc` publishes for 1 → 2 (`GET /api/v1/weights/1/2`) are
+//! sampled; the flow's rate per second comes from the iperf3 sender. The gateways report their
+//! groups' carried bytes and blocked writer time every 2 s; `ssc` estimates each group's
+//! available capacity from them (`controller::capacity`) and re-weights, so the striped flow
+//! moves off the flooded group without restarting, and back after the flood. Without the
+//! reaction the striped flow would be held to 4 × group 1's rest (its fixed quarter of every
+//! packet must pass there).
+//!
+//! `cargo xtask experiment congestion` runs it and writes `results/congestion.{json,md,svg}`;
+//! `xtask/tests/e2e_congestion.rs` runs a shorter one and checks the reaction.
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::e2e::{self, System};
+use crate::iperf::{self, Server};
+use crate::testbed;
+use crate::topology::Impairment;
+
+/// Settings of one run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Settings {
+    /// Length of the transfer, seconds.
+    pub secs: u32,
+    /// When the flood starts, seconds into the transfer.
+    pub flood_at: u32,
+    /// When it ends.
+    pub flood_end: u32,
+    /// Rate of each member path's first hop, Mbit/s (one way, 1 → 2).
+    pub rate_mbit: f64,
+    /// The flood's rate on each first hop of group 1, Mbit/s (below `rate_mbit`: the
+    /// emulator's background always gets its rate, the tunnel gets the rest).
+    pub background_mbit: f64,
+    /// Bottleneck queue, KiB.
+    pub queue_kib: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            secs: 45,
+            flood_at: 15,
+            flood_end: 30,
+            rate_mbit: 3.0,
+            background_mbit: 2.7,
+            queue_kib: 64,
+        }
+    }
+}
+
+/// One sample of the published weights.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WeightSample {
+    /// Seconds since the transfer started.
+    pub t: f64,
+    /// Weight per group id (1 is the flooded one), per mille.
+    pub weights: Vec<(u8, u32)>,
+    /// Basis (`estimated`, `measured`, `configured`).
+    pub basis: String,
+    /// Estimated capacity per group id, Mbit/s (`None`: no estimate).
+    pub est_mbit: Vec<(u8, Option<f64>)>,
+}
+
+impl WeightSample {
+    /// The weight of the flooded group 1.
+    pub fn w1(&self) -> u32 {
+        self.weights
+            .iter()
+            .find(|(g, _)| *g == FLOODED)
+            .map_or(0, |(_, w)| *w)
+    }
+}
+
+/// The group whose paths are flooded.
+pub const FLOODED: u8 = 1;
+
+/// The timeline of one run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Timeline {
+    /// The settings.
+    pub settings: Settings,
+    /// Start (UTC, RFC 3339) and the machine's 1-minute load then.
+    pub started: String,
+    /// Load average at the start.
+    pub load: f64,
+    /// Sender rate per second, Mbit/s (iperf3 intervals: second i covers [i, i+1)).
+    pub mbps: Vec<f64>,
+    /// The published weights over time.
+    pub weights: Vec<WeightSample>,
+    /// Receiver goodput over the whole transfer, Mbit/s.
+    pub goodput_mbps: f64,
+    /// Sender retransmits.
+    pub retransmits: u64,
+}
+
+impl Timeline {
+    /// Mean sender rate over seconds [from, to).
+    pub fn mean(&self, from: u32, to: u32) -> f64 {
+        let v: Vec<f64> = self
+            .mbps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (from as usize..to as usize).contains(i))
+            .map(|(_, x)| *x)
+            .collect();
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    }
+
+    /// Seconds from the flood's start until group 1's published weight first fell below
+    /// `below` (per mille); `None` if it never did during the flood.
+    pub fn reaction_s(&self, below: u32) -> Option<f64> {
+        let s = &self.settings;
+        self.weights
+            .iter()
+            .find(|w| w.t >= f64::from(s.flood_at) && w.t < f64::from(s.flood_end) && w.w1() < below)
+            .map(|w| w.t - f64::from(s.flood_at))
+    }
+
+    /// Seconds from the flood's end until group 1's weight was back at or above `above`.
+    pub fn recovery_s(&self, above: u32) -> Option<f64> {
+        let end = f64::from(self.settings.flood_end);
+        self.weights
+            .iter()
+            .find(|w| w.t >= end && w.w1() >= above)
+            .map(|w| w.t - end)
+    }
+}
+
+/// Where a run happens.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Repository root.
+    pub root: PathBuf,
+    /// Testbed prefix.
+    pub prefix: String,
+    /// The `xtask` binary (for a test binary; `None` in the `xtask` binary itself).
+    pub xtask: Option<PathBuf>,
+}
+
+/// How often the weights are sampled.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Runs the timeline: brings the system up, runs the transfer with the flood, tears down.
+pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
+    anyhow::ensure!(
+        settings.flood_at < settings.flood_end && settings.flood_end <= settings.secs,
+        "need flood_at < flood_end <= secs"
+    );
+    anyhow::ensure!(
+        settings.background_mbit < settings.rate_mbit,
+        "the flood must be below the path rate (the emulator's background always gets its rate)"
+    );
+    let mut e2e_opts = e2e::Options::new(&opts.root, &opts.prefix);
+    e2e_opts.xtask.clone_from(&opts.xtask);
+    e2e_opts.selection_policy = "wrr".to_owned();
+    e2e_opts.striping =
+        Some("[striping]\nprefixes = [\"198.19.2.10/32\"]\nthreshold_kbit = 1000\n".to_owned());
+    let started = crate::sh::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .map(|d| d.trim().to_owned())
+        .unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(0.0);
+    let sys = System::up(&e2e_opts)?;
+    let path = |imp: &Impairment, from: &str, to: &str| {
+        testbed::pair_set(&sys.prefix, from, to, false, imp)
+            .with_context(|| format!("set pair {from}>{to}"))
+    };
+    let plain = Impairment {
+        rate_mbit: Some(settings.rate_mbit),
+        queue_kib: Some(settings.queue_kib),
+        ..Impairment::default()
+    };
+    let flooded = Impairment {
+        background_mbit: Some(settings.background_mbit),
+        ..plain.clone()
+    };
+    for from in ["1a", "1b"] {
+        for to in ["2a", "2b", "3a", "3b", "4a", "4b", "5a", "5b"] {
+            path(&plain, from, to)?;
+        }
+    }
+    // Group 1's first hops: `1a>3a>3b>2a` → (1a, 3a).
+    let first_hops: Vec<(String, String)> = sys
+        .routes
+        .iter()
+        .filter(|((g, _), _)| *g == FLOODED)
+        .filter_map(|(_, r)| {
+            let mut it = r.split('>');
+            Some((it.next()?.to_owned(), it.next()?.to_owned()))
+        })
+        .collect();
+    anyhow::ensure!(
+        first_hops.len() == 4,
+        "group {FLOODED} has {} members, expected Table II's 4",
+        first_hops.len()
+    );
+    let flood = |imp: &Impairment| -> anyhow::Result<()> {
+        for (from, to) in &first_hops {
+            path(imp, from, to)?;
+        }
+        Ok(())
+    };
+    // Let the weights settle on the configured capacities before the transfer.
+    std::thread::sleep(Duration::from_secs(2));
+
+    let (h1, h2) = (sys.ns_host(1), sys.ns_host(2));
+    let server = Server::start(&h2, 5401, None)?;
+    let secs = settings.secs.to_string();
+    let client = {
+        let h1 = h1.clone();
+        std::thread::spawn(move || {
+            iperf::client(
+                &h1,
+                &["-c", "198.19.2.10", "-p", "5401", "-t", &secs, "-i", "1"],
+            )
+        })
+    };
+    let t0 = Instant::now();
+    let mut weights = Vec::new();
+    let (mut flooding, mut flooded_once) = (false, false);
+    while t0.elapsed() < Duration::from_secs(u64::from(settings.secs)) {
+        let t = t0.elapsed().as_secs_f64();
+        if !flooding && !flooded_once && t >= f64::from(settings.flood_at) {
+            flood(&flooded)?;
+            flooding = true;
+            flooded_once = true;
+        }
+        if flooding && t >= f64::from(settings.flood_end) {
+            flood(&plain)?;
+            flooding = false;
+        }
+        if let Ok(v) = sys.api().get("/api/v1/weights/1/2") {
+            if let Some(s) = weight_sample(&v, t) {
+                weights.push(s);
+            }
+        }
+        std::thread::sleep(POLL);
+    }
+    let v = client
+        .join()
+        .map_err(|_| anyhow::anyhow!("iperf3 client thread panicked"))??;
+    server.wait(Duration::from_secs(3));
+    let mbps = v["intervals"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| i["sum"]["bits_per_second"].as_f64())
+                .map(|b| b / 1e6)
+                .collect()
+        })
+        .unwrap_or_default();
+    let goodput_mbps = iperf::tcp_received_mbps(&v).unwrap_or(0.0);
+    let retransmits = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+    drop(sys);
+    Ok(Timeline {
+        settings: settings.clone(),
+        started,
+        load,
+        mbps,
+        weights,
+        goodput_mbps,
+        retransmits,
+    })
+}
+
+/// One weights sample from `GET /api/v1/weights/1/2`.
+fn weight_sample(v: &serde_json::Value, t: f64) -> Option<WeightSample> {
+    let groups = v["groups"].as_array()?;
+    let mut weights = Vec::new();
+    let mut est_mbit = Vec::new();
+    for g in groups {
+        let id = u8::try_from(g["group"].as_u64()?).ok()?;
+        weights.push((id, u32::try_from(g["weight"].as_u64()?).ok()?));
+        est_mbit.push((id, g["estimated_bps"].as_f64().map(|x| x / 1e6)));
+    }
+    Some(WeightSample {
+        t,
+        weights,
+        basis: v["basis"].as_str().unwrap_or("").to_owned(),
+        est_mbit,
+    })
+}
+
+/// The timeline as a markdown summary.
+pub fn markdown(tl: &Timeline) -> String {
+    let s = &tl.settings;
+    let pre = tl.mean(3, s.flood_at);
+    let during = tl.mean(s.flood_at + 6, s.flood_end);
+    let after = tl.mean(s.flood_end + 6, s.secs);
+    let mut out = format!(
+        "# Congestion reaction (seed 001 §IV-A4)\n\n\
+         Started {} (load {:.2}). Table II's four path groups 1 → 2, every member's first hop \
+         {} Mbit/s one way, {} KiB queues; one TCP flow striped over the four for {} s; {} Mbit/s \
+         of constant-rate background on each of group 1's four first hops from {} s to {} s.\n\n\
+         | phase | sender Mbit/s (mean) |\n|---|---:|\n\
+         | before the flood (3–{} s) | {pre:.1} |\n\
+         | flooded, after the reaction ({}–{} s) | {during:.1} |\n\
+         | after the flood ({}–{} s) | {after:.1} |\n\n\
+         Receiver goodput over the whole transfer {:.1} Mbit/s, {} retransmits.\n\n",
+        tl.started,
+        tl.load,
+        s.rate_mbit,
+        s.queue_kib,
+        s.secs,
+        s.background_mbit,
+        s.flood_at,
+        s.flood_end,
+        s.flood_at,
+        s.flood_at + 6,
+        s.flood_end,
+        s.flood_end + 6,
+        s.secs,
+        tl.goodput_mbps,
+        tl.retransmits,
+    );
+    out.push_str(&match tl.reaction_s(200) {
+        Some(r) => format!("Group 1's weight fell below 200 ‰ {r:.1} s after the flood started"),
+        None => "Group 1's weight never fell below 200 ‰ during the flood".to_owned(),
+    });
+    out.push_str(&match tl.recovery_s(400) {
+        Some(r) => format!("; it was back at ≥ 400 ‰ {r:.1} s after the flood ended.\n\n"),
+        None => "; it did not come back to 400 ‰ before the transfer ended.\n\n".to_owned(),
+    });
+    out.push_str("Published weights (‰) and estimated capacities (Mbit/s) per group, when they changed:\n\n");
+    out.push_str("| t (s) | weights | basis | estimates |\n|---:|---|---|---|\n");
+    let mut last = None;
+    for w in &tl.weights {
+        if last.as_ref() == Some(&w.weights) {
+            continue;
+        }
+        last = Some(w.weights.clone());
+        let ws: Vec<String> = w.weights.iter().map(|(_, x)| x.to_string()).collect();
+        let es: Vec<String> = w
+            .est_mbit
+            .iter()
+            .map(|(_, x)| x.map_or_else(|| "-".to_owned(), |x| format!("{x:.1}")))
+            .collect();
+        out.push_str(&format!(
+            "| {:.1} | {} | {} | {} |\n",
+            w.t,
+            ws.join(" / "),
+            w.basis,
+            es.join(" / ")
+        ));
+    }
+    out
+}
+
+/// The timeline as an SVG: the flow's rate (left axis, Mbit/s) and group 1's weight (right
+/// axis, per mille) over time, the flood shaded.
+pub fn svg(tl: &Timeline) -> String {
+    let (w, h, left, right, top, bottom) = (720.0, 360.0, 60.0, 60.0, 40.0, 50.0);
+    let pw = w - left - right;
+    let ph = h - top - bottom;
+    let secs = f64::from(tl.settings.secs.max(1));
+    let ymax = tl
+        .mbps
+        .iter()
+        .copied()
+        .fold(tl.settings.rate_mbit * 16.0, f64::max)
+        .ceil();
+    let x = |t: f64| left + pw * (t / secs).clamp(0.0, 1.0);
+    let y = |v: f64| top + ph * (1.0 - (v / ymax).clamp(0.0, 1.0));
+    let yw = |v: f64| top + ph * (1.0 - (v / 1000.0).clamp(0.0, 1.0));
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">One striped TCP flow, group 1's path flooded {}–{} s</text>\n",
+        w / 2.0,
+        tl.settings.flood_at,
+        tl.settings.flood_end
+    );
+    s.push_str(&format!(
+        "<rect x=\"{:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{ph}\" fill=\"#fde2e2\"/>\n",
+        x(f64::from(tl.settings.flood_at)),
+        x(f64::from(tl.settings.flood_end)) - x(f64::from(tl.settings.flood_at))
+    ));
+    // Axes and ticks.
+    s.push_str(&format!(
+        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n\
+         <line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>\n\
+         <line x1=\"{}\" y1=\"{top}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n",
+        top + ph,
+        left + pw,
+        top + ph,
+        top + ph,
+        left + pw,
+        left + pw,
+        top + ph
+    ));
+    for i in 0..=4 {
+        let v = ymax * f64::from(i) / 4.0;
+        let pm = 250 * i;
+        s.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{v:.0}</text>\n\
+             <text x=\"{:.1}\" y=\"{:.1}\">{pm}</text>\n",
+            left - 6.0,
+            y(v) + 4.0,
+            left + pw + 6.0,
+            yw(f64::from(pm)) + 4.0
+        ));
+    }
+    let step = if secs > 30.0 { 10 } else { 5 };
+    for t in (0..=tl.settings.secs).step_by(step) {
+        s.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{t}</text>\n",
+            x(f64::from(t)),
+            top + ph + 16.0
+        ));
+    }
+    s.push_str(&format!(
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">time (s)</text>\n\
+         <text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\">Mbit/s (sender)</text>\n\
+         <text x=\"{:.1}\" y=\"{:.1}\" transform=\"rotate(90 {:.1} {:.1})\" text-anchor=\"middle\">weight of group 1 (‰)</text>\n",
+        left + pw / 2.0,
+        h - 12.0,
+        top + ph / 2.0,
+        top + ph / 2.0,
+        w - 14.0,
+        top + ph / 2.0,
+        w - 14.0,
+        top + ph / 2.0
+    ));
+    let rate: Vec<String> = tl
+        .mbps
+        .iter()
+        .enumerate()
+        .map(|(i, v)| format!("{:.1},{:.1}", x(i as f64 + 0.5), y(*v)))
+        .collect();
+    s.push_str(&format!(
+        "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"{}\"/>\n",
+        rate.join(" ")
+    ));
+    let weight: Vec<String> = tl
+        .weights
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", x(p.t), yw(f64::from(p.w1()))))
+        .collect();
+    s.push_str(&format!(
+        "<polyline fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6 3\" points=\"{}\"/>\n",
+        weight.join(" ")
+    ));
+    s.push_str(&format!(
+        "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#1f77b4\" stroke-width=\"2\"/>\
+         <text x=\"{:.1}\" y=\"{:.1}\">rate of the striped flow</text>\n\
+         <line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\
+         <text x=\"{:.1}\" y=\"{:.1}\">weight of the flooded group</text>\n</svg>\n",
+        left + 10.0,
+        top + 12.0,
+        left + 40.0,
+        top + 12.0,
+        left + 46.0,
+        top + 16.0,
+        left + 240.0,
+        top + 12.0,
+        left + 270.0,
+        top + 12.0,
+        left + 276.0,
+        top + 16.0
+    ));
+    s
+}
+
+/// Writes `results/congestion.{json,md,svg}` under `out_dir`.
+pub fn write(tl: &Timeline, out_dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out_dir).with_context(|| format!("create {}", out_dir.display()))?;
+    let json = serde_json::to_string_pretty(tl).context("encode the timeline")?;
+    std::fs::write(out_dir.join("congestion.json"), json)?;
+    std::fs::write(out_dir.join("congestion.md"), markdown(tl))?;
+    std::fs::write(out_dir.join("congestion.svg"), svg(tl))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn timeline() -> Timeline {
+        let settings = Settings {
+            secs: 10,
+            flood_at: 3,
+            flood_end: 6,
+            ..Settings::default()
+        };
+        let weights = (0..20)
+            .map(|i| {
+                let t = f64::from(i) * 0.5;
+                let w1 = if (4.0..7.0).contains(&t) { 20 } else { 500 };
+                WeightSample {
+                    t,
+                    weights: vec![(1, w1), (2, 1000 - w1)],
+                    basis: "estimated".into(),
+                    est_mbit: vec![(1, Some(0.5)), (2, Some(10.0))],
+                }
+            })
+            .collect();
+        Timeline {
+            settings,
+            started: "2026-11-25T00:00:00Z".into(),
+            load: 0.5,
+            mbps: vec![18.0, 18.0, 18.0, 2.0, 9.0, 9.0, 12.0, 18.0, 18.0, 18.0],
+            weights,
+            goodput_mbps: 14.0,
+            retransmits: 3,
+        }
+    }
+
+    #[test]
+    fn reaction_recovery_and_means() {
+        let tl = timeline();
+        assert_eq!(tl.reaction_s(200), Some(1.0));
+        assert_eq!(tl.recovery_s(400), Some(1.0));
+        assert!((tl.mean(0, 3) - 18.0).abs() < 1e-9);
+        assert!((tl.mean(4, 6) - 9.0).abs() < 1e-9);
+        assert_eq!(tl.mean(20, 30), 0.0);
+    }
+
+    #[test]
+    fn reports_are_well_formed() {
+        let tl = timeline();
+        let md = markdown(&tl);
+        assert!(md.contains("| 4.0 | 20 / 980 | estimated | 0.5 / 10.0 |"), "{md}");
+        let svg = svg(&tl);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+    }
+
+    #[test]
+    fn the_sample_reads_the_rest_answer() {
+        let v = serde_json::json!({
+            "source": 1, "destination": 2, "scale": 1000, "basis": "estimated",
+            "groups": [
+                {"group": 1, "weight": 17, "configured_kbps": 80000, "measured_bps": null, "estimated_bps": 500000.0},
+                {"group": 2, "weight": 983, "configured_kbps": 80000, "measured_bps": null}
+            ]
+        });
+        let s = weight_sample(&v, 1.5).unwrap();
+        assert_eq!(s.weights, vec![(1, 17), (2, 983)]);
+        assert_eq!(s.w1(), 17);
+        assert_eq!(s.est_mbit, vec![(1, Some(0.5)), (2, None)]);
+    }
+}
