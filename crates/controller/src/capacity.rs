@@ -18,6 +18,12 @@
 //!   long queued RTT whether or not the tunnel saturates it (seed 001's flooded path carries
 //!   little *because* the inner TCP collapses, not because it is busy); when the flood ends,
 //!   the keepalives' RTT samples and the windows recover and so does the estimate.
+//! - **Idle** (it carried under 5 % of its estimate, e.g. a striped flow skips it because its
+//!   estimate fell): the windows of an unused connection say nothing new, so the estimate
+//!   *probes*: it grows by `probe_growth_per_s` (×1.12 per second, ×1.25 per 2 s report, up to
+//!   the configured capacity) until traffic returns to the group and measures it again. Under a
+//!   lasting flood that re-tries the group every ~10 s for a report or two (the paper's
+//!   trade-off between measuring and "accidentally contributing to congestion", seed 001 §V).
 //! - Without a window rate (an older gateway): the estimate relaxes towards the configured
 //!   capacity with time constant `recovery_s` (10 s).
 //! - Never below what the group carried in the interval.
@@ -46,7 +52,12 @@ pub struct Settings {
     pub alpha_down: f64,
     /// EWMA weight of a window rate above the estimate.
     pub alpha_up: f64,
+    /// Growth of an idle group's estimate per second (its probe, see the module docs).
+    pub probe_growth_per_s: f64,
 }
+
+/// A group that carried less than this share of its estimate in an interval is idle.
+const IDLE_SHARE: f64 = 0.05;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -56,6 +67,7 @@ impl Default for Settings {
             max_gap_s: 10.0,
             alpha_down: 0.7,
             alpha_up: 0.3,
+            probe_growth_per_s: 1.12,
         }
     }
 }
@@ -136,8 +148,15 @@ impl Estimator {
             let w = window_bps as f64;
             configured.map_or(w, |c| w.min(c))
         });
+        // Idle: it carried (almost) nothing of what it could, e.g. a striped flow skips it since
+        // its estimate fell. Its windows then say nothing new, so it probes: the estimate grows
+        // by `probe_growth_per_s` until traffic returns to it and measures it again.
+        let idle = self.estimate.is_some_and(|old| rate < IDLE_SHARE * old);
         let next = if busy >= settings.saturated_busy {
             rate
+        } else if let (true, Some(old), Some(_)) = (idle, self.estimate, window) {
+            let grown = old * settings.probe_growth_per_s.max(1.0).powf(secs);
+            configured.map_or(grown, |c| grown.min(c.max(old))).max(rate)
         } else if let Some(w) = window {
             let next = match self.estimate {
                 None => w,
@@ -277,6 +296,29 @@ mod tests {
         let r1 = e.report(&s, at(10), (250_000 * 11, 0, mbit(500.0)), cfg).unwrap();
         assert!((r1 / MBIT - (0.3 * 80.0 + 0.7 * 1.0)).abs() < 1e-3, "{r1}");
         assert_eq!(e.sample().unwrap().window_bps, 500.0 * MBIT);
+    }
+
+    #[test]
+    fn an_idle_group_probes_upwards_until_it_carries_again() {
+        let s = Settings::default();
+        let mut e = Estimator::default();
+        let t0 = Instant::now();
+        let at = |k: u64| t0 + Duration::from_secs(2 * k);
+        let cfg = Some(80.0 * MBIT);
+        let mbit = |m: f64| (m * MBIT) as u64;
+        e.report(&s, at(0), (0, 0, mbit(2.5)), cfg);
+        assert_eq!(e.report(&s, at(1), (500_000, 0, mbit(2.5)), cfg), Some(2.5 * MBIT));
+        // Skipped: carries only keepalives (100 B in 2 s); its stale window stays 2.5.
+        let mut v = vec![];
+        for k in 2..8 {
+            v.push(e.report(&s, at(k), (500_000 + 100 * k, 0, mbit(2.5)), cfg).unwrap() / MBIT);
+        }
+        let g = 1.12f64.powi(2);
+        assert!((v[0] - 2.5 * g).abs() < 1e-6, "{v:?}");
+        assert!(v.windows(2).all(|w| (w[1] / w[0] - g).abs() < 1e-6), "{v:?}");
+        // Traffic back: the window (now 30) takes over again with the EWMA.
+        let x = e.report(&s, at(8), (500_000 + 800 + 2_500_000, 0, mbit(30.0)), cfg).unwrap();
+        assert!((x / MBIT - (0.3 * 30.0 + 0.7 * v[5])).abs() < 1e-6, "{x} {v:?}");
     }
 
     #[test]

@@ -230,23 +230,29 @@ impl Shared {
     /// Per path group (remote branch, group): tunnel bytes written so far and whether all its
     /// connections are up; then connections up and connections configured.
     pub fn group_report(&self) -> (Vec<mpa::gwchan::GroupReport>, u32, u32) {
-        let mut groups: BTreeMap<(u8, u8), (u64, bool, u64, u64)> = BTreeMap::new();
+        // Per group: bytes, up, busy, (bytes of its busiest connection, that one's window).
+        type Acc = (u64, bool, u64, (u64, u64));
+        let mut groups: BTreeMap<(u8, u8), Acc> = BTreeMap::new();
         let (mut up, mut total) = (0u32, 0u32);
         for ((b, g, _), oq) in self.queues() {
             let is_up = oq.up.load(Ordering::Relaxed);
             total += 1;
             up += u32::from(is_up);
-            let e = groups.entry((b.get(), g.get())).or_insert((0, true, 0, 0));
-            e.0 += oq.sent_bytes.load(Ordering::Relaxed);
+            let e = groups.entry((b.get(), g.get())).or_insert((0, true, 0, (0, 0)));
+            let sent = oq.sent_bytes.load(Ordering::Relaxed);
+            e.0 += sent;
             e.1 &= is_up;
             e.2 += oq.busy_us.load(Ordering::Relaxed);
-            // The class connections of a group share its paths: the largest window, not the sum.
-            e.3 = e.3.max(oq.window_bps.load(Ordering::Relaxed));
+            // The class connections of a group share its paths; an idle one's window (initial
+            // cwnd over a keepalive RTT) says nothing about them: the busiest connection's.
+            if sent >= e.3 .0 {
+                e.3 = (sent, oq.window_bps.load(Ordering::Relaxed));
+            }
         }
         let groups = groups
             .into_iter()
             .map(
-                |((branch, group), (bytes_tx, up, busy_us, window_bps))| {
+                |((branch, group), (bytes_tx, up, busy_us, (_, window_bps)))| {
                     mpa::gwchan::GroupReport {
                         branch,
                         group,
