@@ -50,7 +50,8 @@ enum Cmd {
     /// single-path VXLAN baseline side by side; writes results/<NAME>.{json,md} and one SVG per
     /// figure (docs/experiments.md). `list` shows the experiments.
     Experiment {
-        /// Experiment name (`experiments/<NAME>.toml`), e.g. `table1`, `case-a`, `quick`; or `list`.
+        /// Experiment name (`experiments/<NAME>.toml`), e.g. `table1`, `case-a`, `quick`; or `list`;
+        /// or `uplink-lb` (seed 004: external traffic load balancing, `xtask/src/uplink_lb.rs`).
         name: String,
         /// Only these figures (comma-separated ids, e.g. `fig10a,fig10c`).
         #[arg(long, value_delimiter = ',')]
@@ -343,6 +344,24 @@ fn main() -> anyhow::Result<()> {
             } else {
                 repo_root().join(out)
             };
+            if name == "uplink-lb" {
+                // Seed 004's experiment: its own runner (the TOML shape is for IPoMP figures).
+                if replot {
+                    return xtask::uplink_lb::replot(&out);
+                }
+                let prefix = if prefix == "mmsexp" {
+                    format!("mlb{}", std::process::id())
+                } else {
+                    prefix
+                };
+                return xtask::uplink_lb::run(&xtask::uplink_lb::Options {
+                    root: repo_root(),
+                    prefix,
+                    reps: reps.unwrap_or(3),
+                    out_dir: out,
+                })
+                .map(|_| ());
+            }
             if replot {
                 return experiment::replot(&name, &out).map(|_| ());
             }
