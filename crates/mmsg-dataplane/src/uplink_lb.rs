@@ -477,12 +477,16 @@ pub async fn run(plan: Plan, mut balancer: Balancer, stats: Arc<Stats>) {
         iface: plan.uplinks.iter().map(|u| iface_bytes(&u.dev)).collect(),
         ours: read_counters().unwrap_or_default(),
     };
+    let mut tick = tokio::time::interval(plan.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // The first tick completes at once: the first sample is taken there, so every delta below
+    // spans a whole interval (a delta over microseconds would turn one packet into Mbit/s).
+    tick.tick().await;
     let mut prev = take(&plan);
     let mut at = Instant::now();
     let mut smoothed: Vec<Option<f64>> = vec![None; plan.uplinks.len()];
     let mut reprogrammed = 0u64;
-    let mut tick = tokio::time::interval(plan.interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    stats.set_internet(status(&plan, &balancer, &prev.ours, 0));
     loop {
         tick.tick().await;
         let now = take(&plan);
