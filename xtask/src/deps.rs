@@ -14,6 +14,9 @@ const NEEDED: &[(&str, &str)] = &[
     ("tcpdump", "tcpdump"),
     ("ovs-vswitchd", "openvswitch-switch"),
     ("ping", "iputils-ping"),
+    // `[internet]` load balancing test and experiment: HTTP client and server.
+    ("curl", "curl"),
+    ("python3", "python3"),
 ];
 
 /// Installs whatever of [`NEEDED`] is missing with apt-get (needs root).

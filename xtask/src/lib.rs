@@ -3,7 +3,7 @@
 //!
 //! Modules: [`topology`] (the TOML topology and address plan), [`testbed`] (namespaces, links,
 //! routing, cut/restore), [`wanem`] (the WAN emulator: pure core + TUN driver), [`ovs`] (one Open
-//! vSwitch per gateway), [`bench`] (`bench controller`: ssc programming real OVS), [`bench_tunnel`] (`bench tunnel`: mmsg against end-to-end MPTCP), [`baseline`] (the single-path VXLAN baseline), [`demo`] (the 2x2 demo), [`demo_paper`] (`cargo xtask demo`: the paper system), [`e2e`] (the whole system on the paper testbed: OVS, `ssc`, five `mmsg`), [`deps`] (system packages), [`sh`] (running commands).
+//! vSwitch per gateway), [`bench`] (`bench controller`: ssc programming real OVS), [`bench_tunnel`] (`bench tunnel`: mmsg against end-to-end MPTCP), [`baseline`] (the single-path VXLAN baseline), [`demo`] (the 2x2 demo), [`demo_paper`] (`cargo xtask demo`: the paper system), [`e2e`] (the whole system on the paper testbed: OVS, `ssc`, five `mmsg`), [`deps`] (system packages), [`uplink_lb`] (`experiment uplink-lb`: seed 004's load balancing experiment), [`sh`] (running commands).
 
 pub mod baseline;
 pub mod bench;
@@ -20,4 +20,5 @@ pub mod sh;
 pub mod table1;
 pub mod testbed;
 pub mod topology;
+pub mod uplink_lb;
 pub mod wanem;

@@ -8,7 +8,9 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
-use xtask::{baseline, bench, bench_tunnel, congestion, demo, demo_paper, deps, experiment, table1, wanem};
+use xtask::{
+    baseline, bench, bench_tunnel, congestion, demo, demo_paper, deps, experiment, table1, wanem,
+};
 
 /// MMS developer tasks: testbed, demo, tests.
 #[derive(Debug, Parser)]
@@ -52,8 +54,9 @@ enum Cmd {
     /// §IV-A4's timeline instead (a striped flow, one group's path flooded; `--secs` sets its
     /// length): results/congestion.{json,md,svg}.
     Experiment {
-        /// Experiment name (`experiments/<NAME>.toml`), e.g. `table1`, `case-a`, `quick`;
-        /// `congestion`; or `list`.
+        /// Experiment name (`experiments/<NAME>.toml`), e.g. `table1`, `case-a`, `quick`; or `list`;
+        /// or `congestion` (seed 001 §IV-A4, `xtask/src/congestion.rs`); or `uplink-lb` (seed 004:
+        /// external traffic load balancing, `xtask/src/uplink_lb.rs`).
         name: String,
         /// Only these figures (comma-separated ids, e.g. `fig10a,fig10c`).
         #[arg(long, value_delimiter = ',')]
@@ -346,6 +349,24 @@ fn main() -> anyhow::Result<()> {
             } else {
                 repo_root().join(out)
             };
+            if name == "uplink-lb" {
+                // Seed 004's experiment: its own runner (the TOML shape is for IPoMP figures).
+                if replot {
+                    return xtask::uplink_lb::replot(&out);
+                }
+                let prefix = if prefix == "mmsexp" {
+                    format!("mlb{}", std::process::id())
+                } else {
+                    prefix
+                };
+                return xtask::uplink_lb::run(&xtask::uplink_lb::Options {
+                    root: repo_root(),
+                    prefix,
+                    reps: reps.unwrap_or(3),
+                    out_dir: out,
+                })
+                .map(|_| ());
+            }
             if replot {
                 return experiment::replot(&name, &out).map(|_| ());
             }

@@ -18,12 +18,15 @@
 //!   long queued RTT whether or not the tunnel saturates it (seed 001's flooded path carries
 //!   little *because* the inner TCP collapses, not because it is busy); when the flood ends,
 //!   the keepalives' RTT samples and the windows recover and so does the estimate.
-//! - **Idle** (it carried under 5 % of its estimate, e.g. a striped flow skips it because its
-//!   estimate fell): the windows of an unused connection say nothing new, so the estimate
-//!   *probes*: it grows by `probe_growth_per_s` (×1.12 per second, ×1.25 per 2 s report, up to
-//!   the configured capacity) until traffic returns to the group and measures it again. Under a
+//! - **Skipped** (its published weight is below the share striped flows use,
+//!   `mpa::scheduler::STRIPE_MIN_SHARE_PER_MILLE`, and it carried under 5 % of its estimate):
+//!   the windows of an unused connection say nothing new, so the estimate *probes*: it grows by
+//!   `probe_growth_per_s` (×1.12 per second, ×1.25 per 2 s report, up to the configured
+//!   capacity) until striped traffic returns to the group and measures it again. Under a
 //!   lasting flood that re-tries the group every ~10 s for a report or two (the paper's
 //!   trade-off between measuring and "accidentally contributing to congestion", seed 001 §V).
+//!   Only skipped groups probe: when a flow collapses, every group carries little, and growing
+//!   them all alike would change no weight and keep the flooded group in the stripe.
 //! - Without a window rate (an older gateway): the estimate relaxes towards the configured
 //!   capacity with time constant `recovery_s` (10 s).
 //! - Never below what the group carried in the interval.
@@ -113,13 +116,15 @@ impl Estimator {
 
     /// One report of the group at `at`: its cumulative counters and current window rate
     /// (bit/s, 0: unknown); `configured_bps` is the group's configured capacity (`None` or 0:
-    /// unknown). Returns the new estimate.
+    /// unknown); `skipped`: its published weight is too small for striped flows to use it.
+    /// Returns the new estimate.
     pub fn report(
         &mut self,
         settings: &Settings,
         at: Instant,
         (bytes_tx, busy_us, window_bps): (u64, u64, u64),
         configured_bps: Option<f64>,
+        skipped: bool,
     ) -> Option<f64> {
         let now = Counters {
             at,
@@ -148,15 +153,16 @@ impl Estimator {
             let w = window_bps as f64;
             configured.map_or(w, |c| w.min(c))
         });
-        // Idle: it carried (almost) nothing of what it could, e.g. a striped flow skips it since
-        // its estimate fell. Its windows then say nothing new, so it probes: the estimate grows
-        // by `probe_growth_per_s` until traffic returns to it and measures it again.
-        let idle = self.estimate.is_some_and(|old| rate < IDLE_SHARE * old);
+        // Skipped by striped flows and carrying (almost) nothing: its windows say nothing new, so
+        // it probes: the estimate grows by `probe_growth_per_s` until traffic returns to it.
+        let idle = skipped && self.estimate.is_some_and(|old| rate < IDLE_SHARE * old);
         let next = if busy >= settings.saturated_busy {
             rate
         } else if let (true, Some(old), Some(_)) = (idle, self.estimate, window) {
             let grown = old * settings.probe_growth_per_s.max(1.0).powf(secs);
-            configured.map_or(grown, |c| grown.min(c.max(old))).max(rate)
+            configured
+                .map_or(grown, |c| grown.min(c.max(old)))
+                .max(rate)
         } else if let Some(w) = window {
             let next = match self.estimate {
                 None => w,
@@ -203,13 +209,17 @@ mod tests {
         let s = Settings::default();
         let t0 = Instant::now();
         let (mut bytes, mut busy) = (1_000u64, 5u64);
-        est.report(&s, t0, (bytes, busy, 0), configured);
+        est.report(&s, t0, (bytes, busy, 0), configured, false);
         let mut out = Vec::new();
         for (i, (mbps, b)) in intervals.iter().enumerate() {
             bytes += (mbps * MBIT / 8.0 * 2.0) as u64;
             busy += (b * 2e6) as u64;
             let at = t0 + Duration::from_secs(2 * (i as u64 + 1));
-            out.push(est.report(&s, at, (bytes, busy, 0), configured).unwrap() / MBIT);
+            out.push(
+                est.report(&s, at, (bytes, busy, 0), configured, false)
+                    .unwrap()
+                    / MBIT,
+            );
         }
         out
     }
@@ -221,14 +231,24 @@ mod tests {
         // 90 % of the time at 0.5 Mbit/s; then the congestion ends (0.5 carried, not blocked).
         let v = run(
             &mut e,
-            &[(9.5, 0.1), (0.5, 0.9), (0.5, 0.95), (0.5, 0.0), (0.5, 0.0), (3.0, 0.0)],
+            &[
+                (9.5, 0.1),
+                (0.5, 0.9),
+                (0.5, 0.95),
+                (0.5, 0.0),
+                (0.5, 0.0),
+                (3.0, 0.0),
+            ],
             Some(10.0 * MBIT),
         );
         assert!((v[0] - 10.0).abs() < 1e-9, "{v:?}");
         assert!((v[1] - 0.5).abs() < 1e-9, "one report: {v:?}");
         assert!((v[2] - 0.5).abs() < 1e-9, "{v:?}");
         // Recovery: 0.5 + 9.5·(1 − e^{−0.2}) = 2.22, then 3.67, then ≥ 3 carried.
-        assert!((v[3] - (0.5 + 9.5 * (1.0 - (-0.2f64).exp()))).abs() < 1e-6, "{v:?}");
+        assert!(
+            (v[3] - (0.5 + 9.5 * (1.0 - (-0.2f64).exp()))).abs() < 1e-6,
+            "{v:?}"
+        );
         assert!(v[4] > v[3] && v[4] < 10.0, "{v:?}");
         assert!(v[5] > v[4], "{v:?}");
     }
@@ -244,7 +264,11 @@ mod tests {
     #[test]
     fn without_configured_capacity_the_estimate_only_rises_to_the_carried_rate() {
         let mut e = Estimator::default();
-        let v = run(&mut e, &[(4.0, 0.0), (2.0, 0.0), (1.0, 0.9), (0.5, 0.1)], None);
+        let v = run(
+            &mut e,
+            &[(4.0, 0.0), (2.0, 0.0), (1.0, 0.9), (0.5, 0.1)],
+            None,
+        );
         assert_eq!(v, vec![4.0, 4.0, 1.0, 1.0]);
     }
 
@@ -253,16 +277,26 @@ mod tests {
         let s = Settings::default();
         let mut e = Estimator::default();
         let t0 = Instant::now();
-        assert_eq!(e.report(&s, t0, (1000, 0, 0), None), None);
-        assert_eq!(e.report(&s, t0, (2000, 0, 0), None), None, "same instant");
+        assert_eq!(e.report(&s, t0, (1000, 0, 0), None, false), None);
+        assert_eq!(
+            e.report(&s, t0, (2000, 0, 0), None, false),
+            None,
+            "same instant"
+        );
         let t1 = t0 + Duration::from_secs(2);
-        assert_eq!(e.report(&s, t1, (252_000, 0, 0), None), Some(1_000_000.0));
+        assert_eq!(
+            e.report(&s, t1, (252_000, 0, 0), None, false),
+            Some(1_000_000.0)
+        );
         // The gateway restarted: counters from 0.
         let t2 = t1 + Duration::from_secs(2);
-        assert_eq!(e.report(&s, t2, (10, 0, 0), None), Some(1_000_000.0));
+        assert_eq!(e.report(&s, t2, (10, 0, 0), None, false), Some(1_000_000.0));
         // Thirty seconds without a report.
         let t3 = t2 + Duration::from_secs(30);
-        assert_eq!(e.report(&s, t3, (1_000_010, 0, 0), None), Some(1_000_000.0));
+        assert_eq!(
+            e.report(&s, t3, (1_000_010, 0, 0), None, false),
+            Some(1_000_000.0)
+        );
         assert_eq!(
             e.sample().unwrap().rate_bps,
             1_000_000.0,
@@ -278,22 +312,32 @@ mod tests {
         let at = |k: u64| t0 + Duration::from_secs(2 * k);
         let cfg = Some(80.0 * MBIT);
         let mbit = |m: f64| (m * MBIT) as u64;
-        e.report(&s, at(0), (0, 0, mbit(12.0)), cfg);
+        e.report(&s, at(0), (0, 0, mbit(12.0)), cfg, false);
         // Carrying 1 Mbit/s, not blocked, windows allow 12: the estimate is 12 (first sample).
-        let v = e.report(&s, at(1), (250_000, 0, mbit(12.0)), cfg).unwrap();
+        let v = e
+            .report(&s, at(1), (250_000, 0, mbit(12.0)), cfg, false)
+            .unwrap();
         assert!((v / MBIT - 12.0).abs() < 1e-6);
         // The path is flooded: windows allow 1.2. Falls by 0.7 per report.
-        let v = e.report(&s, at(2), (500_000, 0, mbit(1.2)), cfg).unwrap();
+        let v = e
+            .report(&s, at(2), (500_000, 0, mbit(1.2)), cfg, false)
+            .unwrap();
         assert!((v / MBIT - (0.7 * 1.2 + 0.3 * 12.0)).abs() < 1e-6, "{v}");
-        let v2 = e.report(&s, at(3), (750_000, 0, mbit(1.2)), cfg).unwrap();
+        let v2 = e
+            .report(&s, at(3), (750_000, 0, mbit(1.2)), cfg, false)
+            .unwrap();
         assert!(v2 < v && v2 / MBIT < 2.5, "{v2}");
         // Never below what was carried (1 Mbit/s here: 250 kB in 2 s).
         for k in 4..10 {
-            let x = e.report(&s, at(k), (250_000 * (k + 1), 0, mbit(0.1)), cfg).unwrap();
+            let x = e
+                .report(&s, at(k), (250_000 * (k + 1), 0, mbit(0.1)), cfg, false)
+                .unwrap();
             assert!(x >= 1.0 * MBIT - 1.0, "{x}");
         }
         // Recovery: windows allow 500 (capped at 80); rises by 0.3 per report.
-        let r1 = e.report(&s, at(10), (250_000 * 11, 0, mbit(500.0)), cfg).unwrap();
+        let r1 = e
+            .report(&s, at(10), (250_000 * 11, 0, mbit(500.0)), cfg, false)
+            .unwrap();
         assert!((r1 / MBIT - (0.3 * 80.0 + 0.7 * 1.0)).abs() < 1e-3, "{r1}");
         assert_eq!(e.sample().unwrap().window_bps, 500.0 * MBIT);
     }
@@ -306,19 +350,49 @@ mod tests {
         let at = |k: u64| t0 + Duration::from_secs(2 * k);
         let cfg = Some(80.0 * MBIT);
         let mbit = |m: f64| (m * MBIT) as u64;
-        e.report(&s, at(0), (0, 0, mbit(2.5)), cfg);
-        assert_eq!(e.report(&s, at(1), (500_000, 0, mbit(2.5)), cfg), Some(2.5 * MBIT));
+        e.report(&s, at(0), (0, 0, mbit(2.5)), cfg, false);
+        assert_eq!(
+            e.report(&s, at(1), (500_000, 0, mbit(2.5)), cfg, false),
+            Some(2.5 * MBIT)
+        );
         // Skipped: carries only keepalives (100 B in 2 s); its stale window stays 2.5.
         let mut v = vec![];
         for k in 2..8 {
-            v.push(e.report(&s, at(k), (500_000 + 100 * k, 0, mbit(2.5)), cfg).unwrap() / MBIT);
+            v.push(
+                e.report(&s, at(k), (500_000 + 100 * k, 0, mbit(2.5)), cfg, true)
+                    .unwrap()
+                    / MBIT,
+            );
         }
         let g = 1.12f64.powi(2);
         assert!((v[0] - 2.5 * g).abs() < 1e-6, "{v:?}");
-        assert!(v.windows(2).all(|w| (w[1] / w[0] - g).abs() < 1e-6), "{v:?}");
+        assert!(
+            v.windows(2).all(|w| (w[1] / w[0] - g).abs() < 1e-6),
+            "{v:?}"
+        );
+        // Not skipped (its weight is large enough to be striped): no probe, the window rules.
+        let mut f = e.clone();
+        let y = f
+            .report(&s, at(8), (500_000 + 900, 0, mbit(2.5)), cfg, false)
+            .unwrap();
+        assert!(
+            (y / MBIT - (0.7 * 2.5 + 0.3 * v[5])).abs() < 1e-6,
+            "{y} {v:?}"
+        );
         // Traffic back: the window (now 30) takes over again with the EWMA.
-        let x = e.report(&s, at(8), (500_000 + 800 + 2_500_000, 0, mbit(30.0)), cfg).unwrap();
-        assert!((x / MBIT - (0.3 * 30.0 + 0.7 * v[5])).abs() < 1e-6, "{x} {v:?}");
+        let x = e
+            .report(
+                &s,
+                at(8),
+                (500_000 + 800 + 2_500_000, 0, mbit(30.0)),
+                cfg,
+                false,
+            )
+            .unwrap();
+        assert!(
+            (x / MBIT - (0.3 * 30.0 + 0.7 * v[5])).abs() < 1e-6,
+            "{x} {v:?}"
+        );
     }
 
     #[test]
@@ -326,9 +400,15 @@ mod tests {
         let s = Settings::default();
         let mut e = Estimator::default();
         let t0 = Instant::now();
-        e.report(&s, t0, (0, 0, 0), None);
+        e.report(&s, t0, (0, 0, 0), None, false);
         // Three connections of one group, each blocked the whole 2 s.
-        e.report(&s, t0 + Duration::from_secs(2), (500_000, 6_000_000, 0), None);
+        e.report(
+            &s,
+            t0 + Duration::from_secs(2),
+            (500_000, 6_000_000, 0),
+            None,
+            false,
+        );
         assert_eq!(e.sample().unwrap().busy, 1.0);
         assert_eq!(e.estimate(), Some(2_000_000.0));
     }

@@ -242,11 +242,21 @@ impl Wrr {
         counters: (u64, u64, u64),
     ) -> Option<f64> {
         let configured = self.configured.get(&key).map(|kbps| *kbps as f64 * 1000.0);
+        // Striped flows skip it (mpa::scheduler::select_packet): its measurements go stale.
+        let skipped = self.published.get(&(key.0, key.1)).is_some_and(|p| {
+            let total: u64 = p.groups.iter().map(|g| u64::from(g.weight)).sum();
+            p.groups.iter().any(|g| {
+                g.group == key.2.get()
+                    && u64::from(g.weight) * 1000
+                        < total * mpa::scheduler::STRIPE_MIN_SHARE_PER_MILLE
+            })
+        });
         self.estimators.entry(key).or_default().report(
             &self.settings.capacity,
             at,
             counters,
             configured,
+            skipped,
         )
     }
 

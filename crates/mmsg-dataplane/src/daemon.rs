@@ -168,6 +168,11 @@ async fn run_inner(
             kernel_pm_setup(&config, undo).context("in-kernel MPTCP path manager set-up")?;
         }
         crate::qos::apply(&file_config, undo).context("WAN egress priority ([qos], rate_mbit)")?;
+        if let Some((plan, balancer)) = crate::uplink_lb::setup(&config, undo)
+            .context("external traffic load balancing ([internet])")?
+        {
+            tokio::spawn(crate::uplink_lb::run(plan, balancer, Arc::clone(&stats)));
+        }
     }
     let pm = match opts.pm {
         PmMode::Userspace => {

@@ -16,6 +16,8 @@
 //! - [`secure`]: with `[tls]`, TLS 1.3 on every tunnel connection (credentials, reload, rekey).
 //! - [`setup`]: sysctls, policy routing, TUN routes (idempotent, undone on exit).
 //! - [`control`] / [`stats`]: the control socket of `mmsg status` and the counters it shows.
+//! - [`uplink_lb`]: with `[internet]`, per-flow load balancing of external traffic over the
+//!   uplinks with SNAT (nftables + fwmark rules, seed 004 §5).
 //! - [`ctlchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
 //! - [`sys`]: the only `unsafe` (ioctls, socket options).
 //!
@@ -37,3 +39,4 @@ pub mod stats;
 pub mod sys;
 pub mod tun;
 pub mod tunnel;
+pub mod uplink_lb;

@@ -145,6 +145,7 @@ pub struct Stats {
     conns: Mutex<BTreeMap<String, ConnStatus>>,
     controller: Mutex<Option<ControllerStatus>>,
     tls: Mutex<Option<TlsStatus>>,
+    internet: Mutex<Option<crate::uplink_lb::InternetStatus>>,
 }
 
 impl std::ops::Deref for Stats {
@@ -212,6 +213,13 @@ impl Stats {
         }
     }
 
+    /// Records the `[internet]` load balancer's state (`crate::uplink_lb`).
+    pub fn set_internet(&self, status: crate::uplink_lb::InternetStatus) {
+        if let Ok(mut t) = self.internet.lock() {
+            *t = Some(status);
+        }
+    }
+
     /// Every drop counter summed (for the controller's report).
     pub fn drops(&self) -> u64 {
         self.counters
@@ -237,6 +245,7 @@ impl Stats {
             counters: self.counters.snapshot(),
             controller: self.controller(),
             tls: self.tls.lock().ok().and_then(|t| t.clone()),
+            internet: self.internet.lock().ok().and_then(|t| t.clone()),
         }
     }
 }
@@ -325,6 +334,9 @@ pub struct StatusReport {
     /// The TLS credentials in use (`None`: clear tunnel).
     #[serde(default)]
     pub tls: Option<TlsStatus>,
+    /// `[internet]`: external traffic load balancing (`None`: policy off).
+    #[serde(default)]
+    pub internet: Option<crate::uplink_lb::InternetStatus>,
 }
 
 /// The TLS credentials in use (docs/security.md).
@@ -395,6 +407,20 @@ impl StatusReport {
             }
             None => {
                 let _ = writeln!(s, "tls OFF (clear tunnel)");
+            }
+        }
+        if let Some(i) = &self.internet {
+            let _ = writeln!(
+                s,
+                "internet policy {}  reprogrammed {}",
+                i.policy, i.reprogrammed
+            );
+            for u in &i.uplinks {
+                let _ = writeln!(
+                    s,
+                    "  wan[{}] {} {}  capacity {} Mbit/s  available {} kbit/s  weight {}  flows {}  rx {} B  tx {} B",
+                    u.port, u.dev, u.address, u.capacity_mbit, u.available_kbit, u.weight, u.flows, u.rx_bytes, u.tx_bytes
+                );
             }
         }
         let _ = writeln!(s, "connections: {}", self.connections.len());

@@ -19,6 +19,7 @@
 //! - [`keepalive`]: connection liveness timers (keepalive frames, dead connections).
 //! - [`write_size`]: how many bytes one write to a tunnel connection carries (unequal subflows).
 //! - [`gwchan`]: the gateway ⇄ controller channel: messages and their length-prefixed JSON codec.
+//! - [`uplink_lb`]: per-flow uplink selection for external (Type III) traffic (seed 004 §5).
 //!
 //! Call order for one packet from TUN (sender side): [`agent::Agent::route`] (=
 //! [`classifier::Classifier::classify`] → [`flow_table::FlowTable::assign`], which asks the
@@ -41,6 +42,7 @@ pub mod path_group;
 pub mod queue;
 pub mod resequencer;
 pub mod scheduler;
+pub mod uplink_lb;
 pub mod write_size;
 
 /// The TCP port on which the MPA of branch `branch` listens for path group `group` (DESIGN §3.1:
