@@ -109,6 +109,11 @@ struct RunArgs {
     /// `gateways.listen` (port 0 picks a free port).
     #[arg(long, env = "SSC_GATEWAY_LISTEN")]
     gateway_listen: Option<SocketAddr>,
+    /// Gateway channel over TLS (mmsg `[controller] address = "tls:..."`: enrolment with a
+    /// one-time token, then mutual TLS); overrides `gateways.tls_listen` (port 0 picks a free
+    /// port).
+    #[arg(long, env = "SSC_GATEWAY_TLS_LISTEN")]
+    gateway_tls_listen: Option<SocketAddr>,
     /// Gateway channel unix socket (repeatable or comma-separated); replaces `gateways.unix`.
     #[arg(long, env = "SSC_GATEWAY_UNIX", value_delimiter = ',')]
     gateway_unix: Vec<PathBuf>,
@@ -490,6 +495,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let db = config.database.path.clone();
     let store = Store::open(&db).with_context(|| format!("open database {}", db.display()))?;
     let store = Arc::new(store);
+    let ca_dir = config.ca.dir_for(&db);
+    let authority =
+        controller::authority::Authority::open(&ca_dir, Arc::clone(&store), config.ca.validity())
+            .with_context(|| format!("gateway CA in {}", ca_dir.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -509,6 +518,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(a) = args.gateway_listen {
         gw.listen = Some(a);
     }
+    if let Some(a) = args.gateway_tls_listen {
+        gw.tls_listen = Some(a);
+    }
     if !args.gateway_unix.is_empty() {
         gw.unix = args.gateway_unix.clone();
     }
@@ -525,20 +537,27 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             .local_addr()
             .map_or_else(|| "-".to_owned(), |a| a.to_string());
         let registry = Arc::new(controller::gwc::Registry::new());
+        registry.set_authority(Arc::new(authority));
         let gwc = controller::gwc::Gwc::bind(&gw, Arc::clone(&registry))
             .await
             .context("start the gateway channel")?;
         let gw_addr = gwc
             .local_addr()
             .map_or_else(|| "-".to_owned(), |a| a.to_string());
-        tracing::info!(tcp = %gw_addr, unix = ?gw.unix, "gateway channel listening");
+        let gw_tls = gwc
+            .tls_addr()
+            .map_or_else(|| "-".to_owned(), |a| a.to_string());
+        if gw.listen.is_some() {
+            tracing::warn!(tcp = %gw_addr, "gateway channel on clear TCP: gateways register unauthenticated there (prefer --gateway-tls-listen)");
+        }
+        tracing::info!(tcp = %gw_addr, tls = %gw_tls, unix = ?gw.unix, "gateway channel listening");
         tracing::info!(%addr, db = %db.display(), "REST API listening");
         tracing::info!(tcp = %of_addr, unix = ?unix, "OpenFlow server listening (datapath id = branch id)");
         // Machine-readable lines on stdout for scripts and tests (`--listen 127.0.0.1:0`), in
         // one write: a reader that stops after the first line must not make a later write fail.
         // Nobody reading stdout is no reason to stop serving, so a failed write is only logged.
         let lines = format!(
-            "ssc: REST API listening on http://{addr}\nssc: OpenFlow listening on tcp:{of_addr}\nssc: gateways listening on tcp:{gw_addr}\n"
+            "ssc: REST API listening on http://{addr}\nssc: OpenFlow listening on tcp:{of_addr}\nssc: gateways listening on tcp:{gw_addr}\nssc: gateways listening on tls:{gw_tls}\n"
         );
         let mut out = std::io::stdout().lock();
         if let Err(e) = out.write_all(lines.as_bytes()).and_then(|()| out.flush()) {

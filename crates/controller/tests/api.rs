@@ -267,7 +267,7 @@ async fn auth_failures_are_401() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         v,
-        json!({"status": "ok", "schema_version": 1, "openflow": false})
+        json!({"status": "ok", "schema_version": controller::store::SCHEMA_VERSION, "openflow": false})
     );
 }
 
