@@ -77,6 +77,54 @@ enum Command {
     Gateways(ClientArgs),
     /// The API's health.
     Health(ClientArgs),
+    /// The gateway CA: `ssc ca init` creates it (else the first `ssc run` does).
+    Ca {
+        #[command(subcommand)]
+        command: CaCommand,
+    },
+    /// Print a one-time enrolment token for a branch (`mmsg enrol --token`); shown once, only
+    /// its hash is stored; used once; expires after --ttl.
+    EnrolToken(EnrolTokenArgs),
+    /// Revoke every certificate of a branch or one serial; the CRL is re-signed and reaches
+    /// the gateways with their next credentials (enrolment or renewal).
+    Revoke(RevokeArgs),
+    /// Certificates the gateway CA issued.
+    Certificates(ClientArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum CaCommand {
+    /// Create the CA (ca.pem, ca.key 0600) in `[ca] dir` if there is none; print its
+    /// fingerprint. Works offline (no running ssc needed).
+    Init {
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+}
+
+#[derive(Debug, Args)]
+struct EnrolTokenArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// The branch the token enrols.
+    #[arg(long, value_parser = branch_id)]
+    branch: BranchId,
+    /// How long the token is valid (at most 7 days).
+    #[arg(long, default_value = "1h")]
+    ttl: humantime::Duration,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["branch", "serial"])))]
+struct RevokeArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Revoke every certificate of this branch.
+    #[arg(long, value_parser = branch_id)]
+    branch: Option<BranchId>,
+    /// Revoke this serial.
+    #[arg(long)]
+    serial: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -482,6 +530,57 @@ fn main_inner() -> anyhow::Result<()> {
             }
         }
         Command::Health(c) => print_json(&c.client().get("/health")?),
+        Command::Ca {
+            command: CaCommand::Init { config },
+        } => {
+            let cfg = Config::load(&config.config)?;
+            let dir = cfg.ca.dir_for(&cfg.database.path);
+            let created = controller::authority::init(&dir)
+                .with_context(|| format!("gateway CA in {}", dir.display()))?;
+            let pem = std::fs::read_to_string(dir.join(controller::authority::CA_CERT_FILE))
+                .context("read the CA certificate")?;
+            println!(
+                "CA {} in {}\nfingerprint (SHA-256 of the DER certificate): {}",
+                if created { "created" } else { "exists" },
+                dir.display(),
+                pki::enrol::fingerprint(&pem).unwrap_or_default()
+            );
+            Ok(())
+        }
+        Command::EnrolToken(a) => {
+            let v = a
+                .client
+                .client()
+                .call(
+                    "POST",
+                    "/api/v1/enrol-tokens",
+                    Some(&json!({"branch": a.branch.get(), "ttl_s": a.ttl.as_secs()})),
+                )?
+                .unwrap_or(Value::Null);
+            if a.client.json {
+                return print_json(&v);
+            }
+            let t: controller::authority::NewToken =
+                serde_json::from_value(v).context("token from the API")?;
+            println!(
+                "{}\n# branch {}, expires {} (unix), single use; CA fingerprint {}",
+                t.token, t.branch, t.expires, t.ca_fingerprint
+            );
+            Ok(())
+        }
+        Command::Revoke(a) => {
+            let body = match (a.branch, a.serial) {
+                (Some(b), _) => json!({"branch": b.get()}),
+                (None, s) => json!({"serial": s}),
+            };
+            let v = a
+                .client
+                .client()
+                .call("POST", "/api/v1/revoke", Some(&body))?
+                .unwrap_or(Value::Null);
+            print_json(&v)
+        }
+        Command::Certificates(c) => print_json(&c.client().get("/api/v1/certificates")?),
         Command::Weights(args) => weights(args),
         Command::Gateways(c) => gateways(c),
     }

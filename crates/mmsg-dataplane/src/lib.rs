@@ -17,6 +17,8 @@
 //! - [`setup`]: sysctls, policy routing, TUN routes (idempotent, undone on exit).
 //! - [`control`] / [`stats`]: the control socket of `mmsg status` and the counters it shows.
 //! - [`ctlchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
+//! - [`enrol`]: the gateway's certificate from `ssc`: enrolment with a one-time token, renewal
+//!   over mutual TLS, and the connection to the controller (`tls:`, `tcp:`, `unix:`).
 //! - [`sys`]: the only `unsafe` (ioctls, socket options).
 //!
 //! See `docs/mmsg.md`.
@@ -25,6 +27,7 @@
 pub mod control;
 pub mod ctlchan;
 pub mod daemon;
+pub mod enrol;
 pub mod genl;
 pub mod ovs;
 pub mod pm;

@@ -11,7 +11,8 @@
 //!
 //! Modules: [`ca`] (generate, load, save, issue, revoke), [`enrol`] (one-time tokens, key
 //! requests with proof of possession), [`tls`] (the rustls configurations
-//! and the classification of handshake failures), [`files`] (0600 atomic writes), [`fuzz`]
+//! and the classification of handshake failures), [`validity`] (a certificate's validity
+//! period, for renewal), [`files`] (0600 atomic writes), [`fuzz`]
 //! (the fuzz check of the accepting side).
 
 #![forbid(unsafe_code)]
@@ -21,6 +22,7 @@ pub mod enrol;
 pub mod files;
 pub mod fuzz;
 pub mod tls;
+pub mod validity;
 
 use mpa::BranchId;
 use rustls::pki_types::CertificateDer;

@@ -121,6 +121,12 @@ pub enum Op {
     PairWeights,
     /// Gateways of the gateway channel.
     Gateways,
+    /// A one-time enrolment token.
+    NewEnrolToken,
+    /// Certificates the CA issued.
+    Certificates,
+    /// Revoke certificates.
+    Revoke,
 }
 
 /// One route: method, path (axum and OpenAPI share the `{param}` syntax) and its documentation.
@@ -211,6 +217,12 @@ pub const ROUTES: &[Route] = &[
         req=None, 200 Some("PairWeights")),
     route!(GET "/api/v1/gateways" Gateways auth=true "gateways" "Gateways on the gateway channel (docs/gwchan.md): connected or not, config version sent and acked, last report"
         req=None, 200 Some("GatewayList")),
+    route!(POST "/api/v1/enrol-tokens" NewEnrolToken auth=true "ca" "A one-time enrolment token for a branch (shown once; only its SHA-256 is stored)"
+        req=Some("NewEnrolToken"), 201 Some("EnrolToken")),
+    route!(GET "/api/v1/certificates" Certificates auth=true "ca" "Certificates the gateway CA issued (serial, branch, expiry, revocation)"
+        req=None, 200 Some("CertificateList")),
+    route!(POST "/api/v1/revoke" Revoke auth=true "ca" "Revoke every certificate of a branch, or one serial; the CRL is re-signed"
+        req=Some("Revoke"), 200 Some("Revoked")),
 ];
 
 fn method_filter(m: &Method) -> MethodFilter {
@@ -249,6 +261,9 @@ fn method_router(r: &Route) -> MethodRouter<AppState> {
         Op::Weights => on(f, weights),
         Op::PairWeights => on(f, pair_weights),
         Op::Gateways => on(f, gateways),
+        Op::NewEnrolToken => on(f, new_enrol_token),
+        Op::Certificates => on(f, certificates),
+        Op::Revoke => on(f, revoke),
     }
 }
 
@@ -961,6 +976,124 @@ async fn gateways(State(state): State<AppState>) -> Json<crate::gwc::GatewayList
             .map(|r| r.list())
             .unwrap_or_default(),
     )
+}
+
+/// `POST /api/v1/enrol-tokens`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewEnrolToken {
+    /// The branch the token enrols.
+    pub branch: u8,
+    /// Validity in seconds (default 3600, at most 7 days).
+    #[serde(default)]
+    pub ttl_s: Option<u64>,
+}
+
+/// `POST /api/v1/revoke`: exactly one of the two.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeRequest {
+    /// Every certificate of this branch.
+    #[serde(default)]
+    pub branch: Option<u8>,
+    /// This serial.
+    #[serde(default)]
+    pub serial: Option<u64>,
+}
+
+/// The answer of `POST /api/v1/revoke`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Revoked {
+    /// The serials revoked by this call (empty: already revoked or unknown).
+    pub revoked: Vec<u64>,
+}
+
+/// `GET /api/v1/certificates`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CertificateList {
+    /// Every certificate the CA issued (branch 0: the controller's own).
+    pub certificates: Vec<crate::store::creds::CertRow>,
+}
+
+fn authority(state: &AppState) -> Result<Arc<crate::authority::Authority>, ApiError> {
+    state
+        .gateways
+        .as_ref()
+        .and_then(|r| r.authority().cloned())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "this ssc runs no gateway CA",
+            )
+        })
+}
+
+async fn ca_blocking<T: Send + 'static>(
+    state: &AppState,
+    f: impl FnOnce(&crate::authority::Authority) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let a = authority(state)?;
+    tokio::task::spawn_blocking(move || f(&a))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("worker: {e}")))?
+}
+
+async fn new_enrol_token(
+    State(state): State<AppState>,
+    body: Result<Json<NewEnrolToken>, JsonRejection>,
+) -> Result<(StatusCode, Json<crate::authority::NewToken>), ApiError> {
+    let Json(req) = body.map_err(ApiError::from)?;
+    let b = BranchId::new(req.branch)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let known = blocking(&state, move |s| {
+        Ok(s.catalog()?.inventory().branch(b).is_some())
+    })
+    .await?;
+    if !known {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("branch {b} is not in the inventory"),
+        ));
+    }
+    let ttl = std::time::Duration::from_secs(
+        req.ttl_s
+            .unwrap_or(crate::authority::DEFAULT_TOKEN_TTL.as_secs()),
+    );
+    let t = ca_blocking(&state, move |a| {
+        a.new_token(b.get(), ttl).map_err(|e| match e {
+            crate::authority::AuthorityError::Ttl { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, e.to_string())
+            }
+            e => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        })
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(t)))
+}
+
+async fn certificates(State(state): State<AppState>) -> Result<Json<CertificateList>, ApiError> {
+    authority(&state)?;
+    let certificates = blocking(&state, |s| s.certs()).await?;
+    Ok(Json(CertificateList { certificates }))
+}
+
+async fn revoke(
+    State(state): State<AppState>,
+    body: Result<Json<RevokeRequest>, JsonRejection>,
+) -> Result<Json<Revoked>, ApiError> {
+    let Json(req) = body.map_err(ApiError::from)?;
+    if req.branch.is_some() == req.serial.is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "give exactly one of branch and serial",
+        ));
+    }
+    let revoked = ca_blocking(&state, move |a| {
+        a.revoke(req.branch, req.serial)
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    })
+    .await?;
+    Ok(Json(Revoked { revoked }))
 }
 
 #[cfg(test)]
