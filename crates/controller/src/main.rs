@@ -90,6 +90,44 @@ enum Command {
     Revoke(RevokeArgs),
     /// Certificates the gateway CA issued.
     Certificates(ClientArgs),
+    /// REST API tokens with roles: add (prints the token once), list, remove.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum TokenRole {
+    /// GET routes only.
+    ReadOnly,
+    /// Every route.
+    Admin,
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Add a token; prints it once (only its SHA-256 is stored).
+    Add {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// A unique name (A-Z a-z 0-9 . _ -).
+        #[arg(long)]
+        name: String,
+        /// What it may do.
+        #[arg(long, value_enum)]
+        role: TokenRole,
+    },
+    /// Names and roles of the stored tokens.
+    List(ClientArgs),
+    /// Remove a token by name.
+    Remove {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Its name.
+        #[arg(long)]
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -581,6 +619,7 @@ fn main_inner() -> anyhow::Result<()> {
             print_json(&v)
         }
         Command::Certificates(c) => print_json(&c.client().get("/api/v1/certificates")?),
+        Command::Token { command } => token(command),
         Command::Weights(args) => weights(args),
         Command::Gateways(c) => gateways(c),
     }
@@ -772,6 +811,41 @@ async fn shutdown_signal() {
                 std::future::pending::<()>().await;
             }
         },
+    }
+}
+
+fn token(command: TokenCommand) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Add { client, name, role } => {
+            let role = match role {
+                TokenRole::ReadOnly => "read-only",
+                TokenRole::Admin => "admin",
+            };
+            let v = client
+                .client()
+                .call(
+                    "POST",
+                    "/api/v1/tokens",
+                    Some(&json!({"name": name, "role": role})),
+                )?
+                .unwrap_or(Value::Null);
+            if client.json {
+                return print_json(&v);
+            }
+            println!(
+                "{}\n# token {name:?} ({role}); shown once, only its hash is stored",
+                v.get("token").and_then(Value::as_str).unwrap_or_default()
+            );
+            Ok(())
+        }
+        TokenCommand::List(c) => print_json(&c.client().get("/api/v1/tokens")?),
+        TokenCommand::Remove { client, name } => {
+            client
+                .client()
+                .call("DELETE", &format!("/api/v1/tokens/{name}"), None)?;
+            println!("token {name:?} removed");
+            Ok(())
+        }
     }
 }
 

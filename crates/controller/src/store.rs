@@ -21,6 +21,7 @@
 //! | `settings` | `"path_config"`                  | JSON of [`Settings`]                      |
 //! | `enrol_tokens` (v2) | SHA-256 of a token, hex | JSON of [`creds::TokenRow`] (branch, expiry, used) |
 //! | `certs` (v2) | serial `u64`                     | JSON of [`creds::CertRow`] (branch, expiry, revoked) |
+//! | `api_tokens` (v2) | SHA-256 of a REST token, hex | JSON of [`creds::ApiTokenRow`] (name, role) |
 //!
 //! `meta` also holds `next_serial` and `crl_number` (v2, the CA's counters; [`creds`]).
 //!
@@ -650,7 +651,7 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         from: 1,
-        description: "create tables enrol_tokens, certs (the gateway CA)",
+        description: "create tables enrol_tokens, certs (the gateway CA), api_tokens (REST roles)",
         apply: migrate_1_to_2,
     },
 ];
@@ -658,6 +659,7 @@ pub const MIGRATIONS: &[Migration] = &[
 fn migrate_1_to_2(txn: &WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(creds::ENROL_TOKENS)?;
     txn.open_table(creds::CERTS)?;
+    txn.open_table(creds::API_TOKENS)?;
     Ok(())
 }
 

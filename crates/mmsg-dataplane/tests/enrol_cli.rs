@@ -6,7 +6,8 @@
 //! before connecting, a wrong pinned CA fingerprint is refused, the credentials are written
 //! 0600 and form a valid `[tls]` set (`mmsg check` with them), `mmsg renew` over mutual TLS
 //! replaces them with a new serial (and a new key), and `ssc revoke` puts the old serial in the
-//! CRL the next renewal brings.
+//! CRL the next renewal brings; a read-only REST token (`ssc token add`) reads the certificates
+//! but may not revoke (403).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -264,8 +265,35 @@ fn enrol_renew_and_revoke_with_the_binaries() {
     run_ok(Command::new(MMSG).args(["renew", "--config"]).arg(&cfg));
     let crl_after = std::fs::read_to_string(gw.join("crl.pem")).unwrap();
     assert_ne!(crl_before, crl_after);
+    // A read-only REST token lists the certificates but may not revoke (403).
+    let ro = ssc(
+        &api,
+        &["token", "add", "--name", "viewer", "--role", "read-only"],
+    );
+    let ro = ro.lines().next().unwrap().to_owned();
+    let certs_ro =
+        run_ok(Command::new(ssc_bin()).args(["certificates", "--api", &api, "--token", &ro]));
+    let o = run(Command::new(ssc_bin()).args([
+        "revoke",
+        "--serial",
+        &serial2.to_string(),
+        "--api",
+        &api,
+        "--token",
+        &ro,
+    ]));
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("403"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let certs: serde_json::Value =
         serde_json::from_str(&ssc(&api, &["certificates", "--json"])).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&certs_ro).unwrap(),
+        certs
+    );
     let rows = certs["certificates"].as_array().unwrap();
     let row = |s: u64| rows.iter().find(|r| r["serial"] == s).unwrap();
     assert!(row(serial1)["revoked"].is_u64());

@@ -16,6 +16,9 @@ pub(super) const ENROL_TOKENS: TableDefinition<'static, &'static str, &'static s
     TableDefinition::new("enrol_tokens");
 /// `certs`: serial → JSON [`CertRow`].
 pub(super) const CERTS: TableDefinition<'static, u64, &'static str> = TableDefinition::new("certs");
+/// `api_tokens`: SHA-256 of a REST API bearer token (hex) → JSON [`ApiTokenRow`].
+pub(super) const API_TOKENS: TableDefinition<'static, &'static str, &'static str> =
+    TableDefinition::new("api_tokens");
 /// `meta` key: the next serial number to issue.
 const NEXT_SERIAL_KEY: &str = "next_serial";
 /// `meta` key: the number of the last CRL signed.
@@ -52,6 +55,28 @@ pub struct CertRow {
     pub revoked: Option<u64>,
 }
 
+/// What a REST API token may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// GET routes only.
+    ReadOnly,
+    /// Every route.
+    Admin,
+}
+
+/// A REST API token (its SHA-256 is the key; the token itself is never stored).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiTokenRow {
+    /// A unique name (to list and remove it).
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// Unix seconds of its creation.
+    pub created: u64,
+}
+
 /// Why a token is refused (the peer gets the text; the token itself is never in it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TokenRefusal {
@@ -82,6 +107,79 @@ impl TokenRefusal {
 }
 
 impl Store {
+    /// Adds a REST API token (by its hash); `false` if the name exists already.
+    pub fn add_api_token(&self, hash: &str, row: &ApiTokenRow) -> Result<bool, StoreError> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut t = txn.open_table(API_TOKENS)?;
+            for r in t.iter()? {
+                let (k, v) = r?;
+                let old: ApiTokenRow =
+                    from_json(|| format!("api_tokens/{}", k.value()), v.value())?;
+                if old.name == row.name {
+                    return Ok(false);
+                }
+            }
+            let json = to_json(row)?;
+            t.insert(hash, json.as_str())?;
+        }
+        txn.commit()?;
+        Ok(true)
+    }
+
+    /// The role of the token with SHA-256 `hash`, if it exists.
+    pub fn api_token(&self, hash: &str) -> Result<Option<ApiTokenRow>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(API_TOKENS)?;
+        let row = match t.get(hash)? {
+            Some(v) => Some(from_json(|| "api_tokens/(token)".into(), v.value())?),
+            None => None,
+        };
+        Ok(row)
+    }
+
+    /// Every REST API token (names and roles; never a token or its hash).
+    pub fn api_tokens(&self) -> Result<Vec<ApiTokenRow>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(API_TOKENS)?;
+        let mut out = Vec::new();
+        for r in t.iter()? {
+            let (k, v) = r?;
+            out.push(from_json(
+                || format!("api_tokens/{}", k.value()),
+                v.value(),
+            )?);
+        }
+        out.sort_by(|a: &ApiTokenRow, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Removes the REST API token named `name`; `false` if there is none.
+    pub fn remove_api_token(&self, name: &str) -> Result<bool, StoreError> {
+        let txn = self.db.begin_write()?;
+        let found = {
+            let mut t = txn.open_table(API_TOKENS)?;
+            let mut key = None;
+            for r in t.iter()? {
+                let (k, v) = r?;
+                let row: ApiTokenRow =
+                    from_json(|| format!("api_tokens/{}", k.value()), v.value())?;
+                if row.name == name {
+                    key = Some(k.value().to_owned());
+                }
+            }
+            match key {
+                Some(k) => {
+                    t.remove(k.as_str())?;
+                    true
+                }
+                None => false,
+            }
+        };
+        txn.commit()?;
+        Ok(found)
+    }
+
     /// Stores a token's hash for `branch`, valid until `expires` (Unix s); purges tokens that
     /// expired more than [`TOKEN_RETENTION_S`] before `now`.
     pub fn add_enrol_token(

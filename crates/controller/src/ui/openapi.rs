@@ -280,6 +280,16 @@ fn stats_schemas(branch_id: &Value) -> Value {
             "certificates": {"type": "array", "items": schema_ref("Certificate")}}},
         "Revoke": {"type": "object", "description": "exactly one of branch and serial", "properties": {
             "branch": branch_id, "serial": {"type": "integer"}}},
+        "NewApiToken": {"type": "object", "required": ["name", "role"], "properties": {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
+            "role": {"type": "string", "enum": ["read-only", "admin"]}}},
+        "ApiToken": {"type": "object", "description": "shown once: only its SHA-256 is stored", "properties": {
+            "name": {"type": "string"}, "role": {"type": "string", "enum": ["read-only", "admin"]},
+            "token": {"type": "string", "description": "64 hex digits"}}},
+        "ApiTokenList": {"type": "object", "properties": {
+            "tokens": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string"}, "role": {"type": "string", "enum": ["read-only", "admin"]},
+                "created": {"type": "integer"}}}}}},
         "Revoked": {"type": "object", "properties": {
             "revoked": {"type": "array", "items": {"type": "integer"}}}},
     })
@@ -301,7 +311,7 @@ pub fn document() -> Value {
         "info": {
             "title": "MMS SD-WAN controller (ssc) API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Inventory (branches, WAN ports), path groups, settings and compiled flows of the SSC (seed 000 §IV, UI module). JSON everywhere; errors are {\"error\": message}. Every /api/v1 route needs `Authorization: Bearer <token>`."
+            "description": "Inventory (branches, WAN ports), path groups, settings and compiled flows of the SSC (seed 000 §IV, UI module). JSON everywhere; errors are {\"error\": message}. Every /api/v1 route needs `Authorization: Bearer <token>`: GET routes a read-only or admin token, every other method an admin token (401 missing/unknown token, 403 read-only token on a mutating route)."
         },
         "servers": [{"url": "/"}],
         "paths": paths,
