@@ -151,6 +151,8 @@ pub struct Authority {
     server_cert: (String, String),
     /// Rebuilt with every new CRL.
     server: Mutex<Arc<rustls::ServerConfig>>,
+    /// The OpenFlow listener's (client certificate required), rebuilt with every new CRL.
+    openflow: Mutex<Arc<rustls::ServerConfig>>,
     counters: Mutex<AuthorityCounters>,
 }
 
@@ -213,6 +215,7 @@ impl Authority {
         let crl = sign_crl(&ca, &store)?;
         let server_cert = (server.cert_pem, server.key_pem);
         let server_config = server_tls(&ca, &server_cert, &crl)?;
+        let openflow = openflow_tls(&ca, &server_cert, &crl)?;
         Ok(Self {
             ca,
             store,
@@ -220,6 +223,7 @@ impl Authority {
             crl: Mutex::new(crl),
             server_cert,
             server: Mutex::new(server_config),
+            openflow: Mutex::new(openflow),
             counters: Mutex::new(AuthorityCounters::default()),
         })
     }
@@ -228,6 +232,12 @@ impl Authority {
     /// against the CA and the current CRL).
     pub fn server_config(&self) -> Arc<rustls::ServerConfig> {
         Arc::clone(&self.server.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The TLS configuration of the OpenFlow listener (`ssl:` targets of OVS): the client
+    /// (switch) must present a certificate of the CA, not revoked.
+    pub fn openflow_config(&self) -> Arc<rustls::ServerConfig> {
+        Arc::clone(&self.openflow.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// The CA certificate, PEM.
@@ -376,8 +386,10 @@ impl Authority {
         )?;
         let crl = sign_crl(&self.ca, &self.store)?;
         let tls = server_tls(&self.ca, &self.server_cert, &crl)?;
+        let of = openflow_tls(&self.ca, &self.server_cert, &crl)?;
         *self.crl.lock().unwrap_or_else(PoisonError::into_inner) = crl;
         *self.server.lock().unwrap_or_else(PoisonError::into_inner) = tls;
+        *self.openflow.lock().unwrap_or_else(PoisonError::into_inner) = of;
         tracing::info!(?serials, "certificates revoked, CRL re-signed");
         Ok(serials)
     }
@@ -407,6 +419,19 @@ fn server_tls(
     crl: &str,
 ) -> Result<Arc<rustls::ServerConfig>, AuthorityError> {
     Ok(pki::tls::controller_server_config(
+        ca.cert_pem().as_bytes(),
+        cert.as_bytes(),
+        key.as_bytes(),
+        Some(crl.as_bytes()),
+    )?)
+}
+
+fn openflow_tls(
+    ca: &Ca,
+    (cert, key): &(String, String),
+    crl: &str,
+) -> Result<Arc<rustls::ServerConfig>, AuthorityError> {
+    Ok(pki::tls::openflow_server_config(
         ca.cert_pem().as_bytes(),
         cert.as_bytes(),
         key.as_bytes(),

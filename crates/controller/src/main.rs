@@ -185,6 +185,10 @@ struct RunArgs {
     /// OpenFlow TCP listen address; overrides `openflow.listen` (port 0 picks a free port).
     #[arg(long, env = "SSC_OPENFLOW_LISTEN")]
     openflow_listen: Option<SocketAddr>,
+    /// OpenFlow over TLS for OVS `ssl:` targets (`ovs-vsctl set-ssl` with the gateway's
+    /// certificate); overrides `openflow.tls_listen` (port 0 picks a free port).
+    #[arg(long, env = "SSC_OPENFLOW_TLS_LISTEN")]
+    openflow_tls_listen: Option<SocketAddr>,
     /// OpenFlow unix socket to listen on (repeatable or comma-separated); replaces `openflow.unix`.
     #[arg(long, env = "SSC_OPENFLOW_UNIX", value_delimiter = ',')]
     openflow_unix: Vec<PathBuf>,
@@ -648,6 +652,12 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     if !args.openflow_unix.is_empty() {
         of.unix = args.openflow_unix.clone();
     }
+    if let Some(a) = args.openflow_tls_listen {
+        of.tls_listen = Some(a);
+    }
+    if of.tls_listen.is_some() {
+        of.tls = Some(authority.openflow_config());
+    }
     if let Some(d) = args.stats_interval {
         of.stats_interval = d.into();
     }
@@ -674,6 +684,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let of_addr = ofc
             .local_addr()
             .map_or_else(|| "-".to_owned(), |a| a.to_string());
+        let of_tls = ofc
+            .tls_addr()
+            .map_or_else(|| "-".to_owned(), |a| a.to_string());
         let registry = Arc::new(controller::gwc::Registry::new());
         registry.set_authority(Arc::new(authority));
         let gwc = controller::gwc::Gwc::bind(&gw, Arc::clone(&registry))
@@ -695,7 +708,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         // one write: a reader that stops after the first line must not make a later write fail.
         // Nobody reading stdout is no reason to stop serving, so a failed write is only logged.
         let lines = format!(
-            "ssc: REST API listening on http://{addr}\nssc: OpenFlow listening on tcp:{of_addr}\nssc: gateways listening on tcp:{gw_addr}\nssc: gateways listening on tls:{gw_tls}\n"
+            "ssc: REST API listening on http://{addr}\nssc: OpenFlow listening on tcp:{of_addr}\nssc: gateways listening on tcp:{gw_addr}\nssc: gateways listening on tls:{gw_tls}\nssc: OpenFlow listening on ssl:{of_tls}\n"
         );
         let mut out = std::io::stdout().lock();
         if let Err(e) = out.write_all(lines.as_bytes()).and_then(|()| out.flush()) {

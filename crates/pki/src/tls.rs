@@ -397,3 +397,40 @@ pub fn controller_server_name() -> rustls::pki_types::ServerName<'static> {
         rustls::pki_types::ServerName::IpAddress(std::net::Ipv4Addr::UNSPECIFIED.into())
     })
 }
+
+/// The controller's OpenFlow acceptor for Open vSwitch's `ssl:` controller target: our
+/// `ssc.mms` certificate; a client certificate of the CA is **required** (OVS presents the
+/// gateway's branch certificate from `ovs-vsctl set-ssl`), checked against the CRL. TLS 1.3
+/// only, as everywhere: ovs-vswitchd 3.1 with OpenSSL 3.0 negotiates TLS 1.3 with
+/// AES-256-GCM (measured, docs/security.md). No resumption, no early data.
+pub fn openflow_server_config(
+    ca_pem: &[u8],
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    crl_pem: Option<&[u8]>,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let p = provider();
+    let roots = Arc::new(roots_from_pem(ca_pem)?);
+    let crls = match crl_pem {
+        Some(c) => CertificateRevocationListDer::pem_slice_iter(c)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| file_err(Path::new("crl"), e))?,
+        None => Vec::new(),
+    };
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_err(Path::new("cert"), e))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| file_err(Path::new("key"), e))?;
+    let verifier = WebPkiClientVerifier::builder_with_provider(roots, Arc::clone(&p))
+        .with_crls(crls)
+        .build()
+        .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let mut c = ServerConfig::builder_with_provider(p)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)?;
+    c.max_early_data_size = 0;
+    c.send_tls13_tickets = 0;
+    c.session_storage = Arc::new(NoServerSessionStorage {});
+    Ok(Arc::new(c))
+}

@@ -126,6 +126,11 @@ pub struct OpenflowConfig {
     /// TCP listen address, default `0.0.0.0:6653`; empty string: no TCP listener.
     #[serde(with = "opt_addr")]
     pub listen: Option<SocketAddr>,
+    /// TLS listen address for OVS `ssl:` controller targets, e.g. `0.0.0.0:6654` (certificate
+    /// `ssc.mms` from the CA; the switch must present its branch certificate, the one its
+    /// datapath id names); default or empty string: none.
+    #[serde(with = "opt_addr")]
+    pub tls_listen: Option<SocketAddr>,
     /// Unix socket paths to listen on as well (a stale socket file is replaced).
     pub unix: Vec<PathBuf>,
     /// Silence after which an ECHO_REQUEST goes to a switch.
@@ -144,6 +149,7 @@ impl Default for OpenflowConfig {
     fn default() -> Self {
         Self {
             listen: Some(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 6653))),
+            tls_listen: None,
             unix: Vec::new(),
             echo_interval_ms: 5_000,
             dead_timeout_ms: 15_000,
@@ -162,6 +168,8 @@ impl OpenflowConfig {
         crate::ofc::OfcConfig {
             listen: self.listen,
             unix: self.unix.clone(),
+            tls_listen: self.tls_listen,
+            tls: None,
             channel: ofproto::channel::Config {
                 echo_interval: ms(self.echo_interval_ms),
                 dead_timeout: ms(self.dead_timeout_ms),
