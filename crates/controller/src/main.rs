@@ -27,7 +27,10 @@ use serde_json::{json, Value};
 /// destination → transit → source with a barrier per step, and flow/port statistics are polled.
 /// With `--gateway-listen` / `--gateway-unix` it also serves the gateway channel: every `mmsg`
 /// registers and gets its remotes, path groups and WRR weights, pushed on every change
-/// (docs/gwchan.md).
+/// (docs/gwchan.md). `ssc` also runs the gateway CA: one-time enrolment tokens
+/// (`ssc enrol-token`), issuing, renewing and revoking gateway certificates, mutual TLS on the
+/// gateway channel (`--gateway-tls-listen`) and OpenFlow over TLS (`--openflow-tls-listen`).
+/// REST tokens have roles (`ssc token add --role read-only|admin`).
 #[derive(Debug, Parser)]
 #[command(version, about, long_about)]
 struct Cli {
