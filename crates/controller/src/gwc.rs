@@ -33,6 +33,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{oneshot, watch, Notify};
 use tracing::{debug, info, warn};
 
+use crate::authority::Authority;
 use crate::inventory::BranchId;
 use crate::path_group::GroupId;
 use crate::priority::{self, TrafficClass};
@@ -48,11 +49,13 @@ pub const SESSION_TIMEOUT: Duration = Duration::from_secs(15);
 const READ_CHUNK: usize = 16 * 1024;
 
 /// Settings of the gateway listeners (`[gateways]` in the config, `--gateway-listen`,
-/// `--gateway-unix`).
+/// `--gateway-tls-listen`, `--gateway-unix`).
 #[derive(Clone, Debug, Default)]
 pub struct GwcConfig {
-    /// TCP listen address (`None`: no TCP listener).
+    /// TCP listen address, clear text (`None`: no TCP listener).
     pub listen: Option<SocketAddr>,
+    /// TLS listen address (`None`: none); needs the CA ([`Registry::set_authority`]).
+    pub tls_listen: Option<SocketAddr>,
     /// Unix socket paths to listen on (a stale socket file is replaced).
     pub unix: Vec<PathBuf>,
 }
@@ -157,6 +160,13 @@ pub struct GatewayList {
     pub rejected_other: u64,
     /// Sessions closed because the same branch registered again.
     pub replaced: u64,
+    /// Sessions refused on the TLS listener: no client certificate, or a certificate of another
+    /// branch than the register (or a plain TCP enrolment attempt).
+    #[serde(default)]
+    pub rejected_auth: u64,
+    /// Enrolment and renewal counters (`None`: `ssc` runs without its CA).
+    #[serde(default)]
+    pub enrolment: Option<crate::authority::AuthorityCounters>,
 }
 
 #[derive(Debug)]
@@ -175,6 +185,7 @@ struct Inner {
     next_session: u64,
     rejected_unknown_branch: u64,
     rejected_other: u64,
+    rejected_auth: u64,
     replaced: u64,
 }
 
@@ -193,6 +204,7 @@ pub struct Registry {
     inner: Mutex<Inner>,
     /// Where reports go for the capacity estimates: set by [`Gwc::run`].
     capacity: std::sync::OnceLock<(Arc<Mutex<Wrr>>, Arc<Notify>)>,
+    authority: std::sync::OnceLock<Arc<Authority>>,
 }
 
 impl Default for Registry {
@@ -217,9 +229,11 @@ impl Registry {
                 next_session: 1,
                 rejected_unknown_branch: 0,
                 rejected_other: 0,
+                rejected_auth: 0,
                 replaced: 0,
             }),
             capacity: std::sync::OnceLock::new(),
+            authority: std::sync::OnceLock::new(),
         }
     }
 
@@ -246,6 +260,17 @@ impl Registry {
         }
         drop(w);
         changed.notify_one();
+    }
+
+    /// Gives the gateway channel the CA: enrolment, renewal and the TLS listener need it.
+    /// Only the first call counts.
+    pub fn set_authority(&self, authority: Arc<Authority>) {
+        let _ = self.authority.set(authority);
+    }
+
+    /// The CA, if `ssc` runs one.
+    pub fn authority(&self) -> Option<&Arc<Authority>> {
+        self.authority.get()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -328,6 +353,8 @@ impl Registry {
             rejected_unknown_branch: inner.rejected_unknown_branch,
             rejected_other: inner.rejected_other,
             replaced: inner.replaced,
+            rejected_auth: inner.rejected_auth,
+            enrolment: self.authority.get().map(|a| a.counters()),
         }
     }
 
@@ -408,12 +435,17 @@ impl Registry {
     fn reject_other(&self) {
         self.lock().rejected_other += 1;
     }
+
+    fn reject_auth(&self) {
+        self.lock().rejected_auth += 1;
+    }
 }
 
 /// The bound gateway listeners.
 #[derive(Debug)]
 pub struct Gwc {
     tcp: Option<TcpListener>,
+    tls: Option<TcpListener>,
     unix: Vec<(PathBuf, UnixListener)>,
     registry: Arc<Registry>,
 }
@@ -423,8 +455,23 @@ impl Gwc {
     pub async fn bind(config: &GwcConfig, registry: Arc<Registry>) -> std::io::Result<Self> {
         let Listeners { tcp, unix } =
             Listeners::bind("gateway", config.listen, &config.unix).await?;
+        let tls = match config.tls_listen {
+            Some(a) => {
+                if registry.authority().is_none() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "the gateway TLS listener needs the CA (ssc's [ca] section)",
+                    ));
+                }
+                Some(TcpListener::bind(a).await.map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("bind gateway TLS {a}: {e}"))
+                })?)
+            }
+            None => None,
+        };
         Ok(Self {
             tcp,
+            tls,
             unix,
             registry,
         })
@@ -433,6 +480,11 @@ impl Gwc {
     /// The TCP address (useful with port 0).
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.tcp.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The TLS address (useful with port 0).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// Serves gateways until `shutdown`: recomputes the configs on every catalog commit and
@@ -477,7 +529,29 @@ impl Gwc {
                     match l.accept().await {
                         Ok((s, peer)) => {
                             let _ = s.set_nodelay(true);
-                            tokio::spawn(session(s, peer.to_string(), Arc::clone(&reg)));
+                            tokio::spawn(session(
+                                s,
+                                peer.to_string(),
+                                Transport::Tcp,
+                                Arc::clone(&reg),
+                            ));
+                        }
+                        Err(e) => {
+                            warn!(error = %e, "gateway accept failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+            });
+        }
+        if let Some(l) = self.tls {
+            let reg = Arc::clone(&self.registry);
+            tasks.spawn(async move {
+                loop {
+                    match l.accept().await {
+                        Ok((s, peer)) => {
+                            let _ = s.set_nodelay(true);
+                            tokio::spawn(tls_session(s, peer.to_string(), Arc::clone(&reg)));
                         }
                         Err(e) => {
                             warn!(error = %e, "gateway accept failed");
@@ -496,6 +570,7 @@ impl Gwc {
                             tokio::spawn(session(
                                 s,
                                 format!("unix:{}", path.display()),
+                                Transport::Unix,
                                 Arc::clone(&reg),
                             ));
                         }
@@ -581,8 +656,107 @@ fn error_msg(code: &str, message: impl Into<String>) -> ControllerMsg {
     })
 }
 
-/// One gateway session: hello, registration, then configs out and reports/acks in.
-async fn session<S>(stream: S, peer: String, registry: Arc<Registry>)
+/// How a session reached us: what it may do depends on it (docs/gwchan.md §1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    /// Clear TCP: register only (no enrolment: the token would travel in clear).
+    Tcp,
+    /// A unix socket: filesystem permissions protect it; register and enrol.
+    Unix,
+    /// TLS with the client's verified certificate, if it presented one (branch, serial):
+    /// register and renew need one (of the registering branch), enrol does not.
+    Tls(Option<(mpa::BranchId, u64)>),
+}
+
+/// The TLS handshake on the gateway listener, then [`session`].
+async fn tls_session(stream: tokio::net::TcpStream, peer: String, registry: Arc<Registry>) {
+    let Some(authority) = registry.authority().cloned() else {
+        return;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(authority.server_config());
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            registry.reject_other();
+            warn!(%peer, error = %e, "gateway TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            registry.reject_other();
+            warn!(%peer, "gateway TLS handshake timed out");
+            return;
+        }
+    };
+    let client = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| (pki::identity_of(c), pki::serial_of(c)));
+    let client = match client {
+        None => None,
+        Some((Ok(b), Ok(serial))) => Some((b, serial)),
+        Some(_) => {
+            // Verified by our CA but without a branch identity (e.g. ssc.mms itself).
+            registry.reject_auth();
+            warn!(%peer, "gateway refused: client certificate without a branch identity");
+            return;
+        }
+    };
+    session(tls, peer, Transport::Tls(client), registry).await;
+}
+
+/// What the first message after the hello asked for.
+enum Opening {
+    Register(Register),
+    Enrol(mpa::gwchan::Enrol),
+    Renew(mpa::gwchan::Renew),
+}
+
+/// The answer to an enrol or renew: credentials, or the error code and text for the peer.
+/// Blocking (a database commit and a signature): run it off the async threads.
+fn credentials_outcome(
+    transport: Transport,
+    protocol: u32,
+    opening: Opening,
+    registry: &Registry,
+) -> Result<mpa::gwchan::Credentials, (&'static str, String)> {
+    if protocol < 2 {
+        return Err(("version", "enrol and renew need protocol 2".into()));
+    }
+    let Some(authority) = registry.authority().cloned() else {
+        return Err(("unavailable", "this controller runs no CA".into()));
+    };
+    match (opening, transport) {
+        (Opening::Enrol(_), Transport::Tcp) => {
+            registry.reject_auth();
+            Err((
+                "insecure",
+                "enrolment over clear TCP is refused (the token would travel in clear): use \
+                 tls:HOST:PORT"
+                    .into(),
+            ))
+        }
+        (Opening::Enrol(req), _) => authority
+            .enrol(&req)
+            .map_err(|e| ("enrol_refused", e.to_string())),
+        (Opening::Renew(req), Transport::Tls(Some((b, serial)))) => authority
+            .renew(b, serial, &req)
+            .map_err(|e| ("renew_refused", e.to_string())),
+        (Opening::Renew(_), _) => {
+            registry.reject_auth();
+            Err((
+                "no_certificate",
+                "renewal needs mutual TLS with the current certificate".into(),
+            ))
+        }
+        (Opening::Register(_), _) => Err(("protocol", "expected enrol or renew".into())),
+    }
+}
+
+/// One gateway session: hello, then registration (configs out, reports/acks in) or an
+/// enrolment/renewal (one answer, then close).
+async fn session<S>(stream: S, peer: String, transport: Transport, registry: Arc<Registry>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -602,19 +776,41 @@ where
             &ControllerMsg::Hello(Hello::ours(concat!("ssc ", env!("CARGO_PKG_VERSION")))),
         )
         .await?;
-        if let Err(e) = hello.check() {
+        if let Err(e) = hello.check_gateway() {
             send(&mut w, &error_msg("version", e.clone())).await?;
             return Err(SessionEnd::Protocol(e));
         }
         match recv(&mut r, &mut buf).await? {
-            GatewayMsg::Register(reg) => Ok(reg),
+            GatewayMsg::Register(reg) => Ok((hello.protocol, Opening::Register(reg))),
+            GatewayMsg::Enrol(req) => Ok((hello.protocol, Opening::Enrol(req))),
+            GatewayMsg::Renew(req) => Ok((hello.protocol, Opening::Renew(req))),
             other => Err(SessionEnd::Protocol(format!(
-                "expected register, got {other:?}"
+                "expected register, enrol or renew, got {other:?}"
             ))),
         }
     };
     let reg = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-        Ok(Ok(reg)) => reg,
+        Ok(Ok((_, Opening::Register(reg)))) => reg,
+        Ok(Ok((protocol, opening))) => {
+            // The CA's work (a database commit, a signature) off the async threads.
+            let reg = Arc::clone(&registry);
+            let outcome = tokio::task::spawn_blocking(move || {
+                credentials_outcome(transport, protocol, opening, &reg)
+            })
+            .await
+            .unwrap_or_else(|_| Err(("unavailable", "internal error".into())));
+            match outcome {
+                Ok(c) => {
+                    let _ = send(&mut w, &ControllerMsg::Credentials(c)).await;
+                }
+                Err((code, why)) => {
+                    info!(%peer, code, "credentials request refused: {why}");
+                    let _ = send(&mut w, &error_msg(code, why)).await;
+                }
+            }
+            let _ = w.shutdown().await;
+            return;
+        }
         Ok(Err(e)) => {
             registry.reject_other();
             warn!(%peer, error = %e, "gateway handshake failed");
@@ -627,6 +823,26 @@ where
         }
     };
     let branch = reg.branch_id;
+    if let Transport::Tls(client) = transport {
+        let refusal = match client {
+            None => Some((
+                "no_certificate",
+                "register over TLS needs a client certificate of the branch".to_owned(),
+            )),
+            Some((b, _)) if b.get() != branch => Some((
+                "wrong_branch",
+                format!("the client certificate is branch {b}'s, the register says {branch}"),
+            )),
+            Some(_) => None,
+        };
+        if let Some((code, why)) = refusal {
+            registry.reject_auth();
+            warn!(%peer, branch, code, "gateway refused: {why}");
+            let _ = send(&mut w, &error_msg(code, why)).await;
+            let _ = w.shutdown().await;
+            return;
+        }
+    }
     let Opened {
         id,
         mut configs,

@@ -27,6 +27,8 @@
 //! - [`gwc`] (SSC → MMSG): the gateway channel server: every gateway connects, registers and gets
 //!   its versioned config (remotes, path groups with WRR weights, DSCP marks), pushed on every
 //!   change ([`mpa::gwchan`] messages, `docs/gwchan.md`).
+//! - [`authority`] (issue #8): the gateway CA run by `ssc`: one-time enrolment tokens, issuing,
+//!   renewing and revoking gateway certificates, the controller's own `ssc.mms` TLS identity.
 //! - [`sdc`] (SDC): flow and port statistics per switch, member path, path group and pair (a pure
 //!   collector fed by the OFC's switch tasks).
 //!
@@ -35,6 +37,7 @@
 //! [`swap::install_plan`] for the OFC.
 #![forbid(unsafe_code)]
 
+pub mod authority;
 pub mod capacity;
 pub mod gwc;
 pub mod inventory;

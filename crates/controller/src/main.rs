@@ -27,7 +27,10 @@ use serde_json::{json, Value};
 /// destination → transit → source with a barrier per step, and flow/port statistics are polled.
 /// With `--gateway-listen` / `--gateway-unix` it also serves the gateway channel: every `mmsg`
 /// registers and gets its remotes, path groups and WRR weights, pushed on every change
-/// (docs/gwchan.md).
+/// (docs/gwchan.md). `ssc` also runs the gateway CA: one-time enrolment tokens
+/// (`ssc enrol-token`), issuing, renewing and revoking gateway certificates, mutual TLS on the
+/// gateway channel (`--gateway-tls-listen`) and OpenFlow over TLS (`--openflow-tls-listen`).
+/// REST tokens have roles (`ssc token add --role read-only|admin`).
 #[derive(Debug, Parser)]
 #[command(version, about, long_about)]
 struct Cli {
@@ -77,6 +80,92 @@ enum Command {
     Gateways(ClientArgs),
     /// The API's health.
     Health(ClientArgs),
+    /// The gateway CA: `ssc ca init` creates it (else the first `ssc run` does).
+    Ca {
+        #[command(subcommand)]
+        command: CaCommand,
+    },
+    /// Print a one-time enrolment token for a branch (`mmsg enrol --token`); shown once, only
+    /// its hash is stored; used once; expires after --ttl.
+    EnrolToken(EnrolTokenArgs),
+    /// Revoke every certificate of a branch or one serial; the CRL is re-signed and reaches
+    /// the gateways with their next credentials (enrolment or renewal).
+    Revoke(RevokeArgs),
+    /// Certificates the gateway CA issued.
+    Certificates(ClientArgs),
+    /// REST API tokens with roles: add (prints the token once), list, remove.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum TokenRole {
+    /// GET routes only.
+    ReadOnly,
+    /// Every route.
+    Admin,
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Add a token; prints it once (only its SHA-256 is stored).
+    Add {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// A unique name (A-Z a-z 0-9 . _ -).
+        #[arg(long)]
+        name: String,
+        /// What it may do.
+        #[arg(long, value_enum)]
+        role: TokenRole,
+    },
+    /// Names and roles of the stored tokens.
+    List(ClientArgs),
+    /// Remove a token by name.
+    Remove {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Its name.
+        #[arg(long)]
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CaCommand {
+    /// Create the CA (ca.pem, ca.key 0600) in `[ca] dir` if there is none; print its
+    /// fingerprint. Works offline (no running ssc needed).
+    Init {
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+}
+
+#[derive(Debug, Args)]
+struct EnrolTokenArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// The branch the token enrols.
+    #[arg(long, value_parser = branch_id)]
+    branch: BranchId,
+    /// How long the token is valid (at most 7 days).
+    #[arg(long, default_value = "1h")]
+    ttl: humantime::Duration,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["branch", "serial"])))]
+struct RevokeArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Revoke every certificate of this branch.
+    #[arg(long, value_parser = branch_id)]
+    branch: Option<BranchId>,
+    /// Revoke this serial.
+    #[arg(long)]
+    serial: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -99,6 +188,10 @@ struct RunArgs {
     /// OpenFlow TCP listen address; overrides `openflow.listen` (port 0 picks a free port).
     #[arg(long, env = "SSC_OPENFLOW_LISTEN")]
     openflow_listen: Option<SocketAddr>,
+    /// OpenFlow over TLS for OVS `ssl:` targets (`ovs-vsctl set-ssl` with the gateway's
+    /// certificate); overrides `openflow.tls_listen` (port 0 picks a free port).
+    #[arg(long, env = "SSC_OPENFLOW_TLS_LISTEN")]
+    openflow_tls_listen: Option<SocketAddr>,
     /// OpenFlow unix socket to listen on (repeatable or comma-separated); replaces `openflow.unix`.
     #[arg(long, env = "SSC_OPENFLOW_UNIX", value_delimiter = ',')]
     openflow_unix: Vec<PathBuf>,
@@ -109,6 +202,11 @@ struct RunArgs {
     /// `gateways.listen` (port 0 picks a free port).
     #[arg(long, env = "SSC_GATEWAY_LISTEN")]
     gateway_listen: Option<SocketAddr>,
+    /// Gateway channel over TLS (mmsg `[controller] address = "tls:..."`: enrolment with a
+    /// one-time token, then mutual TLS); overrides `gateways.tls_listen` (port 0 picks a free
+    /// port).
+    #[arg(long, env = "SSC_GATEWAY_TLS_LISTEN")]
+    gateway_tls_listen: Option<SocketAddr>,
     /// Gateway channel unix socket (repeatable or comma-separated); replaces `gateways.unix`.
     #[arg(long, env = "SSC_GATEWAY_UNIX", value_delimiter = ',')]
     gateway_unix: Vec<PathBuf>,
@@ -477,6 +575,58 @@ fn main_inner() -> anyhow::Result<()> {
             }
         }
         Command::Health(c) => print_json(&c.client().get("/health")?),
+        Command::Ca {
+            command: CaCommand::Init { config },
+        } => {
+            let cfg = Config::load(&config.config)?;
+            let dir = cfg.ca.dir_for(&cfg.database.path);
+            let created = controller::authority::init(&dir)
+                .with_context(|| format!("gateway CA in {}", dir.display()))?;
+            let pem = std::fs::read_to_string(dir.join(controller::authority::CA_CERT_FILE))
+                .context("read the CA certificate")?;
+            println!(
+                "CA {} in {}\nfingerprint (SHA-256 of the DER certificate): {}",
+                if created { "created" } else { "exists" },
+                dir.display(),
+                pki::enrol::fingerprint(&pem).unwrap_or_default()
+            );
+            Ok(())
+        }
+        Command::EnrolToken(a) => {
+            let v = a
+                .client
+                .client()
+                .call(
+                    "POST",
+                    "/api/v1/enrol-tokens",
+                    Some(&json!({"branch": a.branch.get(), "ttl_s": a.ttl.as_secs()})),
+                )?
+                .unwrap_or(Value::Null);
+            if a.client.json {
+                return print_json(&v);
+            }
+            let t: controller::authority::NewToken =
+                serde_json::from_value(v).context("token from the API")?;
+            println!(
+                "{}\n# branch {}, expires {} (unix), single use; CA fingerprint {}",
+                t.token, t.branch, t.expires, t.ca_fingerprint
+            );
+            Ok(())
+        }
+        Command::Revoke(a) => {
+            let body = match (a.branch, a.serial) {
+                (Some(b), _) => json!({"branch": b.get()}),
+                (None, s) => json!({"serial": s}),
+            };
+            let v = a
+                .client
+                .client()
+                .call("POST", "/api/v1/revoke", Some(&body))?
+                .unwrap_or(Value::Null);
+            print_json(&v)
+        }
+        Command::Certificates(c) => print_json(&c.client().get("/api/v1/certificates")?),
+        Command::Token { command } => token(command),
         Command::Weights(args) => weights(args),
         Command::Gateways(c) => gateways(c),
     }
@@ -490,6 +640,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let db = config.database.path.clone();
     let store = Store::open(&db).with_context(|| format!("open database {}", db.display()))?;
     let store = Arc::new(store);
+    let ca_dir = config.ca.dir_for(&db);
+    let authority =
+        controller::authority::Authority::open(&ca_dir, Arc::clone(&store), config.ca.validity())
+            .with_context(|| format!("gateway CA in {}", ca_dir.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -501,6 +655,12 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     if !args.openflow_unix.is_empty() {
         of.unix = args.openflow_unix.clone();
     }
+    if let Some(a) = args.openflow_tls_listen {
+        of.tls_listen = Some(a);
+    }
+    if of.tls_listen.is_some() {
+        of.tls = Some(authority.openflow_config());
+    }
     if let Some(d) = args.stats_interval {
         of.stats_interval = d.into();
     }
@@ -508,6 +668,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut gw = config.gateways.to_gwc();
     if let Some(a) = args.gateway_listen {
         gw.listen = Some(a);
+    }
+    if let Some(a) = args.gateway_tls_listen {
+        gw.tls_listen = Some(a);
     }
     if !args.gateway_unix.is_empty() {
         gw.unix = args.gateway_unix.clone();
@@ -524,21 +687,31 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let of_addr = ofc
             .local_addr()
             .map_or_else(|| "-".to_owned(), |a| a.to_string());
+        let of_tls = ofc
+            .tls_addr()
+            .map_or_else(|| "-".to_owned(), |a| a.to_string());
         let registry = Arc::new(controller::gwc::Registry::new());
+        registry.set_authority(Arc::new(authority));
         let gwc = controller::gwc::Gwc::bind(&gw, Arc::clone(&registry))
             .await
             .context("start the gateway channel")?;
         let gw_addr = gwc
             .local_addr()
             .map_or_else(|| "-".to_owned(), |a| a.to_string());
-        tracing::info!(tcp = %gw_addr, unix = ?gw.unix, "gateway channel listening");
+        let gw_tls = gwc
+            .tls_addr()
+            .map_or_else(|| "-".to_owned(), |a| a.to_string());
+        if gw.listen.is_some() {
+            tracing::warn!(tcp = %gw_addr, "gateway channel on clear TCP: gateways register unauthenticated there (prefer --gateway-tls-listen)");
+        }
+        tracing::info!(tcp = %gw_addr, tls = %gw_tls, unix = ?gw.unix, "gateway channel listening");
         tracing::info!(%addr, db = %db.display(), "REST API listening");
         tracing::info!(tcp = %of_addr, unix = ?unix, "OpenFlow server listening (datapath id = branch id)");
         // Machine-readable lines on stdout for scripts and tests (`--listen 127.0.0.1:0`), in
         // one write: a reader that stops after the first line must not make a later write fail.
         // Nobody reading stdout is no reason to stop serving, so a failed write is only logged.
         let lines = format!(
-            "ssc: REST API listening on http://{addr}\nssc: OpenFlow listening on tcp:{of_addr}\nssc: gateways listening on tcp:{gw_addr}\n"
+            "ssc: REST API listening on http://{addr}\nssc: OpenFlow listening on tcp:{of_addr}\nssc: gateways listening on tcp:{gw_addr}\nssc: gateways listening on tls:{gw_tls}\nssc: OpenFlow listening on ssl:{of_tls}\n"
         );
         let mut out = std::io::stdout().lock();
         if let Err(e) = out.write_all(lines.as_bytes()).and_then(|()| out.flush()) {
@@ -654,6 +827,41 @@ async fn shutdown_signal() {
                 std::future::pending::<()>().await;
             }
         },
+    }
+}
+
+fn token(command: TokenCommand) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Add { client, name, role } => {
+            let role = match role {
+                TokenRole::ReadOnly => "read-only",
+                TokenRole::Admin => "admin",
+            };
+            let v = client
+                .client()
+                .call(
+                    "POST",
+                    "/api/v1/tokens",
+                    Some(&json!({"name": name, "role": role})),
+                )?
+                .unwrap_or(Value::Null);
+            if client.json {
+                return print_json(&v);
+            }
+            println!(
+                "{}\n# token {name:?} ({role}); shown once, only its hash is stored",
+                v.get("token").and_then(Value::as_str).unwrap_or_default()
+            );
+            Ok(())
+        }
+        TokenCommand::List(c) => print_json(&c.client().get("/api/v1/tokens")?),
+        TokenCommand::Remove { client, name } => {
+            client
+                .client()
+                .call("DELETE", &format!("/api/v1/tokens/{name}"), None)?;
+            println!("token {name:?} removed");
+            Ok(())
+        }
     }
 }
 

@@ -19,6 +19,11 @@
 //! | `branches` | branch id `u8`                   | JSON of [`Branch`] (with its WAN ports)   |
 //! | `groups`   | `(source, destination, group)`   | JSON `{"1": "1a>2a", ...}` (member id → notation) |
 //! | `settings` | `"path_config"`                  | JSON of [`Settings`]                      |
+//! | `enrol_tokens` (v2) | SHA-256 of a token, hex | JSON of [`creds::TokenRow`] (branch, expiry, used) |
+//! | `certs` (v2) | serial `u64`                     | JSON of [`creds::CertRow`] (branch, expiry, revoked) |
+//! | `api_tokens` (v2) | SHA-256 of a REST token, hex | JSON of [`creds::ApiTokenRow`] (name, role) |
+//!
+//! `meta` also holds `next_serial` and `crl_number` (v2, the CA's counters; [`creds`]).
 //!
 //! Migrations ([`MIGRATIONS`]) run in order when [`Store::open`] finds an older version; each
 //! one is its own write transaction that also bumps `schema_version`, so an interrupted upgrade
@@ -40,8 +45,10 @@ use crate::path_group::{
 };
 use crate::swap::{self, CompileError, FlowTables};
 
+pub mod creds;
+
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: u64 = 1;
+pub const SCHEMA_VERSION: u64 = 2;
 
 const META: TableDefinition<'static, &'static str, u64> = TableDefinition::new("meta");
 const BRANCHES: TableDefinition<'static, u8, &'static str> = TableDefinition::new("branches");
@@ -636,11 +643,25 @@ impl std::fmt::Debug for Migration {
 }
 
 /// Every migration, in order; the last one ends at [`SCHEMA_VERSION`].
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    from: 0,
-    description: "create tables meta, branches, groups, settings with default settings",
-    apply: migrate_0_to_1,
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        from: 0,
+        description: "create tables meta, branches, groups, settings with default settings",
+        apply: migrate_0_to_1,
+    },
+    Migration {
+        from: 1,
+        description: "create tables enrol_tokens, certs (the gateway CA), api_tokens (REST roles)",
+        apply: migrate_1_to_2,
+    },
+];
+
+fn migrate_1_to_2(txn: &WriteTransaction) -> Result<(), StoreError> {
+    txn.open_table(creds::ENROL_TOKENS)?;
+    txn.open_table(creds::CERTS)?;
+    txn.open_table(creds::API_TOKENS)?;
+    Ok(())
+}
 
 fn migrate_0_to_1(txn: &WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(BRANCHES)?;
@@ -1017,7 +1038,7 @@ mod tests {
         assert_eq!(
             report,
             CheckReport {
-                schema_version: 1,
+                schema_version: SCHEMA_VERSION,
                 branches: 5,
                 ports: 10,
                 groups: 4,
@@ -1253,11 +1274,11 @@ mod tests {
             Store::check(&path),
             Err(StoreError::TooOld {
                 found: 0,
-                supported: 1
+                supported: SCHEMA_VERSION
             })
         ));
         drop(Store::open(&path).unwrap());
-        assert_eq!(Store::check(&path).unwrap().schema_version, 1);
+        assert_eq!(Store::check(&path).unwrap().schema_version, SCHEMA_VERSION);
     }
 
     #[test]
@@ -1273,7 +1294,7 @@ mod tests {
         assert!(matches!(e, StoreError::Locked(_)), "{e}");
     }
 
-    /// A version-2 migration for the tests: renames every branch to upper case (a data rewrite
+    /// A version-3 migration for the tests: renames every branch to upper case (a data rewrite
     /// inside the same transaction as the version bump).
     fn upper_names(txn: &WriteTransaction) -> Result<(), StoreError> {
         let mut table = txn.open_table(BRANCHES)?;
@@ -1308,8 +1329,9 @@ mod tests {
         // A failing migration writes nothing: version and data stay.
         let with_failing = [
             MIGRATIONS[0],
+            MIGRATIONS[1],
             Migration {
-                from: 1,
+                from: 2,
                 description: "fails",
                 apply: failing,
             },
@@ -1318,7 +1340,7 @@ mod tests {
         assert!(e.to_string().contains("fails on purpose"), "{e}");
         {
             let store = Store::open(&path).unwrap();
-            assert_eq!(store.schema_version().unwrap(), 1);
+            assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
             assert_eq!(
                 store
                     .catalog()
@@ -1330,18 +1352,19 @@ mod tests {
                 "b1"
             );
         }
-        // The real hook: v1 → v2 rewrites the data and bumps the version.
+        // The real hook: v2 → v3 rewrites the data and bumps the version.
         let v2 = [
             MIGRATIONS[0],
+            MIGRATIONS[1],
             Migration {
-                from: 1,
+                from: 2,
                 description: "upper-case names",
                 apply: upper_names,
             },
         ];
         {
             let store = Store::open_with_migrations(&path, &v2).unwrap();
-            assert_eq!(store.schema_version().unwrap(), 2);
+            assert_eq!(store.schema_version().unwrap(), 3);
             assert_eq!(
                 store
                     .catalog()
@@ -1353,7 +1376,7 @@ mod tests {
                 "B1"
             );
         }
-        // Runs once: reopening at v2 changes nothing more.
+        // Runs once: reopening at v3 changes nothing more.
         {
             let store = Store::open_with_migrations(&path, &v2).unwrap();
             store
@@ -1381,14 +1404,14 @@ mod tests {
                 "lower"
             );
         }
-        // This binary (v1) refuses the v2 file instead of misreading it.
+        // This binary (v2) refuses the v3 file instead of misreading it.
         let e = Store::open(&path).unwrap_err();
         assert!(
             matches!(
                 e,
                 StoreError::TooNew {
-                    found: 2,
-                    supported: 1
+                    found: 3,
+                    supported: 2
                 }
             ),
             "{e}"
@@ -1396,19 +1419,19 @@ mod tests {
         assert!(matches!(
             Store::check(&path),
             Err(StoreError::TooNew {
-                found: 2,
-                supported: 1
+                found: 3,
+                supported: 2
             })
         ));
         // A list with a gap is our bug and is refused.
         let gap = [Migration {
-            from: 1,
+            from: 2,
             description: "gap",
             apply: upper_names,
         }];
         let e = Store::open_with_migrations(&path, &gap).unwrap_err();
         assert!(
-            matches!(e, StoreError::BadMigrations { index: 0, from: 1 }),
+            matches!(e, StoreError::BadMigrations { index: 0, from: 2 }),
             "{e}"
         );
     }

@@ -217,6 +217,123 @@ async fn every_documented_route_is_served() {
     );
 }
 
+impl Api {
+    async fn with_token(
+        &self,
+        token: Option<&str>,
+        method: Method,
+        uri: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = Request::builder().method(method).uri(uri);
+        if let Some(t) = token {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let body = match body {
+            Some(b) => {
+                req = req.header(header::CONTENT_TYPE, "application/json");
+                Body::from(b.to_string())
+            }
+            None => Body::empty(),
+        };
+        self.raw(req.body(body).unwrap()).await
+    }
+}
+
+/// Issue #8: tokens with roles. No token 401, a read-only token reads (GET 200) but may not
+/// change anything (403 with a JSON error, nothing stored), an admin token does; tokens are
+/// shown once, listed by name and role only, unknown after removal (401).
+#[tokio::test]
+async fn tokens_with_roles_401_403_and_admin() {
+    let api = Api::new();
+    let branch = json!({"id": 1, "name": "x", "wan": [{"port": "a", "address": "198.18.10.2/24",
+                        "gateway": "198.18.10.1", "capacity_mbps": 1}]});
+    let add = |name: &str, role: &str| json!({"name": name, "role": role});
+    // The config's token (bootstrap) is admin: it adds a read-only and an admin token.
+    let (s, ro) = api
+        .call(
+            Method::POST,
+            "/api/v1/tokens",
+            Some(add("viewer", "read-only")),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{ro}");
+    let ro = ro["token"].as_str().unwrap().to_owned();
+    assert_eq!(ro.len(), 64);
+    let (s, adm) = api
+        .call(Method::POST, "/api/v1/tokens", Some(add("ops", "admin")))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let adm = adm["token"].as_str().unwrap().to_owned();
+    // Names are unique; bad names and roles are refused.
+    let (s, _) = api
+        .call(Method::POST, "/api/v1/tokens", Some(add("ops", "admin")))
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let (s, _) = api
+        .call(Method::POST, "/api/v1/tokens", Some(add("a b", "admin")))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    let (s, _) = api
+        .call(Method::POST, "/api/v1/tokens", Some(add("x", "root")))
+        .await;
+    assert!(s.is_client_error(), "{s}");
+
+    // No token: 401.
+    let (s, v) = api
+        .with_token(None, Method::POST, "/api/v1/branches", Some(branch.clone()))
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    // Read-only: GET ok, POST / PUT / DELETE 403 with a JSON error, nothing stored.
+    let (s, _) = api
+        .with_token(Some(&ro), Method::GET, "/api/v1/branches", None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    for (m, uri, body) in [
+        (Method::POST, "/api/v1/branches", Some(branch.clone())),
+        (Method::PUT, "/api/v1/settings", Some(json!({}))),
+        (Method::DELETE, "/api/v1/branches/1", None),
+        (Method::POST, "/api/v1/tokens", Some(add("mine", "admin"))),
+    ] {
+        let (s, v) = api.with_token(Some(&ro), m.clone(), uri, body).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{m} {uri}: {v}");
+        assert!(error_of(&v).contains("needs an admin token"), "{v}");
+    }
+    assert_eq!(api.get("/api/v1/branches").await.1, json!([]));
+    // Admin: POST ok.
+    let (s, v) = api
+        .with_token(Some(&adm), Method::POST, "/api/v1/branches", Some(branch))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    // The list shows names and roles, never a token or its hash.
+    let (s, v) = api
+        .with_token(Some(&ro), Method::GET, "/api/v1/tokens", None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let text = v.to_string();
+    assert!(!text.contains(&ro) && !text.contains(&adm), "{text}");
+    let names: Vec<(&str, &str)> = v["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap(), t["role"].as_str().unwrap()))
+        .collect();
+    assert_eq!(names, vec![("ops", "admin"), ("viewer", "read-only")]);
+    // Removed: the token is unknown (401).
+    let (s, _) = api
+        .with_token(Some(&adm), Method::DELETE, "/api/v1/tokens/viewer", None)
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = api
+        .with_token(Some(&ro), Method::GET, "/api/v1/branches", None)
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _) = api
+        .with_token(Some(&adm), Method::DELETE, "/api/v1/tokens/viewer", None)
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
 #[tokio::test]
 async fn auth_failures_are_401() {
     let api = Api::new();
@@ -267,7 +384,7 @@ async fn auth_failures_are_401() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         v,
-        json!({"status": "ok", "schema_version": 1, "openflow": false})
+        json!({"status": "ok", "schema_version": controller::store::SCHEMA_VERSION, "openflow": false})
     );
 }
 

@@ -413,7 +413,10 @@ fn cli_scenario_against_a_running_server() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("ok (schema v1, 5 branches, 10 WAN ports, 3 path groups, "),
+        stdout.contains(&format!(
+            "ok (schema v{}, 5 branches, 10 WAN ports, 3 path groups, ",
+            controller::store::SCHEMA_VERSION
+        )),
         "{stdout}"
     );
 

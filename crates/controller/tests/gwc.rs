@@ -138,6 +138,7 @@ async fn gateways_register_get_configs_and_pushes() {
     let gwc = Gwc::bind(
         &GwcConfig {
             listen: Some("127.0.0.1:0".parse().unwrap()),
+            tls_listen: None,
             unix: vec![sock.clone()],
         },
         Arc::clone(&registry),

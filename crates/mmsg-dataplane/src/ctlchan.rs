@@ -5,7 +5,7 @@
 //! Parts:
 //! - [`initial_config`]: at start-up, the remotes of the file, else of the cache (the last good
 //!   config from the controller), else none ("waiting for controller").
-//! - [`run_client`]: the session task. Connects (TCP or unix socket) with backoff (200 ms doubling
+//! - [`run_client`]: the session task. Connects (mutual TLS, TCP or unix socket) with backoff (200 ms doubling
 //!   to 2 s), hello + register, then per received config: merge into the running config and
 //!   validate ([`merge_validated`], which keeps the `mpa{k}` names of an `[ovs]` gateway); a
 //!   refused config keeps the old one and the ack
@@ -352,28 +352,6 @@ impl Topology {
     }
 }
 
-trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
-
-async fn connect(address: &str) -> anyhow::Result<Box<dyn Stream>> {
-    match address.split_once(':') {
-        Some(("tcp", hostport)) => {
-            let s = tokio::net::TcpStream::connect(hostport)
-                .await
-                .with_context(|| format!("connect to {address}"))?;
-            let _ = s.set_nodelay(true);
-            Ok(Box::new(s))
-        }
-        Some(("unix", path)) => {
-            let s = tokio::net::UnixStream::connect(path)
-                .await
-                .with_context(|| format!("connect to {address}"))?;
-            Ok(Box::new(s))
-        }
-        _ => anyhow::bail!("{address:?} is not tcp:HOST:PORT or unix:/PATH"),
-    }
-}
-
 async fn send<W: AsyncWrite + Unpin + ?Sized>(w: &mut W, msg: &GatewayMsg) -> anyhow::Result<()> {
     let mut out = Vec::new();
     gwchan::encode(msg, &mut out)?;
@@ -459,7 +437,16 @@ async fn session(
     updates: &mpsc::Sender<Update>,
     backoff: &mut Duration,
 ) -> anyhow::Result<()> {
-    let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect(&ctl.address))
+    let tls = if ctl.address.starts_with("tls:") {
+        let state = sh
+            .tls
+            .as_ref()
+            .context("a tls: controller address needs the [tls] credentials")?;
+        Some(crate::enrol::mutual_tls(state.files())?)
+    } else {
+        None
+    };
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, crate::enrol::connect(&ctl.address, tls))
         .await
         .map_err(|_| anyhow::anyhow!("connect to {}: timed out", ctl.address))??;
     let (mut r, mut w) = tokio::io::split(stream);
@@ -519,6 +506,7 @@ async fn session(
                     anyhow::bail!("controller: {} ({})", e.message, e.code);
                 }
                 ControllerMsg::Hello(_) => anyhow::bail!("a second hello from the controller"),
+                ControllerMsg::Credentials(_) => anyhow::bail!("credentials without a request"),
             }
         }
     }
@@ -668,6 +656,8 @@ mod tests {
         let remotes = base.remote.clone();
         base.remote.clear();
         base.controller = Some(mpa::config::ControllerConfig {
+            renew_below_percent: mpa::config::DEFAULT_RENEW_PERCENT,
+            renew_check_s: mpa::config::DEFAULT_RENEW_CHECK_S,
             address: "unix:/nonexistent".into(),
             cache: path.clone(),
         });

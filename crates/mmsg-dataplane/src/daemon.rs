@@ -107,6 +107,49 @@ fn reload_tls(tls: Option<&TlsState>, stats: &Stats) {
     }
 }
 
+/// With `[controller] address = "tls:..."`: every `renew_check_s`, renews the certificate over
+/// the channel when less than `renew_below_percent` of its lifetime is left, then reloads the
+/// credentials as SIGHUP does (new connections use the new certificate, established ones keep
+/// running). A failed renewal is logged and counted and retried at the next check.
+async fn renew_loop(
+    ctl: mpa::config::ControllerConfig,
+    tls: Arc<TlsState>,
+    own: BranchId,
+    stats: Arc<Stats>,
+) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(ctl.renew_check_s.max(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        match crate::enrol::due(&tls.files().cert, ctl.renew_below_percent, now) {
+            Some(true) => {}
+            Some(false) => continue,
+            None => {
+                warn!(cert = %tls.files().cert.display(), "renewal: the certificate does not parse");
+                continue;
+            }
+        }
+        match crate::enrol::renew(&ctl.address, tls.files(), own).await {
+            Ok(c) => {
+                Stats::inc(&stats.tls_renewals);
+                info!(
+                    serial = c.serial,
+                    not_after = c.not_after,
+                    "certificate renewed by the controller"
+                );
+                reload_tls(Some(&tls), &stats);
+            }
+            Err(e) => {
+                Stats::inc(&stats.tls_renewal_errors);
+                warn!(error = %format!("{e:#}"), "certificate renewal failed; retrying at the next check");
+            }
+        }
+    }
+}
+
 /// Runs the gateway until SIGINT/SIGTERM.
 pub async fn run(opts: RunOpts) -> anyhow::Result<()> {
     let config = load_config(&opts.config)?;
@@ -209,6 +252,16 @@ async fn run_inner(
     // that change.
     let mut topology = crate::ctlchan::Topology::start(&sh)?;
     let (updates_tx, mut updates) = tokio::sync::mpsc::channel(4);
+    if let (Some(ctl), Some(state)) = (&controller, &tls) {
+        if ctl.address.starts_with("tls:") && ctl.renew_below_percent > 0 {
+            tokio::spawn(renew_loop(
+                ctl.clone(),
+                Arc::clone(state),
+                own,
+                Arc::clone(&stats),
+            ));
+        }
+    }
     if let Some(ctl) = controller {
         tokio::spawn(crate::ctlchan::run_client(
             Arc::clone(&sh),

@@ -19,6 +19,8 @@
 //! - [`uplink_lb`]: with `[internet]`, per-flow load balancing of external traffic over the
 //!   uplinks with SNAT (nftables + fwmark rules, seed 004 §5).
 //! - [`ctlchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
+//! - [`enrol`]: the gateway's certificate from `ssc`: enrolment with a one-time token, renewal
+//!   over mutual TLS, and the connection to the controller (`tls:`, `tcp:`, `unix:`).
 //! - [`sys`]: the only `unsafe` (ioctls, socket options).
 //!
 //! See `docs/mmsg.md`.
@@ -27,6 +29,7 @@
 pub mod control;
 pub mod ctlchan;
 pub mod daemon;
+pub mod enrol;
 pub mod genl;
 pub mod ovs;
 pub mod pm;

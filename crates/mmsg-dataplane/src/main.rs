@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use mmsg_dataplane::control;
 use mmsg_dataplane::daemon::{self, PmMode, RunOpts};
@@ -42,6 +43,44 @@ enum Command {
         #[arg(long, env = "MMSG_STATUS_JSON")]
         json: bool,
     },
+    /// Get this gateway's certificate from the controller with a one-time token (from
+    /// `ssc enrol-token`). The key is generated here and never leaves the host; writes
+    /// ca.pem, gw.pem, gw.key, crl.pem (all 0600) into --dir for the `[tls]` section.
+    Enrol(EnrolArgs),
+    /// Renew the certificate now over mutual TLS (the daemon does it by itself when less than
+    /// `[controller] renew_below_percent` of the lifetime is left); then `kill -HUP` the
+    /// daemon, or let its next check reload.
+    Renew {
+        /// The gateway config (TOML): `[controller] address = "tls:..."` and `[tls]` files.
+        #[arg(long, env = "MMSG_CONFIG")]
+        config: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+struct EnrolArgs {
+    /// The controller's gateway listener: `tls:HOST:PORT` (or `unix:/PATH`; clear `tcp:` is
+    /// refused: the token would travel in clear).
+    #[arg(long, env = "MMSG_CONTROLLER")]
+    controller: String,
+    /// The one-time token. Prefer the environment variable: command lines are visible to
+    /// other users.
+    #[arg(long, env = "MMSG_ENROL_TOKEN", hide_env_values = true)]
+    token: String,
+    /// This gateway's branch id (the token must be for it).
+    #[arg(long, env = "MMSG_BRANCH")]
+    branch: u8,
+    /// The CA certificate to pin for the controller's TLS certificate (`ssc.mms`); copy
+    /// `ca.pem` from the controller's CA directory. Required with `tls:`.
+    #[arg(long, env = "MMSG_CA")]
+    ca: Option<PathBuf>,
+    /// SHA-256 of the CA certificate (DER, hex) as printed by `ssc enrol-token`: --ca must
+    /// match it (guards against copying the wrong file).
+    #[arg(long, env = "MMSG_CA_FINGERPRINT")]
+    ca_fingerprint: Option<String>,
+    /// Where to write the credentials.
+    #[arg(long, env = "MMSG_TLS_DIR", default_value_os_t = mmsg_dataplane::enrol::default_dir())]
+    dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -153,5 +192,68 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Enrol(a) => enrol(a),
+        Command::Renew { config } => {
+            let cfg = daemon::load_config(&config)?;
+            let own = cfg.branch().context("branch_id")?;
+            let ctl = cfg
+                .controller
+                .as_ref()
+                .context("no [controller] section in the config")?;
+            let files = mmsg_dataplane::enrol::tls_files(&cfg)
+                .context("no [tls] credentials in the config")?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let c = rt.block_on(mmsg_dataplane::enrol::renew(&ctl.address, &files, own))?;
+            println!(
+                "renewed: serial {} valid until {} (unix); {} written",
+                c.serial,
+                c.not_after,
+                files.cert.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+fn enrol(a: EnrolArgs) -> anyhow::Result<ExitCode> {
+    let own = mpa::BranchId::new(a.branch)
+        .with_context(|| format!("--branch {} is not a branch id 1..=15", a.branch))?;
+    let ca = match &a.ca {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("read {}", p.display()))?),
+        None => None,
+    };
+    if let Some(want) = &a.ca_fingerprint {
+        let got = ca
+            .as_deref()
+            .and_then(|c| std::str::from_utf8(c).ok())
+            .and_then(pki::enrol::fingerprint)
+            .context("--ca-fingerprint needs --ca with a PEM certificate")?;
+        anyhow::ensure!(
+            got.eq_ignore_ascii_case(want.trim()),
+            "--ca does not match --ca-fingerprint (the file's SHA-256 is {got})"
+        );
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let c = rt.block_on(mmsg_dataplane::enrol::enrol(
+        &a.controller,
+        ca.as_deref(),
+        own,
+        &a.token,
+        &a.dir,
+    ))?;
+    let f = mmsg_dataplane::enrol::files_in(&a.dir);
+    println!(
+        "enrolled branch {own}: serial {} valid until {} (unix)\n[tls]\nca_file = {:?}\ncert_file = {:?}\nkey_file = {:?}\ncrl_file = {:?}",
+        c.serial,
+        c.not_after,
+        f.ca.display().to_string(),
+        f.cert.display().to_string(),
+        f.key.display().to_string(),
+        f.crl.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+    );
+    Ok(ExitCode::SUCCESS)
 }

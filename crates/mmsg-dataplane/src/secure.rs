@@ -156,6 +156,11 @@ impl TlsState {
         })
     }
 
+    /// The files the credentials come from.
+    pub fn files(&self) -> &TlsFiles {
+        &self.files
+    }
+
     /// Re-reads the files (certificate/key rotation, new CRL). On success new connections use
     /// the new credentials and the new serial is returned; on failure the old ones stay.
     pub fn reload(&self) -> Result<u64, LoadError> {

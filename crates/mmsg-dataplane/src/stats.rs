@@ -96,6 +96,10 @@ counters! {
     tls_reloads,
     /// `[tls]`: credential re-reads that failed (the old credentials stay in use).
     tls_reload_errors,
+    /// `[controller]` over `tls:`: certificates renewed by the controller.
+    tls_renewals,
+    /// `[controller]` over `tls:`: renewals that failed (retried at the next check).
+    tls_renewal_errors,
     /// Connections closed because a frame was malformed or oversize.
     frame_errors,
     /// Connections declared dead (nothing received for 3 s).

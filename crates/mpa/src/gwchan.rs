@@ -1,8 +1,8 @@
 //! The gateway channel: messages between a gateway (`mmsg`) and the controller (`ssc`), and their
 //! sans-IO codec (issue #6; seed 000 §IV: the SSC configures every MMSG).
 //!
-//! One persistent byte stream per gateway (TCP or a unix socket; TLS can wrap it later without
-//! changing anything here), opened by the gateway. Every message is
+//! One persistent byte stream per gateway (TCP, TLS over TCP, or a unix socket), opened by the
+//! gateway. Every message is
 //!
 //! ```text
 //!  0                   1                   2                   3
@@ -16,7 +16,8 @@
 //!
 //! The length is checked against [`MAX_BODY_LEN`] (1 MiB) as soon as its 4 bytes are there, before
 //! any of the body is buffered. Gateway → controller: [`GatewayMsg`] (hello, register, report,
-//! ack); controller → gateway: [`ControllerMsg`] (hello, config, error). The first message each way
+//! ack; enrol and renew since protocol 2); controller → gateway: [`ControllerMsg`] (hello,
+//! config, error; credentials since protocol 2). The first message each way
 //! is a hello carrying [`PROTOCOL_VERSION`]. Protocol, state machine and failure behaviour:
 //! `docs/gwchan.md`.
 //!
@@ -35,9 +36,13 @@ use thiserror::Error;
 
 use crate::config::{ClassifierConfig, Config, RemoteBranch};
 
-/// The protocol version of this module. A peer with another version is refused with an error
-/// message naming both versions (no negotiation yet: one version exists).
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The protocol version of this module. Version 2 added enrolment and renewal
+/// ([`GatewayMsg::Enrol`], [`GatewayMsg::Renew`], [`ControllerMsg::Credentials`]). The controller
+/// accepts gateways of [`MIN_PROTOCOL_VERSION`]..=[`PROTOCOL_VERSION`] (version 1 gateways can
+/// register but not enrol); a gateway refuses a controller of another version.
+pub const PROTOCOL_VERSION: u32 = 2;
+/// The oldest gateway protocol the controller still serves (register, report, ack).
+pub const MIN_PROTOCOL_VERSION: u32 = 1;
 /// Length of the big-endian length prefix.
 pub const LEN_PREFIX: usize = 4;
 /// Largest JSON body. A config of 14 remotes × 64 prefixes × 16 groups plus 256 classifier rules
@@ -56,6 +61,12 @@ pub enum GatewayMsg {
     Report(Report),
     /// The outcome of applying a [`ControllerMsg::Config`].
     Ack(Ack),
+    /// Instead of a register (protocol 2): a gateway without a certificate asks for one with a
+    /// one-time token. Only over server-authenticated TLS or a unix socket.
+    Enrol(Enrol),
+    /// Instead of a register (protocol 2): a gateway with a valid client certificate asks for a
+    /// new one (renewal). Only over mutual TLS.
+    Renew(Renew),
 }
 
 /// A controller → gateway message.
@@ -69,6 +80,59 @@ pub enum ControllerMsg {
     /// The controller refuses the session (unknown branch, wrong version, protocol error) and
     /// closes the stream after this message.
     Error(ErrorMsg),
+    /// The answer to an enrol or renew: the new certificate, the CA and the current CRL; the
+    /// controller closes the stream after it.
+    Credentials(Credentials),
+}
+
+/// A one-time-token enrolment (protocol 2). `Debug` never shows the token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Enrol {
+    /// The branch the gateway wants a certificate for (the token must be for it).
+    pub branch_id: u8,
+    /// The one-time token printed by `ssc enrol-token` (a secret: never logged).
+    pub token: String,
+    /// The gateway's new public key (uncompressed P-256 point), hex; the private key never
+    /// leaves the gateway.
+    pub public_key: String,
+    /// ECDSA P-256 SHA-256 over `"mms-enrol-v1\0"` ‖ public key, hex: proof of possession.
+    pub proof: String,
+}
+
+impl std::fmt::Debug for Enrol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Enrol")
+            .field("branch_id", &self.branch_id)
+            .field("token", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+/// A renewal (protocol 2): the branch is the one of the client certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Renew {
+    /// The new public key, hex (as in [`Enrol`]).
+    pub public_key: String,
+    /// Its proof of possession, hex (as in [`Enrol`]).
+    pub proof: String,
+}
+
+/// Credentials issued to a gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credentials {
+    /// The new certificate (PEM), SAN `branch-<b>.mms`.
+    pub cert_pem: String,
+    /// Its serial number.
+    pub serial: u64,
+    /// When it expires, Unix seconds.
+    pub not_after: u64,
+    /// The CA certificate (PEM).
+    pub ca_pem: String,
+    /// The current CRL signed by the CA (PEM).
+    pub crl_pem: String,
 }
 
 /// The hello, first message in both directions.
@@ -87,6 +151,19 @@ impl Hello {
         Hello {
             protocol: PROTOCOL_VERSION,
             software: software.into(),
+        }
+    }
+
+    /// Whether a gateway's version is one the controller serves
+    /// ([`MIN_PROTOCOL_VERSION`]..=[`PROTOCOL_VERSION`]).
+    pub fn check_gateway(&self) -> Result<(), String> {
+        if (MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&self.protocol) {
+            Ok(())
+        } else {
+            Err(format!(
+                "protocol version {} is not supported (this side speaks {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION})",
+                self.protocol
+            ))
         }
     }
 
@@ -165,11 +242,11 @@ pub struct GroupReport {
     /// summed over the group's connections: a group whose writers are blocked most of an
     /// interval is limited by its paths, so its rate in that interval is its available capacity
     /// (the controller's capacity estimate, docs/ssc.md "WRR weights"). Absent from gateways
-    /// before protocol 1.1: 0.
+    /// before protocol 2: 0.
     #[serde(default)]
     pub busy_us: u64,
     /// The rate its connections' congestion windows allow now, bit/s (Σ `cwnd · mss / srtt` of
-    /// the subflows of its busiest connection); 0: unknown (also from gateways before 1.1).
+    /// the subflows of its busiest connection); 0: unknown (also from gateways before protocol 2).
     #[serde(default)]
     pub window_bps: u64,
 }
@@ -192,7 +269,9 @@ pub struct Ack {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorMsg {
-    /// A stable code: `unknown_branch`, `version`, `protocol`, `replaced`.
+    /// A stable code: `unknown_branch`, `version`, `protocol`, `replaced`; with TLS also
+    /// `no_certificate`, `wrong_branch`, `insecure`, `enrol_refused`, `unavailable`
+    /// (docs/gwchan.md §3).
     pub code: String,
     /// A human readable explanation.
     pub message: String,

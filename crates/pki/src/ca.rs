@@ -111,6 +111,35 @@ fn ca_params(name: &str, now: OffsetDateTime) -> Result<CertificateParams, CaErr
     Ok(p)
 }
 
+/// The parameters of an end-entity certificate: SAN and CN `dns_name`, O=MMS, serverAuth
+/// (+ clientAuth for gateways), AKI, serial, validity from now minus [`CLOCK_SKEW`].
+fn leaf_params(
+    dns_name: &str,
+    serial: u64,
+    validity: Duration,
+    client_auth: bool,
+) -> Result<CertificateParams, CaError> {
+    let mut p = CertificateParams::new(vec![dns_name.to_owned()])?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, dns_name);
+    dn.push(DnType::OrganizationName, "MMS");
+    p.distinguished_name = dn;
+    p.is_ca = IsCa::ExplicitNoCa;
+    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    if client_auth {
+        p.extended_key_usages
+            .push(ExtendedKeyUsagePurpose::ClientAuth);
+    }
+    p.use_authority_key_identifier_extension = true;
+    p.key_identifier_method = KeyIdMethod::Sha256;
+    let now = OffsetDateTime::now_utc();
+    p.not_before = now - CLOCK_SKEW;
+    p.not_after = now + validity;
+    p.serial_number = Some(SerialNumber::from(serial));
+    Ok(p)
+}
+
 impl Ca {
     /// A new CA with a fresh ECDSA P-256 key; `name` becomes its common name.
     pub fn generate(name: &str) -> Result<Ca, CaError> {
@@ -171,24 +200,57 @@ impl Ca {
         validity: Duration,
     ) -> Result<Issued, CaError> {
         let key = KeyPair::generate()?;
-        let mut p = CertificateParams::new(vec![crate::dns_name(b)])?;
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, crate::dns_name(b));
-        dn.push(DnType::OrganizationName, "MMS");
-        p.distinguished_name = dn;
-        p.is_ca = IsCa::ExplicitNoCa;
-        p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        p.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
-        p.use_authority_key_identifier_extension = true;
-        p.key_identifier_method = KeyIdMethod::Sha256;
-        let now = OffsetDateTime::now_utc();
-        p.not_before = now - CLOCK_SKEW;
-        p.not_after = now + validity;
-        p.serial_number = Some(SerialNumber::from(serial));
-        let cert = p.signed_by(&key, &self.issuer, &self.key)?;
+        let cert = leaf_params(&crate::dns_name(b), serial, validity, true)?.signed_by(
+            &key,
+            &self.issuer,
+            &self.key,
+        )?;
+        Ok(Issued {
+            cert_pem: cert.pem(),
+            cert_der: cert.der().clone(),
+            key_pem: key.serialize_pem(),
+            serial,
+        })
+    }
+
+    /// Issues branch `b`'s gateway certificate for a public key the gateway generated itself
+    /// (enrolment and renewal: the private key never leaves the gateway). Same profile as
+    /// [`Ca::issue_gateway`]; the returned `key_pem` is empty.
+    pub fn issue_for_key(
+        &self,
+        b: BranchId,
+        serial: u64,
+        validity: Duration,
+        public_key: &crate::enrol::PublicKey,
+    ) -> Result<Issued, CaError> {
+        let cert = leaf_params(&crate::dns_name(b), serial, validity, true)?.signed_by(
+            public_key,
+            &self.issuer,
+            &self.key,
+        )?;
+        Ok(Issued {
+            cert_pem: cert.pem(),
+            cert_der: cert.der().clone(),
+            key_pem: String::new(),
+            serial,
+        })
+    }
+
+    /// Issues a server-only certificate (EKU serverAuth) for `dns_name` with a fresh key: the
+    /// controller's own (`ssc.mms`, [`crate::tls::CONTROLLER_NAME`]) on its gateway and
+    /// OpenFlow listeners. It carries no branch identity, so it never passes as a gateway.
+    pub fn issue_server(
+        &self,
+        dns_name: &str,
+        serial: u64,
+        validity: Duration,
+    ) -> Result<Issued, CaError> {
+        let key = KeyPair::generate()?;
+        let cert = leaf_params(dns_name, serial, validity, false)?.signed_by(
+            &key,
+            &self.issuer,
+            &self.key,
+        )?;
         Ok(Issued {
             cert_pem: cert.pem(),
             cert_der: cert.der().clone(),

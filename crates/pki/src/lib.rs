@@ -1,6 +1,7 @@
-//! MMS certificate conventions (docs/security.md): one CA per deployment (run by `ssc` later,
-//! by `cargo xtask`/tests today) issues one certificate per branch gateway; TLS 1.3 with mutual
-//! authentication against that CA protects every tunnel connection.
+//! MMS certificate conventions (docs/security.md): one CA per deployment (run by `ssc`, which
+//! enrols and renews the gateways; tests and the bench also make their own) issues one
+//! certificate per branch gateway; TLS 1.3 with mutual authentication against that CA protects
+//! every tunnel connection and the gateway ⇄ controller channel.
 //!
 //! The identity convention: a gateway certificate carries exactly one subject alternative name
 //! of type dNSName, `branch-<b>.mms` with `b` the decimal branch id (1..=15, no leading zero),
@@ -8,16 +9,20 @@
 //! gateway's listeners and its outbound connections). [`identity_of`] maps a peer's certificate
 //! back to its branch; [`server_name`] is what a client dials.
 //!
-//! Modules: [`ca`] (generate, load, save, issue, revoke), [`tls`] (the rustls configurations
-//! and the classification of handshake failures), [`files`] (0600 atomic writes), [`fuzz`]
+//! Modules: [`ca`] (generate, load, save, issue, revoke), [`enrol`] (one-time tokens, key
+//! requests with proof of possession), [`tls`] (the rustls configurations
+//! and the classification of handshake failures), [`validity`] (a certificate's validity
+//! period, for renewal), [`files`] (0600 atomic writes), [`fuzz`]
 //! (the fuzz check of the accepting side).
 
 #![forbid(unsafe_code)]
 
 pub mod ca;
+pub mod enrol;
 pub mod files;
 pub mod fuzz;
 pub mod tls;
+pub mod validity;
 
 use mpa::BranchId;
 use rustls::pki_types::CertificateDer;

@@ -301,3 +301,136 @@ pub fn classify(e: &rustls::Error) -> Rejection {
         _ => Rejection::Handshake,
     }
 }
+
+/// The DNS name of the controller's certificate (`ssc`'s gateway channel listener); a gateway
+/// verifies it when it dials `tls:HOST:PORT`, whatever HOST is.
+pub const CONTROLLER_NAME: &str = "ssc.mms";
+
+fn roots_from_pem(ca_pem: &[u8]) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem) {
+        let c = c.map_err(|e| file_err(Path::new("ca"), e))?;
+        roots
+            .add(c)
+            .map_err(|e| file_err(Path::new("ca"), format!("not a CA certificate: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(file_err(Path::new("ca"), "no PEM certificate"));
+    }
+    Ok(roots)
+}
+
+/// The controller's gateway-channel acceptor: our `ssc.mms` certificate (`cert_pem`, `key_pem`);
+/// a client certificate is verified against `ca_pem` and `crl_pem` **when presented** (a
+/// gateway that enrols has none yet; which messages need one is the session's decision:
+/// register and renew do, enrol does not). TLS 1.3 only, no resumption, no early data.
+pub fn controller_server_config(
+    ca_pem: &[u8],
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    crl_pem: Option<&[u8]>,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let p = provider();
+    let roots = Arc::new(roots_from_pem(ca_pem)?);
+    let crls = match crl_pem {
+        Some(c) => CertificateRevocationListDer::pem_slice_iter(c)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| file_err(Path::new("crl"), e))?,
+        None => Vec::new(),
+    };
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_err(Path::new("cert"), e))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| file_err(Path::new("key"), e))?;
+    let verifier = WebPkiClientVerifier::builder_with_provider(roots, Arc::clone(&p))
+        .with_crls(crls)
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let mut c = ServerConfig::builder_with_provider(p)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)?;
+    c.max_early_data_size = 0;
+    c.send_tls13_tickets = 0;
+    c.session_storage = Arc::new(NoServerSessionStorage {});
+    Ok(Arc::new(c))
+}
+
+/// A gateway's dialer to the controller: the server must present a certificate of `ca_pem`
+/// valid for [`CONTROLLER_NAME`]; with `client` (certificate and key PEM) we authenticate as
+/// our branch (register, renew), without it only server authentication happens (enrolment).
+pub fn controller_client_config(
+    ca_pem: &[u8],
+    client: Option<(&[u8], &[u8])>,
+) -> Result<Arc<ClientConfig>, TlsError> {
+    let p = provider();
+    let roots = Arc::new(roots_from_pem(ca_pem)?);
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(roots, Arc::clone(&p))
+            .build()
+            .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let b = ClientConfig::builder_with_provider(p)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_webpki_verifier(verifier);
+    let mut c = match client {
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_slice_iter(cert)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| file_err(Path::new("cert"), e))?;
+            let key =
+                PrivateKeyDer::from_pem_slice(key).map_err(|e| file_err(Path::new("key"), e))?;
+            b.with_client_auth_cert(chain, key)?
+        }
+        None => b.with_no_client_auth(),
+    };
+    c.resumption = Resumption::disabled();
+    c.enable_early_data = false;
+    Ok(Arc::new(c))
+}
+
+/// The server name a gateway verifies on the controller's certificate.
+pub fn controller_server_name() -> rustls::pki_types::ServerName<'static> {
+    // A constant valid DNS name; the fallback is unreachable but keeps this total (a wrong name
+    // fails verification, it never accepts).
+    rustls::pki_types::ServerName::try_from(CONTROLLER_NAME).unwrap_or_else(|_| {
+        rustls::pki_types::ServerName::IpAddress(std::net::Ipv4Addr::UNSPECIFIED.into())
+    })
+}
+
+/// The controller's OpenFlow acceptor for Open vSwitch's `ssl:` controller target: our
+/// `ssc.mms` certificate; a client certificate of the CA is **required** (OVS presents the
+/// gateway's branch certificate from `ovs-vsctl set-ssl`), checked against the CRL. TLS 1.3
+/// only, as everywhere: ovs-vswitchd 3.1 with OpenSSL 3.0 negotiates TLS 1.3 with
+/// AES-256-GCM (measured, docs/security.md). No resumption, no early data.
+pub fn openflow_server_config(
+    ca_pem: &[u8],
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    crl_pem: Option<&[u8]>,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let p = provider();
+    let roots = Arc::new(roots_from_pem(ca_pem)?);
+    let crls = match crl_pem {
+        Some(c) => CertificateRevocationListDer::pem_slice_iter(c)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| file_err(Path::new("crl"), e))?,
+        None => Vec::new(),
+    };
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_err(Path::new("cert"), e))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| file_err(Path::new("key"), e))?;
+    let verifier = WebPkiClientVerifier::builder_with_provider(roots, Arc::clone(&p))
+        .with_crls(crls)
+        .build()
+        .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let mut c = ServerConfig::builder_with_provider(p)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)?;
+    c.max_early_data_size = 0;
+    c.send_tls13_tickets = 0;
+    c.session_storage = Arc::new(NoServerSessionStorage {});
+    Ok(Arc::new(c))
+}

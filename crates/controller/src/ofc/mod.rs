@@ -51,6 +51,8 @@ use crate::swap;
 /// a reconcile, so 64 is never reached by a healthy switch; a full queue means the switch is
 /// stuck, and it is dropped. Worst case memory: 64 × one step's flows.
 pub const COMMAND_QUEUE: usize = 64;
+/// How long a switch may take for its TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Settings of the OpenFlow server (`[openflow]` in the config, see [`crate::ui::config`]).
 #[derive(Clone, Debug)]
@@ -59,6 +61,12 @@ pub struct OfcConfig {
     pub listen: Option<SocketAddr>,
     /// Unix socket paths to listen on (a stale socket file is replaced).
     pub unix: Vec<PathBuf>,
+    /// TLS listen address for OVS `ssl:` targets (`None`: none); needs `tls`.
+    pub tls_listen: Option<SocketAddr>,
+    /// The TLS acceptor configuration (client certificate required; `ssc`'s CA,
+    /// [`crate::authority::Authority::openflow_config`]). A switch on this listener must
+    /// present the certificate of the branch its datapath id names.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Channel timers: echo interval, dead-peer timeout, HELLO timeout.
     pub channel: ofproto::channel::Config,
     /// Longest wait for one reply or barrier.
@@ -74,6 +82,8 @@ impl Default for OfcConfig {
         Self {
             listen: Some(SocketAddr::from(([0, 0, 0, 0], ofproto::OFP_TCP_PORT))),
             unix: Vec::new(),
+            tls_listen: None,
+            tls: None,
             channel: ofproto::channel::Config::default(),
             request_timeout: Duration::from_secs(10),
             stage_timeout: Duration::from_secs(5),
@@ -114,6 +124,7 @@ pub(crate) enum CoordEvent {
 pub struct Ofc {
     config: Arc<OfcConfig>,
     tcp: Option<TcpListener>,
+    tls: Option<TcpListener>,
     unix: Vec<(PathBuf, UnixListener)>,
 }
 
@@ -122,11 +133,29 @@ impl Ofc {
     pub async fn bind(config: OfcConfig) -> std::io::Result<Self> {
         let Listeners { tcp, unix } =
             Listeners::bind("OpenFlow", config.listen, &config.unix).await?;
+        let tls = match (config.tls_listen, &config.tls) {
+            (Some(a), Some(_)) => Some(TcpListener::bind(a).await.map_err(|e| {
+                std::io::Error::new(e.kind(), format!("bind OpenFlow TLS {a}: {e}"))
+            })?),
+            (Some(_), None) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "the OpenFlow TLS listener needs the CA's TLS configuration",
+                ))
+            }
+            (None, _) => None,
+        };
         Ok(Self {
             config: Arc::new(config),
             tcp,
+            tls,
             unix,
         })
+    }
+
+    /// The TLS address (useful with port 0).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// The TCP address (useful with port 0).
@@ -162,11 +191,78 @@ impl Ofc {
                             tokio::spawn(switch::run(
                                 s,
                                 peer.to_string(),
+                                None,
                                 conn,
                                 Arc::clone(&cfg),
                                 tx.clone(),
                                 Arc::clone(&sdc),
                             ));
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "OpenFlow accept failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+            });
+        }
+        if let (Some(l), Some(tls)) = (self.tls, self.config.tls.clone()) {
+            let (cfg, tx, sdc, n) = (
+                Arc::clone(&self.config),
+                ev_tx.clone(),
+                Arc::clone(&sdc),
+                Arc::clone(&next_conn),
+            );
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+            accept_tasks.spawn(async move {
+                loop {
+                    match l.accept().await {
+                        Ok((s, peer)) => {
+                            let _ = s.set_nodelay(true);
+                            let conn = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let (acceptor, cfg, tx, sdc) = (
+                                acceptor.clone(),
+                                Arc::clone(&cfg),
+                                tx.clone(),
+                                Arc::clone(&sdc),
+                            );
+                            tokio::spawn(async move {
+                                let peer = peer.to_string();
+                                let t = tokio::time::timeout(
+                                    TLS_HANDSHAKE_TIMEOUT,
+                                    acceptor.accept(s),
+                                )
+                                .await;
+                                let s = match t {
+                                    Ok(Ok(s)) => s,
+                                    Ok(Err(e)) => {
+                                        tracing::warn!(%peer, error = %e, "OpenFlow TLS handshake failed");
+                                        return;
+                                    }
+                                    Err(_) => {
+                                        tracing::warn!(%peer, "OpenFlow TLS handshake timed out");
+                                        return;
+                                    }
+                                };
+                                let (_, session) = s.get_ref();
+                                let identity = session
+                                    .peer_certificates()
+                                    .and_then(|c| c.first())
+                                    .and_then(|c| pki::identity_of(c).ok())
+                                    .and_then(|b| BranchId::new(b.get()).ok());
+                                tracing::info!(
+                                    %peer,
+                                    version = ?session.protocol_version(),
+                                    suite = ?session.negotiated_cipher_suite().map(|c| c.suite()),
+                                    branch = ?identity.map(|b| b.get()),
+                                    "OpenFlow TLS handshake done"
+                                );
+                                let Some(identity) = identity else {
+                                    tracing::warn!(%peer, "OpenFlow switch refused: certificate without a branch identity");
+                                    return;
+                                };
+                                switch::run(s, peer, Some(identity), conn, cfg, tx, sdc).await;
+                            });
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "OpenFlow accept failed");
@@ -191,6 +287,7 @@ impl Ofc {
                             tokio::spawn(switch::run(
                                 s,
                                 format!("unix:{}", path.display()),
+                                None,
                                 conn,
                                 Arc::clone(&cfg),
                                 tx.clone(),

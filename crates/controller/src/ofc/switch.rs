@@ -58,6 +58,14 @@ pub enum SwitchError {
     /// The datapath id maps to no branch.
     #[error("datapath id {0:#018x} is no branch id 1..=15 (set other-config:datapath-id to the branch id)")]
     NotABranch(u64),
+    /// Over TLS: the switch's certificate is another branch's than its datapath id.
+    #[error("datapath id says branch {datapath}, the TLS certificate is branch {certificate}'s: refused")]
+    WrongIdentity {
+        /// The branch of the datapath id.
+        datapath: u8,
+        /// The branch of the client certificate.
+        certificate: u8,
+    },
 }
 
 /// What the coordinator asks of a switch task.
@@ -298,6 +306,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     io: S,
     peer: String,
+    identity: Option<BranchId>,
     conn: u64,
     config: Arc<OfcConfig>,
     events: mpsc::UnboundedSender<CoordEvent>,
@@ -312,7 +321,7 @@ pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         branch: None,
         conn,
     };
-    let result = serve(&mut c, &peer, &config, &events, &sdc).await;
+    let result = serve(&mut c, &peer, identity, &config, &events, &sdc).await;
     if let Some(branch) = c.branch {
         let _ = events.send(CoordEvent::Down { branch, conn });
     }
@@ -330,6 +339,7 @@ pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     c: &mut Conn<S>,
     peer: &str,
+    identity: Option<BranchId>,
     config: &OfcConfig,
     events: &mpsc::UnboundedSender<CoordEvent>,
     sdc: &Arc<Mutex<Sdc>>,
@@ -346,6 +356,15 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     };
     let dpid = features.datapath_id;
     let branch = super::branch_of_datapath(dpid).ok_or(SwitchError::NotABranch(dpid))?;
+    // Over TLS the certificate names the branch: a switch may only program its own datapath.
+    if let Some(id) = identity {
+        if id != branch {
+            return Err(SwitchError::WrongIdentity {
+                datapath: branch.get(),
+                certificate: id.get(),
+            });
+        }
+    }
     c.branch = Some(branch);
     tracing::info!(%peer, conn = c.conn, branch = branch.get(), datapath_id = %format!("{dpid:#018x}"), "switch connected");
     let (cmd_tx, mut cmd_rx) = mpsc::channel(super::COMMAND_QUEUE);

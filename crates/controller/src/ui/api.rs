@@ -21,6 +21,7 @@ use crate::inventory::{Branch, BranchId, InventoryFile, PortIndex, PortRef, WanP
 use crate::path_config::Settings;
 use crate::path_group::{GroupId, GroupsFile, MemberPath, PathGroup, Transit};
 use crate::sdc::Sdc;
+use crate::store::creds::Role;
 use crate::store::{BranchPatch, Catalog, NewPort, PortPatch, Store, StoreError};
 use crate::swap::FlowEntry;
 use crate::wrr::{PairWeights, Wrr};
@@ -121,6 +122,18 @@ pub enum Op {
     PairWeights,
     /// Gateways of the gateway channel.
     Gateways,
+    /// A one-time enrolment token.
+    NewEnrolToken,
+    /// Certificates the CA issued.
+    Certificates,
+    /// Revoke certificates.
+    Revoke,
+    /// Add a REST API token.
+    AddToken,
+    /// List the REST API tokens.
+    ListTokens,
+    /// Remove a REST API token.
+    RemoveToken,
 }
 
 /// One route: method, path (axum and OpenAPI share the `{param}` syntax) and its documentation.
@@ -211,6 +224,18 @@ pub const ROUTES: &[Route] = &[
         req=None, 200 Some("PairWeights")),
     route!(GET "/api/v1/gateways" Gateways auth=true "gateways" "Gateways on the gateway channel (docs/gwchan.md): connected or not, config version sent and acked, last report"
         req=None, 200 Some("GatewayList")),
+    route!(POST "/api/v1/enrol-tokens" NewEnrolToken auth=true "ca" "A one-time enrolment token for a branch (shown once; only its SHA-256 is stored)"
+        req=Some("NewEnrolToken"), 201 Some("EnrolToken")),
+    route!(GET "/api/v1/certificates" Certificates auth=true "ca" "Certificates the gateway CA issued (serial, branch, expiry, revocation)"
+        req=None, 200 Some("CertificateList")),
+    route!(POST "/api/v1/tokens" AddToken auth=true "tokens" "Add a REST API token with a role (read-only: GET routes; admin: all); the token is shown once, only its SHA-256 is stored"
+        req=Some("NewApiToken"), 201 Some("ApiToken")),
+    route!(GET "/api/v1/tokens" ListTokens auth=true "tokens" "REST API tokens: names and roles (never the tokens)"
+        req=None, 200 Some("ApiTokenList")),
+    route!(DELETE "/api/v1/tokens/{name}" RemoveToken auth=true "tokens" "Remove a REST API token"
+        req=None, 204 None),
+    route!(POST "/api/v1/revoke" Revoke auth=true "ca" "Revoke every certificate of a branch, or one serial; the CRL is re-signed"
+        req=Some("Revoke"), 200 Some("Revoked")),
 ];
 
 fn method_filter(m: &Method) -> MethodFilter {
@@ -249,6 +274,12 @@ fn method_router(r: &Route) -> MethodRouter<AppState> {
         Op::Weights => on(f, weights),
         Op::PairWeights => on(f, pair_weights),
         Op::Gateways => on(f, gateways),
+        Op::NewEnrolToken => on(f, new_enrol_token),
+        Op::Certificates => on(f, certificates),
+        Op::Revoke => on(f, revoke),
+        Op::AddToken => on(f, add_token),
+        Op::ListTokens => on(f, list_tokens),
+        Op::RemoveToken => on(f, remove_token),
     }
 }
 
@@ -341,24 +372,62 @@ fn token_matches(presented: &str, ours: &str) -> bool {
     bool::from(presented.as_bytes().ct_eq(ours.as_bytes()))
 }
 
+/// The role a request needs: GET (and HEAD) read, every other method changes something.
+pub fn needed_role(method: &Method) -> Role {
+    if *method == Method::GET || *method == Method::HEAD {
+        Role::ReadOnly
+    } else {
+        Role::Admin
+    }
+}
+
+/// The role of a presented token: the config's token is admin (bootstrap); others are looked
+/// up by their SHA-256 in the database (`ssc token add`). `Ok(None)`: unknown token.
+fn role_of(state: &AppState, token: &str) -> Result<Option<Role>, StoreError> {
+    if token_matches(token, &state.token) {
+        return Ok(Some(Role::Admin));
+    }
+    Ok(state
+        .store
+        .api_token(&pki::enrol::token_hash(token))?
+        .map(|r| r.role))
+}
+
 async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
-        Some(t) if token_matches(t.trim(), &state.token) => next.run(req).await,
-        Some(_) => {
-            tracing::debug!(path = %req.uri().path(), "wrong bearer token");
-            ApiError::new(StatusCode::UNAUTHORIZED, "wrong bearer token").into_response()
-        }
-        None => ApiError::new(
+    let Some(token) = presented else {
+        return ApiError::new(
             StatusCode::UNAUTHORIZED,
             "missing bearer token (header `Authorization: Bearer <token>`)",
         )
-        .into_response(),
+        .into_response();
+    };
+    let role = match role_of(&state, token.trim()) {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            tracing::debug!(path = %req.uri().path(), "wrong bearer token");
+            return ApiError::new(StatusCode::UNAUTHORIZED, "wrong bearer token").into_response();
+        }
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let needed = needed_role(req.method());
+    if role < needed {
+        tracing::debug!(method = %req.method(), path = %req.uri().path(), "forbidden for a read-only token");
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "{} {} needs an admin token; this one is read-only",
+                req.method(),
+                req.uri().path()
+            ),
+        )
+        .into_response();
     }
+    next.run(req).await
 }
 
 async fn log_request(req: Request, next: Next) -> Response {
@@ -961,6 +1030,228 @@ async fn gateways(State(state): State<AppState>) -> Json<crate::gwc::GatewayList
             .map(|r| r.list())
             .unwrap_or_default(),
     )
+}
+
+/// `POST /api/v1/enrol-tokens`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewEnrolToken {
+    /// The branch the token enrols.
+    pub branch: u8,
+    /// Validity in seconds (default 3600, at most 7 days).
+    #[serde(default)]
+    pub ttl_s: Option<u64>,
+}
+
+/// `POST /api/v1/revoke`: exactly one of the two.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeRequest {
+    /// Every certificate of this branch.
+    #[serde(default)]
+    pub branch: Option<u8>,
+    /// This serial.
+    #[serde(default)]
+    pub serial: Option<u64>,
+}
+
+/// The answer of `POST /api/v1/revoke`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Revoked {
+    /// The serials revoked by this call (empty: already revoked or unknown).
+    pub revoked: Vec<u64>,
+}
+
+/// `GET /api/v1/certificates`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CertificateList {
+    /// Every certificate the CA issued (branch 0: the controller's own).
+    pub certificates: Vec<crate::store::creds::CertRow>,
+}
+
+/// `POST /api/v1/tokens`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewApiToken {
+    /// A unique name, 1..=64 characters of `[A-Za-z0-9._-]`.
+    pub name: String,
+    /// `read-only` or `admin`.
+    pub role: Role,
+}
+
+/// The answer of `POST /api/v1/tokens`: the token, shown once.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct ApiToken {
+    /// Its name.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// The bearer token (64 hex digits). Never stored, never logged.
+    pub token: String,
+}
+
+impl std::fmt::Debug for ApiToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiToken")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `GET /api/v1/tokens`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ApiTokenList {
+    /// Every stored token's name and role (the config's bootstrap token is not listed).
+    pub tokens: Vec<crate::store::creds::ApiTokenRow>,
+}
+
+/// Longest token name.
+pub const MAX_TOKEN_NAME: usize = 64;
+
+async fn add_token(
+    State(state): State<AppState>,
+    body: Result<Json<NewApiToken>, JsonRejection>,
+) -> Result<(StatusCode, Json<ApiToken>), ApiError> {
+    let Json(req) = body.map_err(ApiError::from)?;
+    let ok = !req.name.is_empty()
+        && req.name.len() <= MAX_TOKEN_NAME
+        && req
+            .name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(&c));
+    if !ok {
+        return Err(ApiError::invalid(format!(
+            "name: {:?} must be 1..={MAX_TOKEN_NAME} characters of A-Z a-z 0-9 . _ -",
+            req.name
+        )));
+    }
+    let token = pki::enrol::random_token()
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let row = crate::store::creds::ApiTokenRow {
+        name: req.name.clone(),
+        role: req.role,
+        created: crate::authority::unix_now(),
+    };
+    let hash = pki::enrol::token_hash(&token);
+    let added = blocking(&state, move |s| s.add_api_token(&hash, &row)).await?;
+    if !added {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("a token named {:?} exists already", req.name),
+        ));
+    }
+    tracing::info!(name = %req.name, role = ?req.role, "API token added");
+    Ok((
+        StatusCode::CREATED,
+        Json(ApiToken {
+            name: req.name,
+            role: req.role,
+            token,
+        }),
+    ))
+}
+
+async fn list_tokens(State(state): State<AppState>) -> Result<Json<ApiTokenList>, ApiError> {
+    let tokens = blocking(&state, |s| s.api_tokens()).await?;
+    Ok(Json(ApiTokenList { tokens }))
+}
+
+async fn remove_token(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let n = name.clone();
+    if blocking(&state, move |s| s.remove_api_token(&n)).await? {
+        tracing::info!(%name, "API token removed");
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no token named {name:?}"),
+        ))
+    }
+}
+
+fn authority(state: &AppState) -> Result<Arc<crate::authority::Authority>, ApiError> {
+    state
+        .gateways
+        .as_ref()
+        .and_then(|r| r.authority().cloned())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "this ssc runs no gateway CA",
+            )
+        })
+}
+
+async fn ca_blocking<T: Send + 'static>(
+    state: &AppState,
+    f: impl FnOnce(&crate::authority::Authority) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let a = authority(state)?;
+    tokio::task::spawn_blocking(move || f(&a))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("worker: {e}")))?
+}
+
+async fn new_enrol_token(
+    State(state): State<AppState>,
+    body: Result<Json<NewEnrolToken>, JsonRejection>,
+) -> Result<(StatusCode, Json<crate::authority::NewToken>), ApiError> {
+    let Json(req) = body.map_err(ApiError::from)?;
+    let b = BranchId::new(req.branch)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let known = blocking(&state, move |s| {
+        Ok(s.catalog()?.inventory().branch(b).is_some())
+    })
+    .await?;
+    if !known {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("branch {b} is not in the inventory"),
+        ));
+    }
+    let ttl = std::time::Duration::from_secs(
+        req.ttl_s
+            .unwrap_or(crate::authority::DEFAULT_TOKEN_TTL.as_secs()),
+    );
+    let t = ca_blocking(&state, move |a| {
+        a.new_token(b.get(), ttl).map_err(|e| match e {
+            crate::authority::AuthorityError::Ttl { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, e.to_string())
+            }
+            e => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        })
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(t)))
+}
+
+async fn certificates(State(state): State<AppState>) -> Result<Json<CertificateList>, ApiError> {
+    authority(&state)?;
+    let certificates = blocking(&state, |s| s.certs()).await?;
+    Ok(Json(CertificateList { certificates }))
+}
+
+async fn revoke(
+    State(state): State<AppState>,
+    body: Result<Json<RevokeRequest>, JsonRejection>,
+) -> Result<Json<Revoked>, ApiError> {
+    let Json(req) = body.map_err(ApiError::from)?;
+    if req.branch.is_some() == req.serial.is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "give exactly one of branch and serial",
+        ));
+    }
+    let revoked = ca_blocking(&state, move |a| {
+        a.revoke(req.branch, req.serial)
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    })
+    .await?;
+    Ok(Json(Revoked { revoked }))
 }
 
 #[cfg(test)]

@@ -13,6 +13,15 @@
 //! listen = "0.0.0.0:6653"            # OpenFlow 1.3 over TCP ("" = no TCP listener)
 //! unix = ["/run/mms/ofc.sock"]       # and/or unix sockets (OVS: set-controller br0 unix:PATH)
 //! stats_interval_ms = 5000           # SDC polling period
+//!
+//! [gateways]
+//! tls_listen = "0.0.0.0:6691"        # gateway channel over TLS (enrolment, mutual TLS)
+//! listen = ""                        # clear TCP (register only; "" = none, the default)
+//! unix = ["/run/mms/gw.sock"]
+//!
+//! [ca]
+//! dir = "/var/lib/mms/ca"            # ca.pem, ca.key (0600); default: `ca` next to the database
+//! cert_validity_days = 90            # gateway certificates
 //! ```
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -42,6 +51,45 @@ pub struct Config {
     /// The gateway channel (`mmsg` connects here for its config, `docs/gwchan.md`).
     #[serde(default)]
     pub gateways: GatewaysConfig,
+    /// The gateway CA ([`crate::authority`]).
+    #[serde(default)]
+    pub ca: CaConfig,
+}
+
+/// Default validity of the gateway certificates `ssc` issues, in days.
+pub const DEFAULT_CERT_VALIDITY_DAYS: u32 = 90;
+
+/// `[ca]`: the gateway CA `ssc` runs (created on the first `ssc run` or by `ssc ca init`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CaConfig {
+    /// Directory of `ca.pem` and `ca.key` (0600); default: `ca` next to the database file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+    /// Validity of issued gateway certificates in days (default 90, 1..=825).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_validity_days: Option<u32>,
+}
+
+impl CaConfig {
+    /// The CA directory for a database at `db`.
+    pub fn dir_for(&self, db: &Path) -> PathBuf {
+        self.dir.clone().unwrap_or_else(|| {
+            db.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .join("ca")
+        })
+    }
+
+    /// The validity of issued gateway certificates (clamped to 1..=825 days, the CA/B limit).
+    pub fn validity(&self) -> std::time::Duration {
+        let days = self
+            .cert_validity_days
+            .unwrap_or(DEFAULT_CERT_VALIDITY_DAYS)
+            .clamp(1, 825);
+        std::time::Duration::from_secs(u64::from(days) * 24 * 3600)
+    }
 }
 
 /// `[gateways]`: the listeners of the gateway channel ([`crate::gwc`]). None by default.
@@ -49,8 +97,13 @@ pub struct Config {
 #[serde(deny_unknown_fields, default)]
 pub struct GatewaysConfig {
     /// TCP listen address, e.g. `0.0.0.0:6690`; default or empty string: no TCP listener.
+    /// Clear text: gateways may register but not enrol here. Prefer `tls_listen`.
     #[serde(with = "opt_addr")]
     pub listen: Option<SocketAddr>,
+    /// TLS listen address (server certificate `ssc.mms` from the CA, client certificates of the
+    /// gateways), e.g. `0.0.0.0:6691`; default or empty string: none. Needs `[ca]`.
+    #[serde(with = "opt_addr")]
+    pub tls_listen: Option<SocketAddr>,
     /// Unix socket paths to listen on as well (a stale socket file is replaced).
     pub unix: Vec<PathBuf>,
 }
@@ -60,6 +113,7 @@ impl GatewaysConfig {
     pub fn to_gwc(&self) -> crate::gwc::GwcConfig {
         crate::gwc::GwcConfig {
             listen: self.listen,
+            tls_listen: self.tls_listen,
             unix: self.unix.clone(),
         }
     }
@@ -72,6 +126,11 @@ pub struct OpenflowConfig {
     /// TCP listen address, default `0.0.0.0:6653`; empty string: no TCP listener.
     #[serde(with = "opt_addr")]
     pub listen: Option<SocketAddr>,
+    /// TLS listen address for OVS `ssl:` controller targets, e.g. `0.0.0.0:6654` (certificate
+    /// `ssc.mms` from the CA; the switch must present its branch certificate, the one its
+    /// datapath id names); default or empty string: none.
+    #[serde(with = "opt_addr")]
+    pub tls_listen: Option<SocketAddr>,
     /// Unix socket paths to listen on as well (a stale socket file is replaced).
     pub unix: Vec<PathBuf>,
     /// Silence after which an ECHO_REQUEST goes to a switch.
@@ -90,6 +149,7 @@ impl Default for OpenflowConfig {
     fn default() -> Self {
         Self {
             listen: Some(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 6653))),
+            tls_listen: None,
             unix: Vec::new(),
             echo_interval_ms: 5_000,
             dead_timeout_ms: 15_000,
@@ -108,6 +168,8 @@ impl OpenflowConfig {
         crate::ofc::OfcConfig {
             listen: self.listen,
             unix: self.unix.clone(),
+            tls_listen: self.tls_listen,
+            tls: None,
             channel: ofproto::channel::Config {
                 echo_interval: ms(self.echo_interval_ms),
                 dead_timeout: ms(self.dead_timeout_ms),
@@ -244,6 +306,11 @@ impl Config {
         let dir = path.parent().unwrap_or(Path::new("."));
         if config.database.path.is_relative() {
             config.database.path = dir.join(&config.database.path);
+        }
+        if let Some(d) = &mut config.ca.dir {
+            if d.is_relative() {
+                *d = dir.join(&*d);
+            }
         }
         for p in &mut config.gateways.unix {
             if p.is_relative() {

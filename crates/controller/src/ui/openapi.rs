@@ -260,7 +260,38 @@ fn stats_schemas(branch_id: &Value) -> Value {
             "gateways": {"type": "array", "items": schema_ref("Gateway")},
             "rejected_unknown_branch": {"type": "integer"},
             "rejected_other": {"type": "integer"},
-            "replaced": {"type": "integer"}}},
+            "replaced": {"type": "integer"},
+            "rejected_auth": {"type": "integer", "description": "TLS listener: no client certificate, a certificate of another branch, or an enrolment over clear TCP"},
+            "enrolment": {"type": "object", "nullable": true, "properties": {
+                "enrolled": {"type": "integer"}, "renewed": {"type": "integer"},
+                "refused_unknown": {"type": "integer"}, "refused_used": {"type": "integer"},
+                "refused_expired": {"type": "integer"}, "refused_wrong_branch": {"type": "integer"},
+                "refused_other": {"type": "integer"}}}}},
+        "NewEnrolToken": {"type": "object", "required": ["branch"], "properties": {
+            "branch": branch_id, "ttl_s": {"type": "integer", "minimum": 1, "maximum": 604800, "default": 3600}}},
+        "EnrolToken": {"type": "object", "description": "shown once: only its SHA-256 is stored", "properties": {
+            "token": {"type": "string", "description": "64 hex digits (256 random bits)"},
+            "branch": branch_id, "expires": {"type": "integer", "description": "Unix seconds"},
+            "ca_fingerprint": {"type": "string", "description": "SHA-256 of the CA certificate (DER), hex"}}},
+        "Certificate": {"type": "object", "properties": {
+            "serial": {"type": "integer"}, "branch": {"type": "integer", "description": "0: the controller's own ssc.mms"},
+            "not_after": {"type": "integer"}, "revoked": {"type": "integer", "nullable": true}}},
+        "CertificateList": {"type": "object", "properties": {
+            "certificates": {"type": "array", "items": schema_ref("Certificate")}}},
+        "Revoke": {"type": "object", "description": "exactly one of branch and serial", "properties": {
+            "branch": branch_id, "serial": {"type": "integer"}}},
+        "NewApiToken": {"type": "object", "required": ["name", "role"], "properties": {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
+            "role": {"type": "string", "enum": ["read-only", "admin"]}}},
+        "ApiToken": {"type": "object", "description": "shown once: only its SHA-256 is stored", "properties": {
+            "name": {"type": "string"}, "role": {"type": "string", "enum": ["read-only", "admin"]},
+            "token": {"type": "string", "description": "64 hex digits"}}},
+        "ApiTokenList": {"type": "object", "properties": {
+            "tokens": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string"}, "role": {"type": "string", "enum": ["read-only", "admin"]},
+                "created": {"type": "integer"}}}}}},
+        "Revoked": {"type": "object", "properties": {
+            "revoked": {"type": "array", "items": {"type": "integer"}}}},
     })
 }
 
@@ -280,7 +311,7 @@ pub fn document() -> Value {
         "info": {
             "title": "MMS SD-WAN controller (ssc) API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Inventory (branches, WAN ports), path groups, settings and compiled flows of the SSC (seed 000 §IV, UI module). JSON everywhere; errors are {\"error\": message}. Every /api/v1 route needs `Authorization: Bearer <token>`."
+            "description": "Inventory (branches, WAN ports), path groups, settings and compiled flows of the SSC (seed 000 §IV, UI module). JSON everywhere; errors are {\"error\": message}. Every /api/v1 route needs `Authorization: Bearer <token>`: GET routes a read-only or admin token, every other method an admin token (401 missing/unknown token, 403 read-only token on a mutating route)."
         },
         "servers": [{"url": "/"}],
         "paths": paths,

@@ -18,7 +18,7 @@ fn base() -> Config {
 fn golden_hello() {
     let mut out = Vec::new();
     encode(&GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")), &mut out).unwrap();
-    let body = br#"{"type":"hello","protocol":1,"software":"mmsg 0.1.0"}"#;
+    let body = br#"{"type":"hello","protocol":2,"software":"mmsg 0.1.0"}"#;
     // u32 big-endian length, then the JSON body.
     let mut want = (body.len() as u32).to_be_bytes().to_vec();
     want.extend_from_slice(body);
@@ -28,12 +28,48 @@ fn golden_hello() {
     assert_eq!(m, GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")));
     assert!(Hello::ours("x").check().is_ok());
     let e = Hello {
-        protocol: 2,
+        protocol: 3,
         software: String::new(),
     }
     .check()
     .unwrap_err();
-    assert!(e.contains("protocol version 2"), "{e}");
+    assert!(e.contains("protocol version 3"), "{e}");
+    // The controller still serves version 1 gateways (they cannot enrol).
+    for (v, ok) in [(0, false), (1, true), (2, true), (3, false)] {
+        let h = Hello {
+            protocol: v,
+            software: String::new(),
+        };
+        assert_eq!(h.check_gateway().is_ok(), ok, "{v}");
+    }
+}
+
+#[test]
+fn enrol_debug_never_shows_the_token() {
+    let m = GatewayMsg::Enrol(Enrol {
+        branch_id: 2,
+        token: "s3cr3t-t0k3n".into(),
+        public_key: "04ab".into(),
+        proof: "30".into(),
+    });
+    let d = format!("{m:?}");
+    assert!(!d.contains("s3cr3t"), "{d}");
+    assert!(d.contains("branch_id: 2"), "{d}");
+    let mut out = Vec::new();
+    encode(&m, &mut out).unwrap();
+    let (back, _): (GatewayMsg, usize) = decode(&out).unwrap().unwrap();
+    assert_eq!(back, m);
+    let c = ControllerMsg::Credentials(Credentials {
+        cert_pem: "C".into(),
+        serial: 9,
+        not_after: 1,
+        ca_pem: "A".into(),
+        crl_pem: "R".into(),
+    });
+    out.clear();
+    encode(&c, &mut out).unwrap();
+    let (back, _): (ControllerMsg, usize) = decode(&out).unwrap().unwrap();
+    assert_eq!(back, c);
 }
 
 #[test]
@@ -209,6 +245,16 @@ fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
                 error
             })
         ),
+        (any::<u8>(), ".{0,70}", "[0-9a-f]{0,130}", "[0-9a-f]{0,144}").prop_map(
+            |(branch_id, token, public_key, proof)| GatewayMsg::Enrol(Enrol {
+                branch_id,
+                token,
+                public_key,
+                proof
+            })
+        ),
+        ("[0-9a-f]{0,130}", "[0-9a-f]{0,144}")
+            .prop_map(|(public_key, proof)| GatewayMsg::Renew(Renew { public_key, proof })),
     ]
 }
 
@@ -223,7 +269,7 @@ proptest! {
     }
 
     #[test]
-    fn json_bodies_never_panic(body in "\\{\"type\":\"(hello|register|report|ack|config|error)\".{0,200}") {
+    fn json_bodies_never_panic(body in "\\{\"type\":\"(hello|register|report|ack|config|error|enrol|renew|credentials)\".{0,200}") {
         let mut b = (body.len() as u32).to_be_bytes().to_vec();
         b.extend_from_slice(body.as_bytes());
         let _ = decode::<GatewayMsg>(&b);
