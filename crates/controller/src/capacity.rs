@@ -6,12 +6,16 @@
 //! themselves, and a group whose path got congested keeps its share and holds back every flow
 //! striped over it. The gateway therefore reports, per group ([`mpa::gwchan::GroupReport`]):
 //! the bytes its connections wrote, the time their writers spent **blocked** on the sockets
-//! (`busy_us`), and the rate the subflows' congestion windows allow now (`window_bps`,
-//! Σ `cwnd · mss / srtt`). Per report interval:
+//! (`busy_us`), the rate the subflows' congestion windows allow now (`window_bps`,
+//! Σ `cwnd · mss / srtt`), and their acked and retransmitted bytes. Per report interval:
 //!
-//! - `busy = Δbusy_us / Δt` (clamped to 1; several connections of one group may all block);
-//!   `busy ≥ saturated_busy` (default 0.5): the group's paths are what limits it, so the rate it
-//!   carried, `Δbytes·8 / Δt`, **is** its available capacity: the estimate becomes that rate.
+//! - **Saturated**: `busy = Δbusy_us / Δt` (clamped to 1; several connections of one group may
+//!   all block) ≥ `saturated_busy` (0.5), or the subflows' retransmitted share
+//!   `Δretrans / (Δacked + Δretrans)` ≥ `saturated_loss` (3 %, at least 64 KiB sent): the
+//!   group's paths are what limits it (its bottlenecks drop what it sends beyond its share), so
+//!   the rate it carried, `Δbytes·8 / Δt`, **is** its available capacity: the estimate becomes
+//!   that rate. A path flooded by traffic that does not back off loses much of what the tunnel
+//!   sends on it even when the flow it carries has collapsed far below the path's rate.
 //! - Otherwise, with a window rate: the estimate follows it (capped at the configured capacity,
 //!   the max-flow of the members' ports), by an EWMA that falls fast (`alpha_down`, 0.7) and
 //!   rises slowly (`alpha_up`, 0.3). A path flooded by other traffic shows a small window over a
@@ -47,6 +51,9 @@ pub struct Settings {
     /// Fraction of an interval the group's writers must be blocked for the group to count as
     /// limited by its paths.
     pub saturated_busy: f64,
+    /// Retransmitted share of what its subflows sent at which the group counts as limited by
+    /// its paths (its bottlenecks drop what it sends beyond its share).
+    pub saturated_loss: f64,
     /// Time constant of the return to the configured capacity while not saturated, seconds.
     pub recovery_s: f64,
     /// Reports further apart than this (seconds) give no sample.
@@ -66,6 +73,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             saturated_busy: 0.5,
+            saturated_loss: 0.03,
             recovery_s: 10.0,
             max_gap_s: 10.0,
             alpha_down: 0.7,
@@ -81,6 +89,8 @@ struct Counters {
     at: Instant,
     bytes_tx: u64,
     busy_us: u64,
+    acked: u64,
+    retrans: u64,
 }
 
 /// One interval's measurement, for display.
@@ -93,7 +103,24 @@ pub struct Sample {
     /// The window rate reported, bit/s (0: none).
     #[serde(default)]
     pub window_bps: f64,
+    /// Retransmitted share of the bytes its busiest connection's subflows sent (`None`: too
+    /// little sent, or a subflow closed).
+    #[serde(default)]
+    pub loss: Option<f64>,
 }
+
+/// Reports of a group's subflows' acked and retransmitted bytes (cumulative, per report).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transport {
+    /// Σ bytes acked.
+    pub acked: u64,
+    /// Σ bytes retransmitted.
+    pub retrans: u64,
+}
+
+/// Below this many bytes sent in an interval the loss ratio is not computed (a few packets
+/// give no ratio).
+const MIN_LOSS_BYTES: u64 = 64 * 1024;
 
 /// The capacity estimate of one path group.
 #[derive(Clone, Debug, Default)]
@@ -123,6 +150,7 @@ impl Estimator {
         settings: &Settings,
         at: Instant,
         (bytes_tx, busy_us, window_bps): (u64, u64, u64),
+        transport: Transport,
         configured_bps: Option<f64>,
         skipped: bool,
     ) -> Option<f64> {
@@ -130,6 +158,8 @@ impl Estimator {
             at,
             bytes_tx,
             busy_us,
+            acked: transport.acked,
+            retrans: transport.retrans,
         };
         let Some(prev) = self.last.replace(now) else {
             return self.estimate;
@@ -143,10 +173,18 @@ impl Estimator {
         // u64 → f64 loses precision only above 2^53 bytes per interval: irrelevant here.
         let rate = (bytes_tx - prev.bytes_tx) as f64 * 8.0 / secs;
         let busy = ((busy_us - prev.busy_us) as f64 / 1e6 / secs).clamp(0.0, 1.0);
+        let loss = match (
+            transport.acked.checked_sub(prev.acked),
+            transport.retrans.checked_sub(prev.retrans),
+        ) {
+            (Some(a), Some(r)) if a + r >= MIN_LOSS_BYTES => Some(r as f64 / (a + r) as f64),
+            _ => None,
+        };
         self.sample = Some(Sample {
             rate_bps: rate,
             busy,
             window_bps: window_bps as f64,
+            loss,
         });
         let configured = configured_bps.filter(|c| c.is_finite() && *c > 0.0);
         let window = (window_bps > 0).then(|| {
@@ -156,7 +194,9 @@ impl Estimator {
         // Skipped by striped flows and carrying (almost) nothing: its windows say nothing new, so
         // it probes: the estimate grows by `probe_growth_per_s` until traffic returns to it.
         let idle = skipped && self.estimate.is_some_and(|old| rate < IDLE_SHARE * old);
-        let next = if busy >= settings.saturated_busy {
+        let saturated =
+            busy >= settings.saturated_busy || loss.is_some_and(|p| p >= settings.saturated_loss);
+        let next = if saturated {
             rate
         } else if let (true, Some(old), Some(_)) = (idle, self.estimate, window) {
             let grown = old * settings.probe_growth_per_s.max(1.0).powf(secs);
@@ -209,15 +249,29 @@ mod tests {
         let s = Settings::default();
         let t0 = Instant::now();
         let (mut bytes, mut busy) = (1_000u64, 5u64);
-        est.report(&s, t0, (bytes, busy, 0), configured, false);
+        est.report(
+            &s,
+            t0,
+            (bytes, busy, 0),
+            Transport::default(),
+            configured,
+            false,
+        );
         let mut out = Vec::new();
         for (i, (mbps, b)) in intervals.iter().enumerate() {
             bytes += (mbps * MBIT / 8.0 * 2.0) as u64;
             busy += (b * 2e6) as u64;
             let at = t0 + Duration::from_secs(2 * (i as u64 + 1));
             out.push(
-                est.report(&s, at, (bytes, busy, 0), configured, false)
-                    .unwrap()
+                est.report(
+                    &s,
+                    at,
+                    (bytes, busy, 0),
+                    Transport::default(),
+                    configured,
+                    false,
+                )
+                .unwrap()
                     / MBIT,
             );
         }
@@ -277,24 +331,30 @@ mod tests {
         let s = Settings::default();
         let mut e = Estimator::default();
         let t0 = Instant::now();
-        assert_eq!(e.report(&s, t0, (1000, 0, 0), None, false), None);
         assert_eq!(
-            e.report(&s, t0, (2000, 0, 0), None, false),
+            e.report(&s, t0, (1000, 0, 0), Transport::default(), None, false),
+            None
+        );
+        assert_eq!(
+            e.report(&s, t0, (2000, 0, 0), Transport::default(), None, false),
             None,
             "same instant"
         );
         let t1 = t0 + Duration::from_secs(2);
         assert_eq!(
-            e.report(&s, t1, (252_000, 0, 0), None, false),
+            e.report(&s, t1, (252_000, 0, 0), Transport::default(), None, false),
             Some(1_000_000.0)
         );
         // The gateway restarted: counters from 0.
         let t2 = t1 + Duration::from_secs(2);
-        assert_eq!(e.report(&s, t2, (10, 0, 0), None, false), Some(1_000_000.0));
+        assert_eq!(
+            e.report(&s, t2, (10, 0, 0), Transport::default(), None, false),
+            Some(1_000_000.0)
+        );
         // Thirty seconds without a report.
         let t3 = t2 + Duration::from_secs(30);
         assert_eq!(
-            e.report(&s, t3, (1_000_010, 0, 0), None, false),
+            e.report(&s, t3, (1_000_010, 0, 0), Transport::default(), None, false),
             Some(1_000_000.0)
         );
         assert_eq!(
@@ -312,31 +372,73 @@ mod tests {
         let at = |k: u64| t0 + Duration::from_secs(2 * k);
         let cfg = Some(80.0 * MBIT);
         let mbit = |m: f64| (m * MBIT) as u64;
-        e.report(&s, at(0), (0, 0, mbit(12.0)), cfg, false);
+        e.report(
+            &s,
+            at(0),
+            (0, 0, mbit(12.0)),
+            Transport::default(),
+            cfg,
+            false,
+        );
         // Carrying 1 Mbit/s, not blocked, windows allow 12: the estimate is 12 (first sample).
         let v = e
-            .report(&s, at(1), (250_000, 0, mbit(12.0)), cfg, false)
+            .report(
+                &s,
+                at(1),
+                (250_000, 0, mbit(12.0)),
+                Transport::default(),
+                cfg,
+                false,
+            )
             .unwrap();
         assert!((v / MBIT - 12.0).abs() < 1e-6);
         // The path is flooded: windows allow 1.2. Falls by 0.7 per report.
         let v = e
-            .report(&s, at(2), (500_000, 0, mbit(1.2)), cfg, false)
+            .report(
+                &s,
+                at(2),
+                (500_000, 0, mbit(1.2)),
+                Transport::default(),
+                cfg,
+                false,
+            )
             .unwrap();
         assert!((v / MBIT - (0.7 * 1.2 + 0.3 * 12.0)).abs() < 1e-6, "{v}");
         let v2 = e
-            .report(&s, at(3), (750_000, 0, mbit(1.2)), cfg, false)
+            .report(
+                &s,
+                at(3),
+                (750_000, 0, mbit(1.2)),
+                Transport::default(),
+                cfg,
+                false,
+            )
             .unwrap();
         assert!(v2 < v && v2 / MBIT < 2.5, "{v2}");
         // Never below what was carried (1 Mbit/s here: 250 kB in 2 s).
         for k in 4..10 {
             let x = e
-                .report(&s, at(k), (250_000 * (k + 1), 0, mbit(0.1)), cfg, false)
+                .report(
+                    &s,
+                    at(k),
+                    (250_000 * (k + 1), 0, mbit(0.1)),
+                    Transport::default(),
+                    cfg,
+                    false,
+                )
                 .unwrap();
             assert!(x >= 1.0 * MBIT - 1.0, "{x}");
         }
         // Recovery: windows allow 500 (capped at 80); rises by 0.3 per report.
         let r1 = e
-            .report(&s, at(10), (250_000 * 11, 0, mbit(500.0)), cfg, false)
+            .report(
+                &s,
+                at(10),
+                (250_000 * 11, 0, mbit(500.0)),
+                Transport::default(),
+                cfg,
+                false,
+            )
             .unwrap();
         assert!((r1 / MBIT - (0.3 * 80.0 + 0.7 * 1.0)).abs() < 1e-3, "{r1}");
         assert_eq!(e.sample().unwrap().window_bps, 500.0 * MBIT);
@@ -350,17 +452,38 @@ mod tests {
         let at = |k: u64| t0 + Duration::from_secs(2 * k);
         let cfg = Some(80.0 * MBIT);
         let mbit = |m: f64| (m * MBIT) as u64;
-        e.report(&s, at(0), (0, 0, mbit(2.5)), cfg, false);
+        e.report(
+            &s,
+            at(0),
+            (0, 0, mbit(2.5)),
+            Transport::default(),
+            cfg,
+            false,
+        );
         assert_eq!(
-            e.report(&s, at(1), (500_000, 0, mbit(2.5)), cfg, false),
+            e.report(
+                &s,
+                at(1),
+                (500_000, 0, mbit(2.5)),
+                Transport::default(),
+                cfg,
+                false
+            ),
             Some(2.5 * MBIT)
         );
         // Skipped: carries only keepalives (100 B in 2 s); its stale window stays 2.5.
         let mut v = vec![];
         for k in 2..8 {
             v.push(
-                e.report(&s, at(k), (500_000 + 100 * k, 0, mbit(2.5)), cfg, true)
-                    .unwrap()
+                e.report(
+                    &s,
+                    at(k),
+                    (500_000 + 100 * k, 0, mbit(2.5)),
+                    Transport::default(),
+                    cfg,
+                    true,
+                )
+                .unwrap()
                     / MBIT,
             );
         }
@@ -373,7 +496,14 @@ mod tests {
         // Not skipped (its weight is large enough to be striped): no probe, the window rules.
         let mut f = e.clone();
         let y = f
-            .report(&s, at(8), (500_000 + 900, 0, mbit(2.5)), cfg, false)
+            .report(
+                &s,
+                at(8),
+                (500_000 + 900, 0, mbit(2.5)),
+                Transport::default(),
+                cfg,
+                false,
+            )
             .unwrap();
         assert!(
             (y / MBIT - (0.7 * 2.5 + 0.3 * v[5])).abs() < 1e-6,
@@ -385,6 +515,7 @@ mod tests {
                 &s,
                 at(8),
                 (500_000 + 800 + 2_500_000, 0, mbit(30.0)),
+                Transport::default(),
                 cfg,
                 false,
             )
@@ -396,16 +527,70 @@ mod tests {
     }
 
     #[test]
+    fn heavy_retransmission_means_saturated_even_when_not_blocked() {
+        let s = Settings::default();
+        let mut e = Estimator::default();
+        let t0 = Instant::now();
+        let at = |k: u64| t0 + Duration::from_secs(2 * k);
+        let cfg = Some(80.0 * MBIT);
+        let tr = |acked, retrans| Transport { acked, retrans };
+        e.report(&s, at(0), (0, 0, 20_000_000), tr(0, 0), cfg, false);
+        // 250 kB carried (1 Mbit/s), windows say 20, 1 % retransmitted: the window rules.
+        let v = e.report(
+            &s,
+            at(1),
+            (250_000, 0, 20_000_000),
+            tr(247_500, 2_500),
+            cfg,
+            false,
+        );
+        assert_eq!(v, Some(20_000_000.0));
+        assert_eq!(e.sample().unwrap().loss, Some(0.01));
+        // Flooded: 10 % retransmitted: the carried 1 Mbit/s is its capacity.
+        let v = e.report(
+            &s,
+            at(2),
+            (500_000, 0, 20_000_000),
+            tr(472_500, 30_000),
+            cfg,
+            false,
+        );
+        assert_eq!(v, Some(1_000_000.0));
+        // A subflow closed (sums went backwards): no loss ratio, the window rules again.
+        let v = e.report(
+            &s,
+            at(3),
+            (750_000, 0, 20_000_000),
+            tr(1_000, 0),
+            cfg,
+            false,
+        );
+        assert_eq!(e.sample().unwrap().loss, None);
+        assert!((v.unwrap() - (0.3 * 20e6 + 0.7 * 1e6)).abs() < 1.0);
+        // Too little sent for a ratio (40 kB).
+        e.report(
+            &s,
+            at(4),
+            (790_000, 0, 20_000_000),
+            tr(31_000, 10_000),
+            cfg,
+            false,
+        );
+        assert_eq!(e.sample().unwrap().loss, None);
+    }
+
+    #[test]
     fn busy_beyond_the_interval_is_clamped() {
         let s = Settings::default();
         let mut e = Estimator::default();
         let t0 = Instant::now();
-        e.report(&s, t0, (0, 0, 0), None, false);
+        e.report(&s, t0, (0, 0, 0), Transport::default(), None, false);
         // Three connections of one group, each blocked the whole 2 s.
         e.report(
             &s,
             t0 + Duration::from_secs(2),
             (500_000, 6_000_000, 0),
+            Transport::default(),
             None,
             false,
         );

@@ -255,7 +255,15 @@ impl Registry {
         let mut w = wrr.lock().unwrap_or_else(PoisonError::into_inner);
         for g in &rep.groups {
             if let (Ok(b), Ok(id)) = (BranchId::new(g.branch), GroupId::new(g.group)) {
-                w.report((a, b, id), at, (g.bytes_tx, g.busy_us, g.window_bps));
+                w.report(
+                    (a, b, id),
+                    at,
+                    (g.bytes_tx, g.busy_us, g.window_bps),
+                    crate::capacity::Transport {
+                        acked: g.acked_bytes,
+                        retrans: g.retrans_bytes,
+                    },
+                );
             }
         }
         drop(w);

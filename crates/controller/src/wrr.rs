@@ -240,6 +240,7 @@ impl Wrr {
         key: (BranchId, BranchId, GroupId),
         at: Instant,
         counters: (u64, u64, u64),
+        transport: capacity::Transport,
     ) -> Option<f64> {
         let configured = self.configured.get(&key).map(|kbps| *kbps as f64 * 1000.0);
         // Striped flows skip it (mpa::scheduler::select_packet): its measurements go stale.
@@ -255,6 +256,7 @@ impl Wrr {
             &self.settings.capacity,
             at,
             counters,
+            transport,
             configured,
             skipped,
         )

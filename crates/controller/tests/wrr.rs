@@ -171,7 +171,12 @@ fn reported_capacity_moves_a_congested_groups_share_and_gives_it_back() {
             let (mbps, busy) = per_group[i];
             counters[i].0 += (mbps * 1e6 / 8.0 * 2.0) as u64;
             counters[i].1 += (busy * 2e6) as u64;
-            w.report((a, b, *g), at, (counters[i].0, counters[i].1, 0));
+            w.report(
+                (a, b, *g),
+                at,
+                (counters[i].0, counters[i].1, 0),
+                controller::capacity::Transport::default(),
+            );
         }
         let changed = !w.update(&inv, &groups).is_empty();
         (changed, weights_of(w, 1, 2))

@@ -116,6 +116,10 @@ pub struct OutQueue {
     /// The rate its congestion windows allow now, bit/s: Σ over established subflows of
     /// `cwnd · mss / srtt` ([`window_rate_bps`]), refreshed every [`SUBFLOW_CHECK`]; 0 while down.
     window_bps: AtomicU64,
+    /// Σ `tcpi_bytes_acked` and Σ `tcpi_bytes_retrans` of its subflows now (refreshed with
+    /// `window_bps`; they go backwards when a subflow closes): the group's loss ratio.
+    acked_bytes: AtomicU64,
+    retrans_bytes: AtomicU64,
 }
 
 impl OutQueue {
@@ -127,6 +131,8 @@ impl OutQueue {
             sent_bytes: AtomicU64::new(0),
             busy_us: AtomicU64::new(0),
             window_bps: AtomicU64::new(0),
+            acked_bytes: AtomicU64::new(0),
+            retrans_bytes: AtomicU64::new(0),
         }
     }
 }
@@ -230,8 +236,9 @@ impl Shared {
     /// Per path group (remote branch, group): tunnel bytes written so far and whether all its
     /// connections are up; then connections up and connections configured.
     pub fn group_report(&self) -> (Vec<mpa::gwchan::GroupReport>, u32, u32) {
-        // Per group: bytes, up, busy, (bytes of its busiest connection, that one's window).
-        type Acc = (u64, bool, u64, (u64, u64));
+        // Per group: bytes, up, busy, (bytes of its busiest connection, that one's window,
+        // acked and retransmitted bytes).
+        type Acc = (u64, bool, u64, (u64, u64, u64, u64));
         let mut groups: BTreeMap<(u8, u8), Acc> = BTreeMap::new();
         let (mut up, mut total) = (0u32, 0u32);
         for ((b, g, _), oq) in self.queues() {
@@ -248,13 +255,18 @@ impl Shared {
             // The class connections of a group share its paths; an idle one's window (initial
             // cwnd over a keepalive RTT) says nothing about them: the busiest connection's.
             if sent >= e.3 .0 {
-                e.3 = (sent, oq.window_bps.load(Ordering::Relaxed));
+                e.3 = (
+                    sent,
+                    oq.window_bps.load(Ordering::Relaxed),
+                    oq.acked_bytes.load(Ordering::Relaxed),
+                    oq.retrans_bytes.load(Ordering::Relaxed),
+                );
             }
         }
         let groups = groups
             .into_iter()
             .map(
-                |((branch, group), (bytes_tx, up, busy_us, (_, window_bps)))| {
+                |((branch, group), (bytes_tx, up, busy_us, (_, window_bps, acked, retrans)))| {
                     mpa::gwchan::GroupReport {
                         branch,
                         group,
@@ -262,6 +274,8 @@ impl Shared {
                         up,
                         busy_us,
                         window_bps,
+                        acked_bytes: acked,
+                        retrans_bytes: retrans,
                     }
                 },
             )
@@ -1308,10 +1322,17 @@ async fn run_outbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 manage_subflows(sh, name, info.token, &live, pairs, port, &mut retry).await;
             }
             let complete = live.len() >= pairs.len();
-            let window = sys::mptcp_subflow_tcpinfo(fd)
-                .map(|v| window_rate_bps(&v))
-                .unwrap_or(0);
-            oq.window_bps.store(window, Ordering::Relaxed);
+            let tcpinfo = sys::mptcp_subflow_tcpinfo(fd).unwrap_or_default();
+            oq.window_bps
+                .store(window_rate_bps(&tcpinfo), Ordering::Relaxed);
+            oq.acked_bytes.store(
+                tcpinfo.iter().map(|t| t.bytes_acked).sum(),
+                Ordering::Relaxed,
+            );
+            oq.retrans_bytes.store(
+                tcpinfo.iter().map(|t| t.bytes_retrans).sum(),
+                Ordering::Relaxed,
+            );
             sh.stats.update_conn(name, |c| {
                 c.token = info.token;
                 c.fallback = fb;

@@ -249,6 +249,13 @@ pub struct GroupReport {
     /// the subflows of its busiest connection); 0: unknown (also from gateways before protocol 2).
     #[serde(default)]
     pub window_bps: u64,
+    /// Σ bytes acked on the subflows of its busiest connection now (they go backwards when a
+    /// subflow closes); with `retrans_bytes` its loss ratio. Protocol 2; 0 when absent.
+    #[serde(default)]
+    pub acked_bytes: u64,
+    /// Σ bytes retransmitted on the same subflows.
+    #[serde(default)]
+    pub retrans_bytes: u64,
 }
 
 /// The outcome of a config.

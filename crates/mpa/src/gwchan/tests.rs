@@ -210,7 +210,7 @@ fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
                     any::<u8>(),
                     any::<u64>(),
                     any::<bool>(),
-                    (any::<u64>(), any::<u64>())
+                    (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>())
                 ),
                 0..16
             )
@@ -226,13 +226,21 @@ fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
                     groups: groups
                         .into_iter()
                         .map(
-                            |(branch, group, bytes_tx, up, (busy_us, window_bps))| GroupReport {
+                            |(
+                                branch,
+                                group,
+                                bytes_tx,
+                                up,
+                                (busy_us, window_bps, acked, retrans),
+                            )| GroupReport {
                                 branch,
                                 group,
                                 bytes_tx,
                                 up,
                                 busy_us,
                                 window_bps,
+                                acked_bytes: acked,
+                                retrans_bytes: retrans,
                             }
                         )
                         .collect(),
