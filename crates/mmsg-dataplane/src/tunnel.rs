@@ -247,7 +247,7 @@ impl Shared {
             up += u32::from(is_up);
             let e = groups
                 .entry((b.get(), g.get()))
-                .or_insert((0, true, 0, (0, 0)));
+                .or_insert((0, true, 0, (0, 0, 0, 0)));
             let sent = oq.sent_bytes.load(Ordering::Relaxed);
             e.0 += sent;
             e.1 &= is_up;
