@@ -261,17 +261,24 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
         .join()
         .map_err(|_| anyhow::anyhow!("iperf3 client thread panicked"))??;
     server.wait(Duration::from_secs(3));
-    let mbps = v["intervals"]
-        .as_array()
+    let mbps = v
+        .pointer("/intervals")
+        .and_then(serde_json::Value::as_array)
         .map(|a| {
             a.iter()
-                .filter_map(|i| i["sum"]["bits_per_second"].as_f64())
+                .filter_map(|i| {
+                    i.pointer("/sum/bits_per_second")
+                        .and_then(serde_json::Value::as_f64)
+                })
                 .map(|b| b / 1e6)
                 .collect()
         })
         .unwrap_or_default();
     let goodput_mbps = iperf::tcp_received_mbps(&v).unwrap_or(0.0);
-    let retransmits = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+    let retransmits = v
+        .pointer("/end/sum_sent/retransmits")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
     drop(sys);
     Ok(Timeline {
         settings: settings.clone(),
@@ -286,18 +293,27 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
 
 /// One weights sample from `GET /api/v1/weights/1/2`.
 fn weight_sample(v: &serde_json::Value, t: f64) -> Option<WeightSample> {
-    let groups = v["groups"].as_array()?;
+    let groups = v.get("groups")?.as_array()?;
     let mut weights = Vec::new();
     let mut est_mbit = Vec::new();
     for g in groups {
-        let id = u8::try_from(g["group"].as_u64()?).ok()?;
-        weights.push((id, u32::try_from(g["weight"].as_u64()?).ok()?));
-        est_mbit.push((id, g["estimated_bps"].as_f64().map(|x| x / 1e6)));
+        let id = u8::try_from(g.get("group")?.as_u64()?).ok()?;
+        weights.push((id, u32::try_from(g.get("weight")?.as_u64()?).ok()?));
+        est_mbit.push((
+            id,
+            g.get("estimated_bps")
+                .and_then(serde_json::Value::as_f64)
+                .map(|x| x / 1e6),
+        ));
     }
     Some(WeightSample {
         t,
         weights,
-        basis: v["basis"].as_str().unwrap_or("").to_owned(),
+        basis: v
+            .get("basis")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
         est_mbit,
     })
 }
