@@ -8,7 +8,9 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
-use xtask::{baseline, bench, bench_tunnel, congestion, demo, demo_paper, deps, experiment, table1, wanem};
+use xtask::{
+    baseline, bench, bench_tunnel, congestion, demo, demo_paper, deps, experiment, table1, wanem,
+};
 
 /// MMS developer tasks: testbed, demo, tests.
 #[derive(Debug, Parser)]
@@ -346,6 +348,9 @@ fn main() -> anyhow::Result<()> {
             } else {
                 repo_root().join(out)
             };
+            if name == "mdi" {
+                return xtask::mdi::cmd(&repo_root(), &prefix, &out, secs, reps, cases, replot);
+            }
             if replot {
                 return experiment::replot(&name, &out).map(|_| ());
             }
