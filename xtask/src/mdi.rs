@@ -229,7 +229,7 @@ pub fn pin_ruleset() -> anyhow::Result<String> {
         }
     }
     Ok(format!(
-        "table ip mmdi_pin {{\n  chain fwd {{\n    type filter hook forward priority 0; policy accept;\n{rules}  }}\n}}\n"
+        "table ip mmdi_pin {{\n  chain pin {{\n    type filter hook forward priority 0; policy accept;\n{rules}  }}\n}}\n"
     ))
 }
 
