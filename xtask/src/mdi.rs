@@ -130,11 +130,12 @@ pub fn median(v: &[f64]) -> Option<f64> {
     }
     s.sort_by(f64::total_cmp);
     let n = s.len();
-    Some(if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    })
+    let hi = s.get(n / 2).copied()?;
+    if n % 2 == 1 {
+        return Some(hi);
+    }
+    let lo = s.get(n / 2 - 1).copied()?;
+    Some((lo + hi) / 2.0)
 }
 
 /// One run.
@@ -165,9 +166,9 @@ pub struct Point {
 
 /// The median run of `runs` by goodput (the lower middle for an even count), for the table.
 pub fn median_run(runs: &[Run]) -> Option<&Run> {
-    let mut idx: Vec<usize> = (0..runs.len()).collect();
-    idx.sort_by(|a, b| runs[*a].mbps.total_cmp(&runs[*b].mbps));
-    idx.get(runs.len().saturating_sub(1) / 2).map(|i| &runs[*i])
+    let mut sorted: Vec<&Run> = runs.iter().collect();
+    sorted.sort_by(|a, b| a.mbps.total_cmp(&b.mbps));
+    sorted.get(runs.len().saturating_sub(1) / 2).copied()
 }
 
 fn median_mbps(runs: &[Run]) -> Option<f64> {
@@ -371,7 +372,14 @@ impl Bed {
         let s = self.status(gw2).unwrap_or_default();
         RESEQ_COUNTERS
             .iter()
-            .map(|n| ((*n).to_owned(), s["counters"][*n].as_u64().unwrap_or(0)))
+            .map(|n| {
+                (
+                    (*n).to_owned(),
+                    s.pointer(&format!("/counters/{n}"))
+                        .and_then(serde_json::Value::as_u64)
+                        .unwrap_or(0),
+                )
+            })
             .collect()
     }
 
@@ -393,7 +401,10 @@ impl Bed {
         let (ofo1, rs1) = (self.ofo(), self.reseq(gw2));
         Ok(Run {
             mbps: iperf::tcp_received_mbps(&v).context("iperf3 gave no receiver rate")?,
-            retransmits: v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
+            retransmits: v
+                .pointer("/end/sum_sent/retransmits")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0),
             ofo: ofo1.saturating_sub(ofo0),
             reseq: rs1
                 .iter()
@@ -701,7 +712,8 @@ pub fn svg(r: &Report) -> String {
         left + pw,
         y(single)
     ));
-    let series: [(&str, &str, fn(&Point) -> &Vec<Run>); 2] = [
+    type Series = (&'static str, &'static str, fn(&Point) -> &Vec<Run>);
+    let series: [Series; 2] = [
         ("with resequencing buffer", "#1f77b4", |p| &p.with),
         ("without resequencing buffer", "#d62728", |p| &p.without),
     ];
