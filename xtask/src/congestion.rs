@@ -129,9 +129,7 @@ impl Timeline {
         let s = &self.settings;
         self.weights
             .iter()
-            .find(|w| {
-                w.t >= f64::from(s.flood_at) && w.t < f64::from(s.flood_end) && w.w1() < below
-            })
+            .find(|w| w.t >= f64::from(s.flood_at) && w.t < f64::from(s.flood_end) && w.w1() < below)
             .map(|w| w.t - f64::from(s.flood_at))
     }
 
@@ -342,9 +340,7 @@ pub fn markdown(tl: &Timeline) -> String {
         Some(r) => format!("; it was back at ≥ 400 ‰ {r:.1} s after the flood ended.\n\n"),
         None => "; it did not come back to 400 ‰ before the transfer ended.\n\n".to_owned(),
     });
-    out.push_str(
-        "Published weights (‰) and estimated capacities (Mbit/s) per group, when they changed:\n\n",
-    );
+    out.push_str("Published weights (‰) and estimated capacities (Mbit/s) per group, when they changed:\n\n");
     out.push_str("| t (s) | weights | basis | estimates |\n|---:|---|---|---|\n");
     let mut last = None;
     for w in &tl.weights {
@@ -543,10 +539,7 @@ mod tests {
     fn reports_are_well_formed() {
         let tl = timeline();
         let md = markdown(&tl);
-        assert!(
-            md.contains("| 4.0 | 20 / 980 | estimated | 0.5 / 10.0 |"),
-            "{md}"
-        );
+        assert!(md.contains("| 4.0 | 20 / 980 | estimated | 0.5 / 10.0 |"), "{md}");
         let svg = svg(&tl);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches("<polyline").count(), 2);

@@ -8,9 +8,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
-use xtask::{
-    baseline, bench, bench_tunnel, congestion, demo, demo_paper, deps, experiment, table1, wanem,
-};
+use xtask::{baseline, bench, bench_tunnel, congestion, demo, demo_paper, deps, experiment, table1, wanem};
 
 /// MMS developer tasks: testbed, demo, tests.
 #[derive(Debug, Parser)]

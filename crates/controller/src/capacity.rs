@@ -156,9 +156,7 @@ impl Estimator {
             rate
         } else if let (true, Some(old), Some(_)) = (idle, self.estimate, window) {
             let grown = old * settings.probe_growth_per_s.max(1.0).powf(secs);
-            configured
-                .map_or(grown, |c| grown.min(c.max(old)))
-                .max(rate)
+            configured.map_or(grown, |c| grown.min(c.max(old))).max(rate)
         } else if let Some(w) = window {
             let next = match self.estimate {
                 None => w,
@@ -223,24 +221,14 @@ mod tests {
         // 90 % of the time at 0.5 Mbit/s; then the congestion ends (0.5 carried, not blocked).
         let v = run(
             &mut e,
-            &[
-                (9.5, 0.1),
-                (0.5, 0.9),
-                (0.5, 0.95),
-                (0.5, 0.0),
-                (0.5, 0.0),
-                (3.0, 0.0),
-            ],
+            &[(9.5, 0.1), (0.5, 0.9), (0.5, 0.95), (0.5, 0.0), (0.5, 0.0), (3.0, 0.0)],
             Some(10.0 * MBIT),
         );
         assert!((v[0] - 10.0).abs() < 1e-9, "{v:?}");
         assert!((v[1] - 0.5).abs() < 1e-9, "one report: {v:?}");
         assert!((v[2] - 0.5).abs() < 1e-9, "{v:?}");
         // Recovery: 0.5 + 9.5·(1 − e^{−0.2}) = 2.22, then 3.67, then ≥ 3 carried.
-        assert!(
-            (v[3] - (0.5 + 9.5 * (1.0 - (-0.2f64).exp()))).abs() < 1e-6,
-            "{v:?}"
-        );
+        assert!((v[3] - (0.5 + 9.5 * (1.0 - (-0.2f64).exp()))).abs() < 1e-6, "{v:?}");
         assert!(v[4] > v[3] && v[4] < 10.0, "{v:?}");
         assert!(v[5] > v[4], "{v:?}");
     }
@@ -256,11 +244,7 @@ mod tests {
     #[test]
     fn without_configured_capacity_the_estimate_only_rises_to_the_carried_rate() {
         let mut e = Estimator::default();
-        let v = run(
-            &mut e,
-            &[(4.0, 0.0), (2.0, 0.0), (1.0, 0.9), (0.5, 0.1)],
-            None,
-        );
+        let v = run(&mut e, &[(4.0, 0.0), (2.0, 0.0), (1.0, 0.9), (0.5, 0.1)], None);
         assert_eq!(v, vec![4.0, 4.0, 1.0, 1.0]);
     }
 
@@ -305,15 +289,11 @@ mod tests {
         assert!(v2 < v && v2 / MBIT < 2.5, "{v2}");
         // Never below what was carried (1 Mbit/s here: 250 kB in 2 s).
         for k in 4..10 {
-            let x = e
-                .report(&s, at(k), (250_000 * (k + 1), 0, mbit(0.1)), cfg)
-                .unwrap();
+            let x = e.report(&s, at(k), (250_000 * (k + 1), 0, mbit(0.1)), cfg).unwrap();
             assert!(x >= 1.0 * MBIT - 1.0, "{x}");
         }
         // Recovery: windows allow 500 (capped at 80); rises by 0.3 per report.
-        let r1 = e
-            .report(&s, at(10), (250_000 * 11, 0, mbit(500.0)), cfg)
-            .unwrap();
+        let r1 = e.report(&s, at(10), (250_000 * 11, 0, mbit(500.0)), cfg).unwrap();
         assert!((r1 / MBIT - (0.3 * 80.0 + 0.7 * 1.0)).abs() < 1e-3, "{r1}");
         assert_eq!(e.sample().unwrap().window_bps, 500.0 * MBIT);
     }
@@ -327,33 +307,18 @@ mod tests {
         let cfg = Some(80.0 * MBIT);
         let mbit = |m: f64| (m * MBIT) as u64;
         e.report(&s, at(0), (0, 0, mbit(2.5)), cfg);
-        assert_eq!(
-            e.report(&s, at(1), (500_000, 0, mbit(2.5)), cfg),
-            Some(2.5 * MBIT)
-        );
+        assert_eq!(e.report(&s, at(1), (500_000, 0, mbit(2.5)), cfg), Some(2.5 * MBIT));
         // Skipped: carries only keepalives (100 B in 2 s); its stale window stays 2.5.
         let mut v = vec![];
         for k in 2..8 {
-            v.push(
-                e.report(&s, at(k), (500_000 + 100 * k, 0, mbit(2.5)), cfg)
-                    .unwrap()
-                    / MBIT,
-            );
+            v.push(e.report(&s, at(k), (500_000 + 100 * k, 0, mbit(2.5)), cfg).unwrap() / MBIT);
         }
         let g = 1.12f64.powi(2);
         assert!((v[0] - 2.5 * g).abs() < 1e-6, "{v:?}");
-        assert!(
-            v.windows(2).all(|w| (w[1] / w[0] - g).abs() < 1e-6),
-            "{v:?}"
-        );
+        assert!(v.windows(2).all(|w| (w[1] / w[0] - g).abs() < 1e-6), "{v:?}");
         // Traffic back: the window (now 30) takes over again with the EWMA.
-        let x = e
-            .report(&s, at(8), (500_000 + 800 + 2_500_000, 0, mbit(30.0)), cfg)
-            .unwrap();
-        assert!(
-            (x / MBIT - (0.3 * 30.0 + 0.7 * v[5])).abs() < 1e-6,
-            "{x} {v:?}"
-        );
+        let x = e.report(&s, at(8), (500_000 + 800 + 2_500_000, 0, mbit(30.0)), cfg).unwrap();
+        assert!((x / MBIT - (0.3 * 30.0 + 0.7 * v[5])).abs() < 1e-6, "{x} {v:?}");
     }
 
     #[test]
@@ -363,12 +328,7 @@ mod tests {
         let t0 = Instant::now();
         e.report(&s, t0, (0, 0, 0), None);
         // Three connections of one group, each blocked the whole 2 s.
-        e.report(
-            &s,
-            t0 + Duration::from_secs(2),
-            (500_000, 6_000_000, 0),
-            None,
-        );
+        e.report(&s, t0 + Duration::from_secs(2), (500_000, 6_000_000, 0), None);
         assert_eq!(e.sample().unwrap().busy, 1.0);
         assert_eq!(e.estimate(), Some(2_000_000.0));
     }

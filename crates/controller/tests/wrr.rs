@@ -197,11 +197,7 @@ fn reported_capacity_moves_a_congested_groups_share_and_gives_it_back() {
     // report) until the weight is back at or above the others'.
     let mut back = None;
     for k in 4..20 {
-        let (_, now) = step(
-            &mut w,
-            k,
-            [(0.5, 0.0), (10.0, 0.9), (10.0, 0.9), (10.0, 0.9)],
-        );
+        let (_, now) = step(&mut w, k, [(0.5, 0.0), (10.0, 0.9), (10.0, 0.9), (10.0, 0.9)]);
         if now[0] >= now[1] {
             back = Some(k - 4);
             break;

@@ -238,9 +238,7 @@ impl Shared {
             let is_up = oq.up.load(Ordering::Relaxed);
             total += 1;
             up += u32::from(is_up);
-            let e = groups
-                .entry((b.get(), g.get()))
-                .or_insert((0, true, 0, (0, 0)));
+            let e = groups.entry((b.get(), g.get())).or_insert((0, true, 0, (0, 0)));
             let sent = oq.sent_bytes.load(Ordering::Relaxed);
             e.0 += sent;
             e.1 &= is_up;

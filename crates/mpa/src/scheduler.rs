@@ -245,10 +245,7 @@ mod tests {
     #[test]
     fn striping_skips_groups_below_five_percent_but_new_flows_still_probe_them() {
         // The controller's weights after a flood of group 0: 49 of 1000 (4.9 %).
-        let mut s = sched(
-            &[(0, 49), (1, 317), (2, 317), (3, 317)],
-            SelectionPolicy::Wrr,
-        );
+        let mut s = sched(&[(0, 49), (1, 317), (2, 317), (3, 317)], SelectionPolicy::Wrr);
         let mut counts = [0usize; 16];
         for _ in 0..10_000 {
             counts[usize::from(s.select_packet().unwrap().get())] += 1;
@@ -261,9 +258,7 @@ mod tests {
         assert_eq!(p.iter().filter(|g| **g == 0).count(), 49);
         // At 5 % exactly it is striped again.
         let mut s = sched(&[(0, 50), (1, 950)], SelectionPolicy::Wrr);
-        let n = (0..1000)
-            .filter(|_| s.select_packet().unwrap().get() == 0)
-            .count();
+        let n = (0..1000).filter(|_| s.select_packet().unwrap().get() == 0).count();
         assert_eq!(n, 50);
         // Only tiny groups up: the largest still carries (never `None` while one is up).
         let mut s = sched(&[(0, 1), (1, 1000)], SelectionPolicy::Wrr);

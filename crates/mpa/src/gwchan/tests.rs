@@ -133,11 +133,7 @@ fn report_of_an_older_gateway_without_busy_time_decodes() {
     };
     assert_eq!(r.groups.len(), 1);
     assert_eq!(
-        (
-            r.groups[0].bytes_tx,
-            r.groups[0].busy_us,
-            r.groups[0].window_bps
-        ),
+        (r.groups[0].bytes_tx, r.groups[0].busy_us, r.groups[0].window_bps),
         (42, 0, 0)
     );
 }
@@ -169,13 +165,7 @@ fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
             any::<u32>(),
             any::<u64>(),
             proptest::collection::vec(
-                (
-                    any::<u8>(),
-                    any::<u8>(),
-                    any::<u64>(),
-                    any::<bool>(),
-                    (any::<u64>(), any::<u64>())
-                ),
+                (any::<u8>(), any::<u8>(), any::<u64>(), any::<bool>(), (any::<u64>(), any::<u64>())),
                 0..16
             )
         )
@@ -189,16 +179,14 @@ fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
                     drops,
                     groups: groups
                         .into_iter()
-                        .map(
-                            |(branch, group, bytes_tx, up, (busy_us, window_bps))| GroupReport {
-                                branch,
-                                group,
-                                bytes_tx,
-                                up,
-                                busy_us,
-                                window_bps,
-                            }
-                        )
+                        .map(|(branch, group, bytes_tx, up, (busy_us, window_bps))| GroupReport {
+                            branch,
+                            group,
+                            bytes_tx,
+                            up,
+                            busy_us,
+                            window_bps,
+                        })
                         .collect(),
                 })
             ),
