@@ -55,8 +55,9 @@ enum Cmd {
     /// length): results/congestion.{json,md,svg}.
     Experiment {
         /// Experiment name (`experiments/<NAME>.toml`), e.g. `table1`, `case-a`, `quick`; or `list`;
-        /// or `congestion` (seed 001 §IV-A4, `xtask/src/congestion.rs`); or `uplink-lb` (seed 004:
-        /// external traffic load balancing, `xtask/src/uplink_lb.rs`).
+        /// or `congestion` (seed 001 §IV-A4, `xtask/src/congestion.rs`); or `mdi` (seed 001
+        /// Fig. 3, `xtask/src/mdi.rs`); or `uplink-lb` (seed 004: external traffic load
+        /// balancing, `xtask/src/uplink_lb.rs`).
         name: String,
         /// Only these figures (comma-separated ids, e.g. `fig10a,fig10c`).
         #[arg(long, value_delimiter = ',')]
@@ -366,6 +367,9 @@ fn main() -> anyhow::Result<()> {
                     out_dir: out,
                 })
                 .map(|_| ());
+            }
+            if name == "mdi" {
+                return xtask::mdi::cmd(&repo_root(), &prefix, &out, secs, reps, cases, replot);
             }
             if replot {
                 return experiment::replot(&name, &out).map(|_| ());
