@@ -203,6 +203,19 @@ pub fn pair_weights(settings: &Settings, groups: &[GroupInput]) -> (Basis, BTree
     (basis, apportion(&caps, settings.scale))
 }
 
+/// Whether a weight moves across the line under which striped flows skip a group
+/// (`mpa::scheduler::select_packet`: `STRIPE_MIN_SHARE_PER_MILLE` of the total) by more than a
+/// fifth of that line beyond it. Such a move is published however small: with the 5 % hysteresis
+/// a group at 52 ‰ could otherwise never be moved to 12 ‰ and would stay in every striped flow
+/// while its paths are flooded. The margin keeps noise around the line from re-publishing.
+fn crosses_floor(old: u32, fresh: u32, scale: u32) -> bool {
+    // Per-mille values times the scale: exact integers.
+    let floor = u64::from(scale) * mpa::scheduler::STRIPE_MIN_SHARE_PER_MILLE;
+    let margin = floor / 5;
+    let (o, f) = (u64::from(old) * 1000, u64::from(fresh) * 1000);
+    (o >= floor && f + margin < floor) || (o < floor && f >= floor + margin)
+}
+
 /// One group's inputs: id, configured capacity (kbit/s), smoothed measured rate (bit/s).
 pub type GroupInput = (GroupId, u64, Option<f64>);
 
@@ -350,7 +363,9 @@ impl Wrr {
                     old.basis != fresh.basis
                         || old.groups.len() != fresh.groups.len()
                         || old.groups.iter().zip(&fresh.groups).any(|(o, f)| {
-                            o.group != f.group || f64::from(o.weight.abs_diff(f.weight)) > limit
+                            o.group != f.group
+                                || f64::from(o.weight.abs_diff(f.weight)) > limit
+                                || crosses_floor(o.weight, f.weight, self.settings.scale)
                         })
                 }
             };
