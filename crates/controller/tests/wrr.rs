@@ -148,6 +148,63 @@ fn a_real_change_is_published_after_smoothing() {
     );
 }
 
+/// Table II's four groups 1 → 2 and the source gateway's cumulative counters: each
+/// [`Reporting::step`] is one report 2 s after the last, per group (Mbit/s carried, blocked
+/// fraction), followed by [`Wrr::update`]; it returns whether weights were published and the
+/// weights of 1 → 2.
+struct Reporting {
+    inv: controller::inventory::Inventory,
+    groups: controller::path_group::PathGroups,
+    gids: Vec<GroupId>,
+    t0: std::time::Instant,
+    counters: [(u64, u64); 4],
+}
+
+impl Reporting {
+    fn new() -> Self {
+        let inv = common::paper_inventory();
+        let groups = common::table2(&inv);
+        let gids = groups
+            .pair(common::branch(1), common::branch(2))
+            .unwrap()
+            .keys()
+            .copied()
+            .collect();
+        Self {
+            inv,
+            groups,
+            gids,
+            t0: std::time::Instant::now(),
+            counters: [(0, 0); 4],
+        }
+    }
+
+    /// A fresh `Wrr` with the groups' configured capacities known.
+    fn wrr(&self) -> Wrr {
+        let mut w = Wrr::new(Settings::default());
+        w.update(&self.inv, &self.groups);
+        w
+    }
+
+    fn step(&mut self, w: &mut Wrr, k: u64, per_group: [(f64, f64); 4]) -> (bool, Vec<u32>) {
+        let (a, b) = (common::branch(1), common::branch(2));
+        let at = self.t0 + std::time::Duration::from_secs(2 * k);
+        for (i, g) in self.gids.iter().enumerate() {
+            let (mbps, busy) = per_group[i];
+            self.counters[i].0 += (mbps * 1e6 / 8.0 * 2.0) as u64;
+            self.counters[i].1 += (busy * 2e6) as u64;
+            w.report(
+                (a, b, *g),
+                at,
+                (self.counters[i].0, self.counters[i].1, 0),
+                controller::capacity::Transport::default(),
+            );
+        }
+        let changed = !w.update(&self.inv, &self.groups).is_empty();
+        (changed, weights_of(w, 1, 2))
+    }
+}
+
 /// Seed 001 §IV-A4 with the gateways' reports (`controller::capacity`): four groups carry
 /// 10 Mbit/s each with their writers blocked (saturated), so their estimates are what they
 /// carry; group 1's path is then flooded (it carries 0.5 Mbit/s, blocked): its weight drops in
@@ -157,30 +214,10 @@ fn a_real_change_is_published_after_smoothing() {
 /// carries what its weight gives it.
 #[test]
 fn reported_capacity_moves_a_congested_groups_share_and_gives_it_back() {
-    let inv = common::paper_inventory();
-    let groups = common::table2(&inv);
+    let mut t = Reporting::new();
+    let mut w = t.wrr();
+    let mut step = |w: &mut Wrr, k: u64, per_group: [(f64, f64); 4]| t.step(w, k, per_group);
     let (a, b) = (common::branch(1), common::branch(2));
-    let gids: Vec<GroupId> = groups.pair(a, b).unwrap().keys().copied().collect();
-    let mut w = Wrr::new(Settings::default());
-    w.update(&inv, &groups);
-    let t0 = std::time::Instant::now();
-    let mut counters = [(0u64, 0u64); 4];
-    let mut step = |w: &mut Wrr, k: u64, per_group: [(f64, f64); 4]| {
-        let at = t0 + std::time::Duration::from_secs(2 * k);
-        for (i, g) in gids.iter().enumerate() {
-            let (mbps, busy) = per_group[i];
-            counters[i].0 += (mbps * 1e6 / 8.0 * 2.0) as u64;
-            counters[i].1 += (busy * 2e6) as u64;
-            w.report(
-                (a, b, *g),
-                at,
-                (counters[i].0, counters[i].1, 0),
-                controller::capacity::Transport::default(),
-            );
-        }
-        let changed = !w.update(&inv, &groups).is_empty();
-        (changed, weights_of(w, 1, 2))
-    };
     step(&mut w, 0, [(0.0, 0.0); 4]);
     let (_, even) = step(&mut w, 1, [(10.0, 0.9); 4]);
     assert_eq!(w.pair(a, b).unwrap().basis, Basis::Estimated);
@@ -221,29 +258,10 @@ fn reported_capacity_moves_a_congested_groups_share_and_gives_it_back() {
 /// using it (seen in CI: stuck at 52 ‰ while flooded, the striped flow at 7.5 of 41 Mbit/s).
 #[test]
 fn crossing_the_striping_floor_is_published_despite_the_hysteresis() {
-    let inv = common::paper_inventory();
-    let groups = common::table2(&inv);
-    let (a, b) = (common::branch(1), common::branch(2));
-    let gids: Vec<GroupId> = groups.pair(a, b).unwrap().keys().copied().collect();
-    let mut w = Wrr::new(Settings::default());
-    w.update(&inv, &groups);
-    let t0 = std::time::Instant::now();
-    let mut bytes = [0u64; 4];
-    let mut step = |w: &mut Wrr, k: u64, mbps: [f64; 4]| {
-        let at = t0 + std::time::Duration::from_secs(2 * k);
-        for (i, g) in gids.iter().enumerate() {
-            bytes[i] += (mbps[i] * 1e6 / 8.0 * 2.0) as u64;
-            // Blocked writers: saturated, the estimate is what it carried.
-            w.report(
-                (a, b, *g),
-                at,
-                (bytes[i], 2_000_000 * (k + 1), 0),
-                controller::capacity::Transport::default(),
-            );
-        }
-        let changed = !w.update(&inv, &groups).is_empty();
-        (changed, weights_of(w, 1, 2))
-    };
+    let mut t = Reporting::new();
+    let mut w = t.wrr();
+    // Blocked writers: saturated, the estimate is what each group carried.
+    let mut step = |w: &mut Wrr, k: u64, mbps: [f64; 4]| t.step(w, k, mbps.map(|m| (m, 1.0)));
     step(&mut w, 0, [0.0; 4]);
     // 1.6 of 30.6 Mbit/s: 1 + 996 · 1.6 / 30.6 = 53 ‰, just striped.
     let (_, first) = step(&mut w, 1, [1.6, 10.0, 9.5, 9.5]);
