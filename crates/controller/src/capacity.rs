@@ -107,6 +107,10 @@ pub struct Sample {
     /// little sent, or a subflow closed).
     #[serde(default)]
     pub loss: Option<f64>,
+    /// Whether the interval counted as limited by the group's paths (writers blocked at least
+    /// `saturated_busy`, or loss at least `saturated_loss`).
+    #[serde(default)]
+    pub saturated: bool,
 }
 
 /// Reports of a group's subflows' acked and retransmitted bytes (cumulative, per report).
@@ -139,6 +143,12 @@ impl Estimator {
     /// The last interval's measurement.
     pub fn sample(&self) -> Option<Sample> {
         self.sample
+    }
+
+    /// When the last report arrived (the end of [`Estimator::sample`]'s interval when there is
+    /// one).
+    pub fn reported_at(&self) -> Option<Instant> {
+        self.last.map(|c| c.at)
     }
 
     /// One report of the group at `at`: its cumulative counters and current window rate
@@ -180,11 +190,14 @@ impl Estimator {
             (Some(a), Some(r)) if a + r >= MIN_LOSS_BYTES => Some(r as f64 / (a + r) as f64),
             _ => None,
         };
+        let saturated =
+            busy >= settings.saturated_busy || loss.is_some_and(|p| p >= settings.saturated_loss);
         self.sample = Some(Sample {
             rate_bps: rate,
             busy,
             window_bps: window_bps as f64,
             loss,
+            saturated,
         });
         let configured = configured_bps.filter(|c| c.is_finite() && *c > 0.0);
         let window = (window_bps > 0).then(|| {
@@ -194,8 +207,6 @@ impl Estimator {
         // Skipped by striped flows and carrying (almost) nothing: its windows say nothing new, so
         // it probes: the estimate grows by `probe_growth_per_s` until traffic returns to it.
         let idle = skipped && self.estimate.is_some_and(|old| rate < IDLE_SHARE * old);
-        let saturated =
-            busy >= settings.saturated_busy || loss.is_some_and(|p| p >= settings.saturated_loss);
         let next = if saturated {
             rate
         } else if let (true, Some(old), Some(_)) = (idle, self.estimate, window) {

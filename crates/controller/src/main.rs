@@ -78,6 +78,9 @@ enum Command {
     /// Gateways on the gateway channel: connected or not, config version sent and acked, last
     /// report.
     Gateways(ClientArgs),
+    /// Adaptive path groups (seed 003): per ordered pair its achieved rate ξ, achievable rate ζ,
+    /// status and last change (switch on with `ssc settings set --adaptive true`).
+    Adaptive(ClientArgs),
     /// The API's health.
     Health(ClientArgs),
     /// The gateway CA: `ssc ca init` creates it (else the first `ssc run` does).
@@ -510,6 +513,19 @@ enum SettingsCommand {
         /// Whether members may go through a transit branch.
         #[arg(long)]
         allow_transit: Option<bool>,
+        /// Adaptive path groups (seed 003): add a group to a pair short of capacity, retire
+        /// the ones it no longer needs.
+        #[arg(long)]
+        adaptive: Option<bool>,
+        /// λ of the adaptive path groups: add when achieved < λ × achievable, (0, 1].
+        #[arg(long)]
+        lambda: Option<f64>,
+        /// Groups a pair keeps under adaptive path groups, 1..=16.
+        #[arg(long)]
+        min_groups: Option<u8>,
+        /// Seconds a pair must not need its highest group before it is retired.
+        #[arg(long)]
+        retire_after: Option<f64>,
     },
 }
 
@@ -629,7 +645,46 @@ fn main_inner() -> anyhow::Result<()> {
         Command::Token { command } => token(command),
         Command::Weights(args) => weights(args),
         Command::Gateways(c) => gateways(c),
+        Command::Adaptive(c) => adaptive(c),
     }
+}
+
+fn adaptive(c: ClientArgs) -> anyhow::Result<()> {
+    let v = c.client().get("/api/v1/adaptive")?;
+    if c.json {
+        return print_json(&v);
+    }
+    let list: controller::ui::api::AdaptiveList =
+        serde_json::from_value(v).context("adaptive path groups from the API")?;
+    println!(
+        "adaptive path groups: {}",
+        if list.enabled { "on" } else { "off" }
+    );
+    for p in &list.pairs {
+        let groups: Vec<String> = p.groups.iter().map(ToString::to_string).collect();
+        let zeta = p
+            .zeta_bps
+            .map_or_else(|| "-".to_owned(), |z| format!("{:.1}", z / 1e6));
+        println!(
+            "{:>2} -> {:<2} groups [{}] xi {:.1} Mbit/s zeta {} Mbit/s {}{} (+{} -{}){}",
+            p.source,
+            p.destination,
+            groups.join(" "),
+            p.xi_bps / 1e6,
+            zeta,
+            serde_json::to_value(p.status)
+                .ok()
+                .and_then(|s| s.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            if p.saturated { ", saturated" } else { "" },
+            p.added,
+            p.retired,
+            p.last_action
+                .as_ref()
+                .map_or_else(String::new, |a| format!("\n      last: {a}"))
+        );
+    }
+    Ok(())
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -734,6 +789,15 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             Arc::clone(&wrr_changed),
             stats_interval,
         ));
+        // Adaptive path groups (seed 003): every report interval, pairs short of capacity get
+        // a group, pairs that no longer need one give it back (off unless the settings say so).
+        let adaptive = Arc::new(std::sync::Mutex::new(controller::adaptive::Adaptive::new()));
+        let adaptive_task = tokio::spawn(adapt_groups(
+            Arc::clone(&store),
+            Arc::clone(&wrr),
+            Arc::clone(&adaptive),
+            ADAPTIVE_INTERVAL,
+        ));
         let mut gwc_stop = stop_rx.clone();
         let gwc_task = tokio::spawn(gwc.run(
             store.subscribe(),
@@ -746,7 +810,8 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let state = controller::ui::api::AppState::new(Arc::clone(&store), &token)
             .with_sdc(sdc)
             .with_wrr(wrr)
-            .with_gateways(registry);
+            .with_gateways(registry)
+            .with_adaptive(adaptive);
         let api = controller::ui::serve_state(
             listener,
             state,
@@ -761,6 +826,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let _ = ofc_task.await;
         let _ = gwc_task.await;
         wrr_task.abort();
+        adaptive_task.abort();
         for p in unix.iter().chain(&gw.unix) {
             let _ = std::fs::remove_file(p);
         }
@@ -801,6 +867,88 @@ async fn feed_wrr(
         drop(w);
         if !view.groups.is_empty() {
             changed.notify_one();
+        }
+    }
+}
+
+/// How often the adaptive path groups look at the reports: the gateways' report interval.
+const ADAPTIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Every `interval`: the gateways' reports (through `wrr`) → [`controller::adaptive::Adaptive::step`]
+/// → its actions applied to the store, one write transaction each (the store then pushes flows
+/// and gateway configs as for any change). A change the catalog refuses is logged and shown.
+async fn adapt_groups(
+    store: Arc<Store>,
+    wrr: Arc<std::sync::Mutex<controller::wrr::Wrr>>,
+    adaptive: Arc<std::sync::Mutex<controller::adaptive::Adaptive>>,
+    interval: std::time::Duration,
+) {
+    use controller::adaptive::Action;
+    let catalog = store.subscribe();
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let c = Arc::clone(&catalog.borrow());
+        let (store, wrr, adaptive) = (Arc::clone(&store), Arc::clone(&wrr), Arc::clone(&adaptive));
+        // Max-flows over every candidate path: off the async threads.
+        let r = tokio::task::spawn_blocking(move || {
+            let obs = wrr
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .observations();
+            let mut ad = adaptive
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let actions = ad.step(
+                c.settings(),
+                std::time::Instant::now(),
+                c.inventory(),
+                &controller::path_config::Measurements::new(),
+                c.groups(),
+                &obs,
+            );
+            for action in actions {
+                let r = match &action {
+                    Action::Add { group, reason } => {
+                        tracing::info!(
+                            source = group.source.get(),
+                            destination = group.destination.get(),
+                            group = group.id.get(),
+                            members = ?group.members.values().map(ToString::to_string).collect::<Vec<_>>(),
+                            reason = %reason,
+                            "adaptive: path group added"
+                        );
+                        let members = group.members.values().cloned().collect();
+                        store.update(|cat| {
+                            cat.set_group(group.source, group.destination, group.id, members)
+                        })
+                    }
+                    Action::Retire {
+                        source,
+                        destination,
+                        group,
+                        reason,
+                    } => {
+                        tracing::info!(
+                            source = source.get(),
+                            destination = destination.get(),
+                            group = group.get(),
+                            reason = %reason,
+                            "adaptive: path group retired"
+                        );
+                        store.update(|cat| cat.remove_group(*source, *destination, *group))
+                    }
+                };
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, ?action, "adaptive: change refused");
+                    ad.refused(&action, &e.to_string());
+                }
+            }
+        })
+        .await;
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "adaptive path groups step failed");
         }
     }
 }
@@ -1240,6 +1388,10 @@ fn settings(cmd: SettingsCommand) -> anyhow::Result<()> {
             mdi_threshold,
             replace_margin,
             allow_transit,
+            adaptive,
+            lambda,
+            min_groups,
+            retire_after,
         } => {
             let api = client.client();
             let mut s = api.get("/api/v1/settings")?;
@@ -1255,6 +1407,21 @@ fn settings(cmd: SettingsCommand) -> anyhow::Result<()> {
                 }
                 if let Some(v) = allow_transit {
                     m.insert("allow_transit".into(), json!(v));
+                }
+                let ad = m.entry("adaptive").or_insert_with(|| json!({}));
+                if let Value::Object(ad) = ad {
+                    if let Some(v) = adaptive {
+                        ad.insert("enabled".into(), json!(v));
+                    }
+                    if let Some(v) = lambda {
+                        ad.insert("lambda".into(), json!(v));
+                    }
+                    if let Some(v) = min_groups {
+                        ad.insert("min_groups".into(), json!(v));
+                    }
+                    if let Some(v) = retire_after {
+                        ad.insert("retire_after_s".into(), json!(v));
+                    }
                 }
             }
             let v = api

@@ -86,6 +86,9 @@ pub struct Settings {
     pub replace_margin: f64,
     /// Whether members may use a transit branch.
     pub allow_transit: bool,
+    /// Adaptive path groups (seed 003, [`crate::adaptive`]); off by default. When on,
+    /// `groups_per_pair` is the most groups a pair gets.
+    pub adaptive: crate::adaptive::Settings,
 }
 
 impl Default for Settings {
@@ -95,6 +98,7 @@ impl Default for Settings {
             mdi_threshold: 0.4,
             replace_margin: 0.2,
             allow_transit: true,
+            adaptive: crate::adaptive::Settings::default(),
         }
     }
 }

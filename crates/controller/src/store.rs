@@ -329,6 +329,9 @@ pub fn validate_settings(s: &Settings) -> Result<(), StoreError> {
             reason: format!("must be a number >= 0, got {}", s.replace_margin),
         });
     }
+    s.adaptive
+        .validate()
+        .map_err(|(field, reason)| StoreError::Setting { field, reason })?;
     Ok(())
 }
 

@@ -394,6 +394,39 @@ impl Wrr {
     pub fn pair(&self, a: BranchId, b: BranchId) -> Option<&PairWeights> {
         self.published.get(&(a, b))
     }
+
+    /// What the reports say of each group that has an estimator (for
+    /// [`crate::adaptive::Adaptive::step`]): when its last report came, the last interval, its
+    /// estimated capacity, and its configured capacity at the last [`Wrr::update`].
+    pub fn observations(&self) -> BTreeMap<(BranchId, BranchId, GroupId), Observation> {
+        self.estimators
+            .iter()
+            .map(|(k, e)| {
+                (
+                    *k,
+                    Observation {
+                        at: e.reported_at(),
+                        sample: e.sample(),
+                        estimated_bps: e.estimate(),
+                        configured_bps: self.configured.get(k).map(|c| *c as f64 * 1000.0),
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+/// One group as the gateways' reports see it ([`Wrr::observations`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Observation {
+    /// When its last report arrived.
+    pub at: Option<Instant>,
+    /// The last complete report interval.
+    pub sample: Option<capacity::Sample>,
+    /// Estimated available capacity, bit/s.
+    pub estimated_bps: Option<f64>,
+    /// Configured capacity (max-flow of its members' ports), bit/s.
+    pub configured_bps: Option<f64>,
 }
 
 #[cfg(test)]

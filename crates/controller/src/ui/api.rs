@@ -37,6 +37,7 @@ pub struct AppState {
     sdc: Option<Arc<std::sync::Mutex<Sdc>>>,
     wrr: Arc<std::sync::Mutex<Wrr>>,
     gateways: Option<Arc<crate::gwc::Registry>>,
+    adaptive: Option<Arc<std::sync::Mutex<crate::adaptive::Adaptive>>>,
 }
 
 impl AppState {
@@ -49,7 +50,18 @@ impl AppState {
             sdc: None,
             wrr: Arc::new(std::sync::Mutex::new(Wrr::default())),
             gateways: None,
+            adaptive: None,
         }
+    }
+
+    /// Serves the state of the adaptive path groups `ssc` runs ([`crate::adaptive`]); without
+    /// it `GET /api/v1/adaptive` lists no pair.
+    pub fn with_adaptive(
+        mut self,
+        adaptive: Arc<std::sync::Mutex<crate::adaptive::Adaptive>>,
+    ) -> Self {
+        self.adaptive = Some(adaptive);
+        self
     }
 
     /// Serves the gateways of the gateway channel ([`crate::gwc`]); without it
@@ -120,6 +132,8 @@ pub enum Op {
     Weights,
     /// WRR weights of one ordered pair.
     PairWeights,
+    /// State of the adaptive path groups.
+    Adaptive,
     /// Gateways of the gateway channel.
     Gateways,
     /// A one-time enrolment token.
@@ -222,6 +236,8 @@ pub const ROUTES: &[Route] = &[
         req=None, 200 Some("WeightList")),
     route!(GET "/api/v1/weights/{source}/{destination}" PairWeights auth=true "weights" "WRR weights of the path groups of one ordered branch pair"
         req=None, 200 Some("PairWeights")),
+    route!(GET "/api/v1/adaptive" Adaptive auth=true "path-groups" "Adaptive path groups (seed 003): per ordered pair its achieved rate, achievable rate, status and last change"
+        req=None, 200 Some("AdaptiveList")),
     route!(GET "/api/v1/gateways" Gateways auth=true "gateways" "Gateways on the gateway channel (docs/gwchan.md): connected or not, config version sent and acked, last report"
         req=None, 200 Some("GatewayList")),
     route!(POST "/api/v1/enrol-tokens" NewEnrolToken auth=true "ca" "A one-time enrolment token for a branch (shown once; only its SHA-256 is stored)"
@@ -273,6 +289,7 @@ fn method_router(r: &Route) -> MethodRouter<AppState> {
         Op::Stats => on(f, stats),
         Op::Weights => on(f, weights),
         Op::PairWeights => on(f, pair_weights),
+        Op::Adaptive => on(f, adaptive),
         Op::Gateways => on(f, gateways),
         Op::NewEnrolToken => on(f, new_enrol_token),
         Op::Certificates => on(f, certificates),
@@ -959,6 +976,28 @@ async fn stats(State(state): State<AppState>) -> Json<Value> {
             "members": [],
         })),
     }
+}
+
+/// `GET /api/v1/adaptive`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct AdaptiveList {
+    /// Whether the settings switch it on.
+    pub enabled: bool,
+    /// Every pair it has looked at, by (source, destination).
+    pub pairs: Vec<crate::adaptive::PairView>,
+}
+
+async fn adaptive(State(state): State<AppState>) -> Result<Json<AdaptiveList>, ApiError> {
+    let c = blocking(&state, |s| s.catalog()).await?;
+    let pairs = state.adaptive.as_ref().map_or_else(Vec::new, |a| {
+        a.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .views()
+    });
+    Ok(Json(AdaptiveList {
+        enabled: c.settings().adaptive.enabled,
+        pairs,
+    }))
 }
 
 /// `GET /api/v1/weights`.

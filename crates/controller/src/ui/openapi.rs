@@ -103,7 +103,18 @@ fn schemas() -> Value {
         "groups_per_pair": {"type": "integer", "minimum": 1, "maximum": 16, "default": 4},
         "mdi_threshold": {"type": "number", "minimum": 0, "maximum": 0.5, "default": 0.4},
         "replace_margin": {"type": "number", "minimum": 0, "default": 0.2},
-        "allow_transit": {"type": "boolean", "default": true}}});
+        "allow_transit": {"type": "boolean", "default": true},
+        "adaptive": {"type": "object", "additionalProperties": false, "description": "adaptive path groups (seed 003; docs/ssc.md \"Adaptive path groups\"); off by default", "properties": {
+            "enabled": {"type": "boolean", "default": false},
+            "lambda": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.8},
+            "min_groups": {"type": "integer", "minimum": 1, "maximum": 16, "default": 1},
+            "add_after_s": {"type": "number", "minimum": 0, "default": 4},
+            "settle_s": {"type": "number", "minimum": 0, "default": 10},
+            "min_gain": {"type": "number", "minimum": 0, "default": 0.1},
+            "backoff_s": {"type": "number", "minimum": 0, "default": 60},
+            "retire_share": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5},
+            "retire_after_s": {"type": "number", "minimum": 0, "default": 60},
+            "max_report_age_s": {"type": "number", "minimum": 0, "default": 6}}}}});
     let mut schemas = json!({
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
         "Health": {"type": "object", "required": ["status", "schema_version", "openflow"], "properties": {
@@ -229,6 +240,18 @@ fn stats_schemas(branch_id: &Value) -> Value {
             "scale": {"type": "integer", "example": 1000},
             "basis": {"type": "string", "enum": ["measured", "configured", "equal"], "description": "measured: every group measured and the pair not idle; configured: capacities from the inventory; equal: nothing known"},
             "groups": {"type": "array", "items": schema_ref("GroupWeight")}}},
+        "AdaptivePair": {"type": "object", "description": "one ordered pair under adaptive path groups", "properties": {
+            "source": branch_id, "destination": branch_id,
+            "groups": {"type": "array", "items": {"type": "integer"}},
+            "xi_bps": {"type": "number", "description": "achieved rate ξ (smoothed sum of what its groups carried), bit/s"},
+            "zeta_bps": {"type": "number", "description": "achievable rate ζ (max-flow over every candidate member path), bit/s; computed while saturated"},
+            "saturated": {"type": "boolean"},
+            "status": {"type": "string", "enum": ["no_reports", "ok", "short", "settling", "backoff", "at_max", "no_new_path", "calm"]},
+            "added": {"type": "integer"}, "retired": {"type": "integer"},
+            "last_action": {"type": "string"}}},
+        "AdaptiveList": {"type": "object", "properties": {
+            "enabled": {"type": "boolean"},
+            "pairs": {"type": "array", "items": schema_ref("AdaptivePair")}}},
         "WeightList": {"type": "object", "properties": {
             "scale": {"type": "integer", "example": 1000},
             "measured": {"type": "boolean", "description": "whether the SDC runs in this process and can feed measured rates"},
