@@ -388,116 +388,52 @@ pub fn markdown(tl: &Timeline) -> String {
 /// The timeline as an SVG: the flow's rate (left axis, Mbit/s) and group 1's weight (right
 /// axis, per mille) over time, the flood shaded.
 pub fn svg(tl: &Timeline) -> String {
-    let (w, h, left, right, top, bottom) = (720.0, 360.0, 60.0, 60.0, 40.0, 50.0);
-    let pw = w - left - right;
-    let ph = h - top - bottom;
-    let secs = f64::from(tl.settings.secs.max(1));
     let ymax = tl
         .mbps
         .iter()
         .copied()
         .fold(tl.settings.rate_mbit * 16.0, f64::max)
         .ceil();
-    let x = |t: f64| left + pw * (t / secs).clamp(0.0, 1.0);
-    let y = |v: f64| top + ph * (1.0 - (v / ymax).clamp(0.0, 1.0));
-    let yw = |v: f64| top + ph * (1.0 - (v / 1000.0).clamp(0.0, 1.0));
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">One striped TCP flow, group 1's path flooded {}–{} s</text>\n",
-        w / 2.0,
-        tl.settings.flood_at,
-        tl.settings.flood_end
-    );
-    s.push_str(&format!(
-        "<rect x=\"{:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{ph}\" fill=\"#fde2e2\"/>\n",
-        x(f64::from(tl.settings.flood_at)),
-        x(f64::from(tl.settings.flood_end)) - x(f64::from(tl.settings.flood_at))
-    ));
-    // Axes and ticks.
-    s.push_str(&format!(
-        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n\
-         <line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>\n\
-         <line x1=\"{}\" y1=\"{top}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n",
-        top + ph,
-        left + pw,
-        top + ph,
-        top + ph,
-        left + pw,
-        left + pw,
-        top + ph
-    ));
-    for i in 0..=4 {
-        let v = ymax * f64::from(i) / 4.0;
-        let pm = 250 * i;
-        s.push_str(&format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{v:.0}</text>\n\
-             <text x=\"{:.1}\" y=\"{:.1}\">{pm}</text>\n",
-            left - 6.0,
-            y(v) + 4.0,
-            left + pw + 6.0,
-            yw(f64::from(pm)) + 4.0
-        ));
-    }
-    let step = if secs > 30.0 { 10 } else { 5 };
-    for t in (0..=tl.settings.secs).step_by(step) {
-        s.push_str(&format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{t}</text>\n",
-            x(f64::from(t)),
-            top + ph + 16.0
-        ));
-    }
-    s.push_str(&format!(
-        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">time (s)</text>\n\
-         <text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\">Mbit/s (sender)</text>\n\
-         <text x=\"{:.1}\" y=\"{:.1}\" transform=\"rotate(90 {:.1} {:.1})\" text-anchor=\"middle\">weight of group 1 (‰)</text>\n",
-        left + pw / 2.0,
-        h - 12.0,
-        top + ph / 2.0,
-        top + ph / 2.0,
-        w - 14.0,
-        top + ph / 2.0,
-        w - 14.0,
-        top + ph / 2.0
-    ));
-    let rate: Vec<String> = tl
-        .mbps
-        .iter()
-        .enumerate()
-        .map(|(i, v)| format!("{:.1},{:.1}", x(i as f64 + 0.5), y(*v)))
-        .collect();
-    s.push_str(&format!(
-        "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"{}\"/>\n",
-        rate.join(" ")
-    ));
-    let weight: Vec<String> = tl
-        .weights
-        .iter()
-        .map(|p| format!("{:.1},{:.1}", x(p.t), yw(f64::from(p.w1()))))
-        .collect();
-    s.push_str(&format!(
-        "<polyline fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6 3\" points=\"{}\"/>\n",
-        weight.join(" ")
-    ));
-    s.push_str(&format!(
-        "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#1f77b4\" stroke-width=\"2\"/>\
-         <text x=\"{:.1}\" y=\"{:.1}\">rate of the striped flow</text>\n\
-         <line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\
-         <text x=\"{:.1}\" y=\"{:.1}\">weight of the flooded group</text>\n</svg>\n",
-        left + 10.0,
-        top + 12.0,
-        left + 40.0,
-        top + 12.0,
-        left + 46.0,
-        top + 16.0,
-        left + 240.0,
-        top + 12.0,
-        left + 270.0,
-        top + 12.0,
-        left + 276.0,
-        top + 16.0
-    ));
-    s
+    crate::plot::time_chart(&crate::plot::TimeChart {
+        title: format!(
+            "One striped TCP flow, group 1's path flooded {}–{} s",
+            tl.settings.flood_at, tl.settings.flood_end
+        ),
+        secs: f64::from(tl.settings.secs.max(1)),
+        left_max: ymax,
+        left_label: "Mbit/s (sender)".into(),
+        right_max: 1000.0,
+        right_label: "weight of group 1 (‰)".into(),
+        shade: Some((
+            f64::from(tl.settings.flood_at),
+            f64::from(tl.settings.flood_end),
+        )),
+        series: vec![
+            crate::plot::Series {
+                points: tl
+                    .mbps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (i as f64 + 0.5, *v))
+                    .collect(),
+                color: "#1f77b4",
+                dashed: false,
+                right: false,
+                label: "rate of the striped flow".into(),
+            },
+            crate::plot::Series {
+                points: tl
+                    .weights
+                    .iter()
+                    .map(|p| (p.t, f64::from(p.w1())))
+                    .collect(),
+                color: "#d62728",
+                dashed: true,
+                right: true,
+                label: "weight of the flooded group".into(),
+            },
+        ],
+    })
 }
 
 /// Writes `results/congestion.{json,md,svg}` under `out_dir`.

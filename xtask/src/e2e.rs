@@ -135,33 +135,51 @@ pub struct System {
 
 /// Builds `bin` of `package` in release and returns the executable cargo reports.
 pub fn build_release(root: &Path, package: &str, bin: &str) -> anyhow::Result<PathBuf> {
+    let mut v = build_release_bins(root, &[(package, bin)])?;
+    v.pop().context("cargo reported no executable")
+}
+
+/// Builds every `(package, bin)` in release in **one** cargo run and returns the executables in
+/// the same order. One run unifies the dependencies' features once: building `mmsg` and `ssc`
+/// one after the other would rebuild the crates they share with different features (rustls,
+/// ring, ...) every time, minutes each.
+pub fn build_release_bins(root: &Path, bins: &[(&str, &str)]) -> anyhow::Result<Vec<PathBuf>> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
-        .current_dir(root)
-        .args(["build", "--release", "-p", package, "--bin", bin])
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root).args(["build", "--release"]);
+    for (package, bin) in bins {
+        cmd.args(["-p", package, "--bin", bin]);
+    }
+    let out = cmd
         .arg("--message-format=json-render-diagnostics")
         .stderr(Stdio::inherit())
         .output()
-        .with_context(|| format!("run cargo build -p {package}"))?;
-    ensure!(out.status.success(), "cargo build of {bin} failed");
+        .context("run cargo build --release")?;
+    ensure!(out.status.success(), "cargo build of {bins:?} failed");
+    let mut found: BTreeMap<String, PathBuf> = BTreeMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let Ok(v) = serde_json::from_str::<Value>(line) else {
             continue;
         };
-        let is_bin = v.get("reason").and_then(Value::as_str) == Some("compiler-artifact")
-            && v.get("target")
-                .and_then(|t| t.get("name"))
-                .and_then(Value::as_str)
-                == Some(bin);
-        if let Some(exe) = v
-            .get("executable")
-            .and_then(Value::as_str)
-            .filter(|_| is_bin)
-        {
-            return Ok(PathBuf::from(exe));
+        if v.get("reason").and_then(Value::as_str) != Some("compiler-artifact") {
+            continue;
+        }
+        let name = v
+            .get("target")
+            .and_then(|t| t.get("name"))
+            .and_then(Value::as_str);
+        if let (Some(name), Some(exe)) = (name, v.get("executable").and_then(Value::as_str)) {
+            found.insert(name.to_owned(), PathBuf::from(exe));
         }
     }
-    bail!("cargo did not report the {bin} executable")
+    bins.iter()
+        .map(|(_, bin)| {
+            found
+                .get(*bin)
+                .cloned()
+                .with_context(|| format!("cargo did not report the {bin} executable"))
+        })
+        .collect()
 }
 
 /// The OVS directory of gateway `b` (run dir, database socket, management sockets).
@@ -466,8 +484,12 @@ impl System {
             .with_context(|| format!("create {}", log_dir.display()))?;
 
         // Build first: a build failure then leaves nothing to clean up.
-        let mmsg = build_release(root, "mmsg-dataplane", "mmsg")?;
-        let ssc = build_release(root, "controller", "ssc")?;
+        let mut bins =
+            build_release_bins(root, &[("mmsg-dataplane", "mmsg"), ("controller", "ssc")])?
+                .into_iter();
+        let (Some(mmsg), Some(ssc)) = (bins.next(), bins.next()) else {
+            bail!("cargo reported fewer executables than asked for");
+        };
 
         let mut sys = System {
             prefix: opts.prefix.clone(),

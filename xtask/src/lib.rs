@@ -5,6 +5,7 @@
 //! routing, cut/restore), [`wanem`] (the WAN emulator: pure core + TUN driver), [`ovs`] (one Open
 //! vSwitch per gateway), [`bench`] (`bench controller`: ssc programming real OVS), [`bench_tunnel`] (`bench tunnel`: mmsg against end-to-end MPTCP), [`baseline`] (the single-path VXLAN baseline), [`demo`] (the 2x2 demo), [`demo_paper`] (`cargo xtask demo`: the paper system), [`mdi`] (`experiment mdi`: seed 001 Fig. 3), [`e2e`] (the whole system on the paper testbed: OVS, `ssc`, five `mmsg`), [`deps`] (system packages), [`uplink_lb`] (`experiment uplink-lb`: seed 004's load balancing experiment), [`sh`] (running commands).
 
+pub mod adaptive;
 pub mod baseline;
 pub mod bench;
 pub mod bench_tunnel;
@@ -17,6 +18,7 @@ pub mod experiment;
 pub mod iperf;
 pub mod mdi;
 pub mod ovs;
+pub mod plot;
 pub mod sh;
 pub mod table1;
 pub mod testbed;

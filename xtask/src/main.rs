@@ -57,7 +57,8 @@ enum Cmd {
         /// Experiment name (`experiments/<NAME>.toml`), e.g. `table1`, `case-a`, `quick`; or `list`;
         /// or `congestion` (seed 001 §IV-A4, `xtask/src/congestion.rs`); or `mdi` (seed 001
         /// Fig. 3, `xtask/src/mdi.rs`); or `uplink-lb` (seed 004: external traffic load
-        /// balancing, `xtask/src/uplink_lb.rs`).
+        /// balancing, `xtask/src/uplink_lb.rs`); or `adaptive` (seed 003: adaptive path groups,
+        /// `xtask/src/adaptive.rs`, `--secs` sets the transfer).
         name: String,
         /// Only these figures (comma-separated ids, e.g. `fig10a,fig10c`).
         #[arg(long, value_delimiter = ',')]
@@ -373,6 +374,23 @@ fn main() -> anyhow::Result<()> {
             }
             if replot {
                 return experiment::replot(&name, &out).map(|_| ());
+            }
+            if name == "adaptive" {
+                let mut settings = xtask::adaptive::Settings::default();
+                if let Some(s) = secs {
+                    settings.secs = s.max(20);
+                }
+                let tl = xtask::adaptive::run(
+                    &congestion::RunOptions {
+                        root: repo_root(),
+                        prefix,
+                        xtask: None,
+                    },
+                    &settings,
+                )?;
+                xtask::adaptive::write(&tl, &out)?;
+                print!("{}", xtask::adaptive::markdown(&tl));
+                return Ok(());
             }
             if name == "congestion" {
                 let mut settings = congestion::Settings::default();

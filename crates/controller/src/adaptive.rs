@@ -9,9 +9,16 @@
 //! - **ξ** (achieved): Σ over the pair's groups of the rate their connections carried in the
 //!   last report interval (`mpa::gwchan::GroupReport`, through [`crate::wrr::Wrr::observations`]),
 //!   smoothed (EWMA, weight [`XI_ALPHA`]).
-//! - **Demand**: a pair only needs more when its groups are the limit: at least one group is
-//!   *saturated* in the last interval (writers blocked ≥ 50 % or ≥ 3 % retransmitted,
-//!   [`crate::capacity`]). A pair that carries little because little is sent is never grown.
+//! - **Demand**: a pair only needs more when its groups are the limit. A group is *limited by
+//!   its paths* in an interval when the capacity estimate calls it saturated (writers blocked
+//!   ≥ 50 % or ≥ 3 % retransmitted, [`crate::capacity`]), or when its subflows lost at least
+//!   `limited_loss` (0.1 %) of what they sent while it carried at least `limited_window_share`
+//!   (50 %) of its window rate: the tunnel's send buffers absorb a bottleneck (the writers are
+//!   almost never blocked, measured 0.2–2 % with a 12 Mbit/s group at its limit), but the
+//!   subflows fill their congestion windows and the bottleneck queue drops (0.1–0.8 %). An
+//!   application-limited group neither fills its window nor loses. The pair is *saturated*
+//!   while the EWMA (weight [`LIMITED_ALPHA`]) of "some group limited" is at least ½. A pair that
+//!   carries little because little is sent is never grown.
 //! - **ζ** (achievable): the max-flow from A to B over *every* candidate member path (direct and
 //!   one transit, [`crate::path_config::candidates`]) under the ports' capacities and the hop
 //!   measurements ([`crate::path_config::group_capacity`]).
@@ -50,6 +57,10 @@ use crate::wrr::Observation;
 /// EWMA weight of a new ξ sample (one per 2 s report): half-life of one report.
 pub const XI_ALPHA: f64 = 0.5;
 
+/// EWMA weight of a new "some group limited by its paths" sample (0 or 1): two limited reports
+/// in a row make a pair saturated, one alone after many free ones does not.
+pub const LIMITED_ALPHA: f64 = 0.5;
+
 /// Settings of the adaptive path groups (`adaptive` in the PC settings, `ssc settings set`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -77,6 +88,11 @@ pub struct Settings {
     pub retire_after_s: f64,
     /// Reports older than this are not used, seconds (gateways report every 2 s).
     pub max_report_age_s: f64,
+    /// A group whose subflows lost at least this share of what they sent ...
+    pub limited_loss: f64,
+    /// ... while it carried at least this share of its window rate is limited by its paths
+    /// (besides the capacity estimate's saturation: writers blocked, ≥ 3 % loss).
+    pub limited_window_share: f64,
 }
 
 impl Default for Settings {
@@ -92,6 +108,8 @@ impl Default for Settings {
             retire_share: 0.5,
             retire_after_s: 60.0,
             max_report_age_s: 6.0,
+            limited_loss: 0.001,
+            limited_window_share: 0.5,
         }
     }
 }
@@ -130,6 +148,8 @@ impl Settings {
         finite_nonneg("adaptive.backoff_s", self.backoff_s)?;
         finite_nonneg("adaptive.retire_after_s", self.retire_after_s)?;
         finite_nonneg("adaptive.max_report_age_s", self.max_report_age_s)?;
+        finite_nonneg("adaptive.limited_loss", self.limited_loss)?;
+        finite_nonneg("adaptive.limited_window_share", self.limited_window_share)?;
         Ok(())
     }
 }
@@ -194,7 +214,7 @@ pub struct PairView {
     /// Achievable rate ζ, bit/s (computed when the pair is saturated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zeta_bps: Option<f64>,
-    /// Whether a group was saturated in the last interval.
+    /// Whether the pair counts as limited by its paths (see the module docs).
     pub saturated: bool,
     /// Where it stands.
     pub status: PairStatus,
@@ -214,6 +234,8 @@ struct PairState {
     last_change: Option<Instant>,
     backoff_until: Option<Instant>,
     xi: Option<f64>,
+    /// EWMA of "some group limited by its paths".
+    limited: f64,
     /// The group added last and ξ before it, until `settle_s` later.
     trial: Option<(GroupId, f64)>,
     view: PairView,
@@ -335,6 +357,7 @@ impl Adaptive {
                 st.calm_since = None;
                 st.view.status = PairStatus::NoReports;
                 st.view.saturated = false;
+                st.limited = 0.0;
                 continue;
             }
             let xi_now: f64 = fresh
@@ -348,7 +371,15 @@ impl Adaptive {
             };
             st.xi = Some(xi);
             st.view.xi_bps = xi;
-            let saturated = fresh.iter().any(|(_, smp, _)| smp.saturated);
+            let limited_now = fresh.iter().any(|(_, smp, _)| {
+                smp.saturated
+                    || (smp.loss.is_some_and(|l| l >= s.limited_loss)
+                        && smp.window_bps > 0.0
+                        && smp.rate_bps >= s.limited_window_share * smp.window_bps)
+            });
+            st.limited = LIMITED_ALPHA * f64::from(u8::from(limited_now))
+                + (1.0 - LIMITED_ALPHA) * st.limited;
+            let saturated = st.limited >= 0.5;
             st.view.saturated = saturated;
             let settled = since(now, st.last_change).is_none_or(|d| d >= settle);
             let zeta = saturated.then(|| achievable_bps(inventory, m, settings, (a, b)));

@@ -7,8 +7,8 @@
 //!    because the source OFS tells subflows apart by their address pair. Each step takes the
 //!    candidate with the largest gain in the group's **max-flow** capacity ([`group_capacity`]:
 //!    Edmonds-Karp, BFS augmenting paths, over the union of the members' links; seed 001 §III-B),
-//!    then the one least used by the pair's earlier groups (diversity between groups, as in
-//!    Table II), then the most **disjoint** from the members already chosen (shared transit
+//!    then the one least used by the pair's earlier groups (the same path, then shared WAN hops:
+//!    diversity between groups, as in Table II), then the most **disjoint** from the members already chosen (shared transit
 //!    branches and hops), then fewer WAN hops, lower delay, and the notation order. A candidate
 //!    that would push the group's **MDI** ([`mdi`], seed 001 eq. 1) above the threshold is skipped;
 //!    dead paths (capacity 0) are never taken.
@@ -30,8 +30,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::inventory::{BranchId, Inventory, PortRef};
 use crate::path_group::{
-    validate_member, GroupError, GroupId, MemberId, MemberPath, PathGroup, PathGroups, Transit,
-    MAX_GROUP_ID, MAX_MEMBER_ID,
+    validate_member, GroupError, GroupId, Hop, MemberId, MemberPath, PathGroup, PathGroups,
+    Transit, MAX_GROUP_ID, MAX_MEMBER_ID,
 };
 
 /// "Unbounded" capacity of links we know nothing about (kbit/s). Large, but far from overflow
@@ -416,12 +416,28 @@ pub fn compute_group(
         .into_iter()
         .filter(|p| path_capacity(inventory, m, p) > 0)
         .collect();
+    // Reuse of a candidate by the pair's earlier groups: the same path counts most, then every
+    // WAN hop it shares with their members (a group added because the others are saturated
+    // helps only through hops they do not load: `crate::adaptive`).
     let mut usage: BTreeMap<&MemberPath, usize> = BTreeMap::new();
+    let mut hop_usage: BTreeMap<Hop, usize> = BTreeMap::new();
     for g in earlier {
         for p in g.members.values() {
             *usage.entry(p).or_default() += 1;
+            for h in p.hops() {
+                *hop_usage.entry(h).or_default() += 1;
+            }
         }
     }
+    let reuse = |c: &MemberPath| -> usize {
+        let same = usage.get(c).copied().unwrap_or(0);
+        let hops: usize = c
+            .hops()
+            .iter()
+            .map(|h| hop_usage.get(h).copied().unwrap_or(0))
+            .sum();
+        same.saturating_mul(1000).saturating_add(hops)
+    };
     let mut chosen: Vec<MemberPath> = Vec::new();
     let mut slots: BTreeSet<(PortRef, PortRef)> = BTreeSet::new();
     let mut capacity = 0u64;
@@ -440,7 +456,7 @@ pub fn compute_group(
             let total = group_capacity(inventory, m, with.iter().copied());
             let key = (
                 total.saturating_sub(capacity),
-                usage.get(c).copied().unwrap_or(0),
+                reuse(c),
                 chosen.iter().map(|p| overlap(p, c)).sum::<usize>(),
                 c.wan_hops(),
                 path_delay(m, c).unwrap_or(u64::MAX),

@@ -114,7 +114,9 @@ fn schemas() -> Value {
             "backoff_s": {"type": "number", "minimum": 0, "default": 60},
             "retire_share": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5},
             "retire_after_s": {"type": "number", "minimum": 0, "default": 60},
-            "max_report_age_s": {"type": "number", "minimum": 0, "default": 6}}}}});
+            "max_report_age_s": {"type": "number", "minimum": 0, "default": 6},
+            "limited_loss": {"type": "number", "minimum": 0, "default": 0.001},
+            "limited_window_share": {"type": "number", "minimum": 0, "default": 0.5}}}}});
     let mut schemas = json!({
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
         "Health": {"type": "object", "required": ["status", "schema_version", "openflow"], "properties": {
