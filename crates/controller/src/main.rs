@@ -660,6 +660,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if of.tls_listen.is_some() {
         of.tls = Some(authority.openflow_config());
+        of.tls_updates = Some(authority.subscribe_openflow());
     }
     if let Some(d) = args.stats_interval {
         of.stats_interval = d.into();
@@ -691,7 +692,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             .tls_addr()
             .map_or_else(|| "-".to_owned(), |a| a.to_string());
         let registry = Arc::new(controller::gwc::Registry::new());
-        registry.set_authority(Arc::new(authority));
+        let authority = Arc::new(authority);
+        // Re-signs the CRL before its next_update; gateway sessions push every new one.
+        tokio::spawn(Arc::clone(&authority).resign_crl_periodically());
+        registry.set_authority(authority);
         let gwc = controller::gwc::Gwc::bind(&gw, Arc::clone(&registry))
             .await
             .context("start the gateway channel")?;

@@ -36,6 +36,7 @@ use tokio::task::AbortHandle;
 use tracing::{debug, info, warn};
 
 use crate::setup::{self, Undo};
+use crate::stats::Stats;
 use crate::tunnel::{self, ConnKey, Shared, TunEvent, CLASSES};
 
 /// Reconnect backoff: first delay.
@@ -384,6 +385,9 @@ async fn recv<R: AsyncRead + Unpin + ?Sized>(
 struct ClientState {
     version: u64,
     source: Source,
+    /// The protocol version the next hello announces: ours, or the older one a controller
+    /// answered with (a protocol 2 `ssc` refuses 3; gwchan::PROTOCOL_VERSION docs).
+    protocol: u32,
 }
 
 /// Runs the controller session forever (reconnecting with backoff). `updates` goes to the
@@ -394,8 +398,13 @@ pub async fn run_client(
     source: Source,
     version: u64,
     updates: mpsc::Sender<Update>,
+    reload: Arc<tokio::sync::Notify>,
 ) {
-    let mut st = ClientState { version, source };
+    let mut st = ClientState {
+        version,
+        source,
+        protocol: gwchan::PROTOCOL_VERSION,
+    };
     sh.stats.update_controller(|c| {
         c.address = ctl.address.clone();
         c.source = source.name().into();
@@ -408,7 +417,7 @@ pub async fn run_client(
     });
     let mut backoff = BACKOFF_MIN;
     loop {
-        let r = session(&sh, &ctl, &mut st, &updates, &mut backoff).await;
+        let r = session(&sh, &ctl, &mut st, &updates, &reload, &mut backoff).await;
         let waiting = st.source == Source::None;
         sh.stats.update_controller(|c| {
             c.connected = false;
@@ -435,6 +444,7 @@ async fn session(
     ctl: &mpa::config::ControllerConfig,
     st: &mut ClientState,
     updates: &mpsc::Sender<Update>,
+    reload: &tokio::sync::Notify,
     backoff: &mut Duration,
 ) -> anyhow::Result<()> {
     let tls = if ctl.address.starts_with("tls:") {
@@ -454,7 +464,10 @@ async fn session(
     let config = sh.config();
     send(
         &mut w,
-        &GatewayMsg::Hello(Hello::ours(concat!("mmsg ", env!("CARGO_PKG_VERSION")))),
+        &GatewayMsg::Hello(Hello::with_protocol(
+            st.protocol,
+            concat!("mmsg ", env!("CARGO_PKG_VERSION")),
+        )),
     )
     .await?;
     send(
@@ -477,7 +490,19 @@ async fn session(
     match tokio::time::timeout(CONNECT_TIMEOUT, recv(&mut r, &mut buf)).await {
         Err(_) => anyhow::bail!("no hello from the controller in {CONNECT_TIMEOUT:?}"),
         Ok(Err(e)) => return Err(e),
-        Ok(Ok(ControllerMsg::Hello(h))) => h.check().map_err(|e| anyhow::anyhow!("{e}"))?,
+        Ok(Ok(ControllerMsg::Hello(h))) => {
+            h.check_controller().map_err(|e| anyhow::anyhow!("{e}"))?;
+            if h.protocol < st.protocol {
+                // An older controller: it refuses our version (error `version` follows);
+                // the next connection announces its version.
+                info!(
+                    ours = st.protocol,
+                    controller = h.protocol,
+                    "the controller speaks an older protocol; announcing it from now on"
+                );
+                st.protocol = h.protocol;
+            }
+        }
         Ok(Ok(ControllerMsg::Error(e))) => {
             anyhow::bail!("controller refused: {} ({})", e.message, e.code)
         }
@@ -507,9 +532,58 @@ async fn session(
                 }
                 ControllerMsg::Hello(_) => anyhow::bail!("a second hello from the controller"),
                 ControllerMsg::Credentials(_) => anyhow::bail!("credentials without a request"),
+                ControllerMsg::Crl(c) => {
+                    if apply_crl(sh, &c.crl_pem) {
+                        reload.notify_one();
+                    }
+                }
             }
         }
     }
+}
+
+/// A CRL pushed by the controller: checked against our current credentials (it must parse,
+/// and the whole `[tls]` set must still load with it), then written atomically (0600) to
+/// `crl_file` unless it is already there. Returns whether the credentials must be reloaded
+/// (the daemon does it as on SIGHUP: established connections whose peer it revokes close).
+fn apply_crl(sh: &Shared, crl_pem: &str) -> bool {
+    let refuse = |why: String| {
+        Stats::inc(&sh.stats.tls_crl_refused);
+        warn!(error = %why, "CRL from the controller refused; keeping the current one");
+        false
+    };
+    let Some(tls) = sh.tls.as_ref() else {
+        return refuse("no [tls] credentials (the tunnel runs in clear)".into());
+    };
+    let files = tls.files();
+    let Some(path) = files.crl.as_ref() else {
+        return refuse("[tls] has no crl_file to write it to".into());
+    };
+    if crl_pem.len() > gwchan::MAX_CRL_PEM {
+        return refuse(format!(
+            "{} bytes, more than {}",
+            crl_pem.len(),
+            gwchan::MAX_CRL_PEM
+        ));
+    }
+    if std::fs::read(path).is_ok_and(|old| old == crl_pem.as_bytes()) {
+        return false;
+    }
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let check = (|| {
+        let (ca, cert, key) = (read(&files.ca)?, read(&files.cert)?, read(&files.key)?);
+        pki::tls::Credentials::from_pem(&ca, &cert, &key, Some(crl_pem.as_bytes()), sh.own)
+            .map_err(|e| e.to_string())
+    })();
+    if let Err(why) = check {
+        return refuse(why);
+    }
+    if let Err(e) = pki::files::write_private(path, crl_pem.as_bytes()) {
+        return refuse(format!("write {}: {e}", path.display()));
+    }
+    Stats::inc(&sh.stats.tls_crl_updates);
+    info!(crl_file = %path.display(), "new CRL from the controller written; reloading");
+    true
 }
 
 async fn handle_config(

@@ -285,6 +285,8 @@ async fn run_inner(
             ));
         }
     }
+    // A CRL pushed by the controller asks for a reload as SIGHUP does.
+    let crl_reload = Arc::new(tokio::sync::Notify::new());
     if let Some(ctl) = controller {
         tokio::spawn(crate::ctlchan::run_client(
             Arc::clone(&sh),
@@ -292,6 +294,7 @@ async fn run_inner(
             source,
             version,
             updates_tx,
+            Arc::clone(&crl_reload),
         ));
     }
     tokio::spawn(control::serve(
@@ -330,6 +333,7 @@ async fn run_inner(
                 let _ = u.reply.send(r.map(|_| ()).map_err(|e| format!("{e:#}")));
             }
             _ = hup.recv() => reload_tls(tls.as_ref(), &stats, ovs_ssl.as_ref()),
+            () = crl_reload.notified() => reload_tls(tls.as_ref(), &stats, ovs_ssl.as_ref()),
             _ = tokio::signal::ctrl_c() => { info!("SIGINT: shutting down"); return Ok(()); }
             _ = term.recv() => { info!("SIGTERM: shutting down"); return Ok(()); }
         }
