@@ -542,7 +542,8 @@ async fn session(
     }
 }
 
-/// A CRL pushed by the controller: checked against our current credentials (it must parse,
+/// A CRL pushed by the controller (ignored without `[tls]` or `crl_file`): checked against our
+/// current credentials (it must parse,
 /// and the whole `[tls]` set must still load with it), then written atomically (0600) to
 /// `crl_file` unless it is already there. Returns whether the credentials must be reloaded
 /// (the daemon does it as on SIGHUP: established connections whose peer it revokes close).
@@ -552,12 +553,16 @@ fn apply_crl(sh: &Shared, crl_pem: &str) -> bool {
         warn!(error = %why, "CRL from the controller refused; keeping the current one");
         false
     };
+    // Without [tls] (clear tunnel) or without a crl_file there is nothing to update: the
+    // controller sends the CRL to every protocol 3 gateway.
     let Some(tls) = sh.tls.as_ref() else {
-        return refuse("no [tls] credentials (the tunnel runs in clear)".into());
+        debug!("CRL from the controller ignored: no [tls] credentials");
+        return false;
     };
     let files = tls.files();
     let Some(path) = files.crl.as_ref() else {
-        return refuse("[tls] has no crl_file to write it to".into());
+        debug!("CRL from the controller ignored: [tls] has no crl_file");
+        return false;
     };
     if crl_pem.len() > gwchan::MAX_CRL_PEM {
         return refuse(format!(

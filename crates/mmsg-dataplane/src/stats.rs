@@ -103,7 +103,7 @@ counters! {
     /// `[tls]` with `crl_file`: new CRLs pushed by the controller (protocol 3), written to
     /// `crl_file` and reloaded.
     tls_crl_updates,
-    /// Pushed CRLs refused (do not parse or do not fit the CA; oversize; no `crl_file`).
+    /// Pushed CRLs refused (oversize, do not load with the credentials, cannot be written).
     tls_crl_refused,
     /// Connections closed because a frame was malformed or oversize.
     frame_errors,
