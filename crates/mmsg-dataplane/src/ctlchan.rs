@@ -491,16 +491,14 @@ async fn session(
         Err(_) => anyhow::bail!("no hello from the controller in {CONNECT_TIMEOUT:?}"),
         Ok(Err(e)) => return Err(e),
         Ok(Ok(ControllerMsg::Hello(h))) => {
-            h.check_controller().map_err(|e| anyhow::anyhow!("{e}"))?;
-            if h.protocol < st.protocol {
-                // An older controller: it refuses our version (error `version` follows);
-                // the next connection announces its version.
+            let next = announce_after(st.protocol, &h).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if next != st.protocol {
                 info!(
                     ours = st.protocol,
                     controller = h.protocol,
                     "the controller speaks an older protocol; announcing it from now on"
                 );
-                st.protocol = h.protocol;
+                st.protocol = next;
             }
         }
         Ok(Ok(ControllerMsg::Error(e))) => {
@@ -540,6 +538,15 @@ async fn session(
             }
         }
     }
+}
+
+/// The version to announce from the next connection on, after announcing `announced` and
+/// getting the controller's hello `h`: an older controller (a protocol 2 `ssc` answers a 3
+/// with hello 2, then `error` `version`) makes us announce its version; a version we cannot
+/// talk to at all is an error.
+fn announce_after(announced: u32, h: &Hello) -> Result<u32, String> {
+    h.check_controller()?;
+    Ok(announced.min(h.protocol))
 }
 
 /// A CRL pushed by the controller (ignored without `[tls]` or `crl_file`): checked against our
@@ -675,6 +682,19 @@ mod tests {
         ))
         .unwrap();
         Config::parse(&text).unwrap()
+    }
+
+    #[test]
+    fn an_older_controller_makes_the_next_hello_older() {
+        let h = |v| Hello::with_protocol(v, "ssc");
+        // Protocol 2 ssc: announce 2 from now on (enrolment-era features only, no crl).
+        assert_eq!(announce_after(3, &h(2)), Ok(2));
+        assert_eq!(announce_after(3, &h(3)), Ok(3));
+        // Once at 2, a hello 2 keeps it there.
+        assert_eq!(announce_after(2, &h(2)), Ok(2));
+        // Versions a gateway cannot talk to.
+        assert!(announce_after(3, &h(1)).is_err());
+        assert!(announce_after(3, &h(4)).is_err());
     }
 
     #[test]
