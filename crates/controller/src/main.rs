@@ -30,7 +30,9 @@ use serde_json::{json, Value};
 /// (docs/gwchan.md). `ssc` also runs the gateway CA: one-time enrolment tokens
 /// (`ssc enrol-token`), issuing, renewing and revoking gateway certificates, mutual TLS on the
 /// gateway channel (`--gateway-tls-listen`) and OpenFlow over TLS (`--openflow-tls-listen`).
-/// REST tokens have roles (`ssc token add --role read-only|admin`).
+/// REST tokens have roles (`ssc token add --role read-only|admin`) and expire (`--ttl`,
+/// default 30 days, `never` on request). The CRL is re-signed every 3.5 days and pushed to
+/// the connected gateways.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about)]
 struct Cli {
@@ -88,12 +90,13 @@ enum Command {
     /// Print a one-time enrolment token for a branch (`mmsg enrol --token`); shown once, only
     /// its hash is stored; used once; expires after --ttl.
     EnrolToken(EnrolTokenArgs),
-    /// Revoke every certificate of a branch or one serial; the CRL is re-signed and reaches
-    /// the gateways with their next credentials (enrolment or renewal).
+    /// Revoke every certificate of a branch or one serial; the CRL is re-signed, used by the
+    /// TLS listeners from the next handshake and pushed at once to every connected gateway of
+    /// protocol 3 (older ones get it with their next credentials).
     Revoke(RevokeArgs),
     /// Certificates the gateway CA issued.
     Certificates(ClientArgs),
-    /// REST API tokens with roles: add (prints the token once), list, remove.
+    /// REST API tokens with roles and expiry: add (prints the token once), list, remove.
     Token {
         #[command(subcommand)]
         command: TokenCommand,
