@@ -36,6 +36,12 @@ pub const MAX_TOKEN_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const CA_CERT_FILE: &str = "ca.pem";
 /// The file name of the CA key in the CA directory.
 pub const CA_KEY_FILE: &str = "ca.key";
+/// A CRL is signed again this long after the last signature: half of its `next_update`
+/// window (`pki::ca::CRL_VALIDITY`, 7 days), so a gateway that misses a few pushes (offline,
+/// `ssc` down for a day) still holds an unexpired CRL.
+pub const CRL_RESIGN_AFTER: Duration = Duration::from_secs(pki::ca::CRL_VALIDITY.as_secs() / 2);
+/// How often `ssc run` checks whether the CRL is due: an hour is negligible against 3.5 days.
+pub const CRL_CHECK_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// Errors of the authority (IO, database, signing). A refused request is [`Refusal`].
 #[derive(Debug, thiserror::Error)]
@@ -146,13 +152,16 @@ pub struct Authority {
     ca: Ca,
     store: Arc<Store>,
     validity: Duration,
-    crl: Mutex<String>,
+    /// The current CRL (PEM) and when it was signed (Unix s); gateway sessions of protocol 3
+    /// watch it and push every new one ([`Authority::subscribe_crl`]).
+    crl: tokio::sync::watch::Sender<Arc<String>>,
+    crl_signed: Mutex<u64>,
     /// The `ssc.mms` certificate and key (PEM; the key only in memory).
     server_cert: (String, String),
     /// Rebuilt with every new CRL.
     server: Mutex<Arc<rustls::ServerConfig>>,
     /// The OpenFlow listener's (client certificate required), rebuilt with every new CRL.
-    openflow: Mutex<Arc<rustls::ServerConfig>>,
+    openflow: tokio::sync::watch::Sender<Arc<rustls::ServerConfig>>,
     counters: Mutex<AuthorityCounters>,
 }
 
@@ -220,10 +229,11 @@ impl Authority {
             ca,
             store,
             validity,
-            crl: Mutex::new(crl),
+            crl: tokio::sync::watch::Sender::new(Arc::new(crl)),
+            crl_signed: Mutex::new(unix_now()),
             server_cert,
             server: Mutex::new(server_config),
-            openflow: Mutex::new(openflow),
+            openflow: tokio::sync::watch::Sender::new(openflow),
             counters: Mutex::new(AuthorityCounters::default()),
         })
     }
@@ -237,7 +247,13 @@ impl Authority {
     /// The TLS configuration of the OpenFlow listener (`ssl:` targets of OVS): the client
     /// (switch) must present a certificate of the CA, not revoked.
     pub fn openflow_config(&self) -> Arc<rustls::ServerConfig> {
-        Arc::clone(&self.openflow.lock().unwrap_or_else(PoisonError::into_inner))
+        Arc::clone(&self.openflow.borrow())
+    }
+
+    /// Watches the OpenFlow listener's configuration (a new one with every new CRL):
+    /// `OfcConfig::tls_updates`.
+    pub fn subscribe_openflow(&self) -> tokio::sync::watch::Receiver<Arc<rustls::ServerConfig>> {
+        self.openflow.subscribe()
     }
 
     /// The CA certificate, PEM.
@@ -247,10 +263,72 @@ impl Authority {
 
     /// The current CRL, PEM.
     pub fn crl_pem(&self) -> String {
-        self.crl
+        self.crl.borrow().as_ref().clone()
+    }
+
+    /// Whether the certificate `serial` is revoked (a database read; false if unknown).
+    pub fn is_revoked(&self, serial: u64) -> bool {
+        self.store
+            .certs()
+            .is_ok_and(|cs| cs.iter().any(|c| c.serial == serial && c.revoked.is_some()))
+    }
+
+    /// Watches the CRL: changes on every revocation and every periodic re-signing.
+    pub fn subscribe_crl(&self) -> tokio::sync::watch::Receiver<Arc<String>> {
+        self.crl.subscribe()
+    }
+
+    /// Whether the CRL signed at `signed` must be signed again at `now`: after
+    /// [`CRL_RESIGN_AFTER`], i.e. with half of its `next_update` window still ahead.
+    pub fn crl_due(signed: u64, now: u64) -> bool {
+        now.saturating_sub(signed) >= CRL_RESIGN_AFTER.as_secs()
+    }
+
+    /// Re-signs the CRL (same serials, next CRL number, `next_update` = now + 7 days) when it
+    /// is due ([`Authority::crl_due`]) at `now`; the gateways' sessions push it. Returns whether
+    /// it did.
+    pub fn resign_crl_if_due(&self, now: u64) -> Result<bool, AuthorityError> {
+        let signed = *self
+            .crl_signed
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !Self::crl_due(signed, now) {
+            return Ok(false);
+        }
+        self.install_new_crl()?;
+        tracing::info!("CRL re-signed before its next_update");
+        Ok(true)
+    }
+
+    /// Every [`CRL_CHECK_INTERVAL`]: [`Authority::resign_crl_if_due`] (off the async threads).
+    pub async fn resign_crl_periodically(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(CRL_CHECK_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let a = Arc::clone(&self);
+            match tokio::task::spawn_blocking(move || a.resign_crl_if_due(unix_now())).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "CRL re-signing failed; retrying"),
+                Err(e) => tracing::error!(error = %e, "CRL re-signing task failed"),
+            }
+        }
+    }
+
+    /// Signs the CRL of the current revocations and puts it in use everywhere: the listeners'
+    /// TLS configurations and the watch the gateway sessions push from.
+    fn install_new_crl(&self) -> Result<(), AuthorityError> {
+        let crl = sign_crl(&self.ca, &self.store)?;
+        let tls = server_tls(&self.ca, &self.server_cert, &crl)?;
+        let of = openflow_tls(&self.ca, &self.server_cert, &crl)?;
+        *self.server.lock().unwrap_or_else(PoisonError::into_inner) = tls;
+        self.openflow.send_replace(of);
+        *self
+            .crl_signed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = unix_now();
+        self.crl.send_replace(Arc::new(crl));
+        Ok(())
     }
 
     /// The counters.
@@ -373,8 +451,8 @@ impl Authority {
     }
 
     /// Revokes every certificate of `branch` (or the one with `serial`) and re-signs the CRL;
-    /// returns the serials revoked now. The gateways get the new CRL with their next
-    /// credentials (enrolment or renewal).
+    /// returns the serials revoked now. Connected gateways of protocol 3 get the new CRL at
+    /// once (pushed by their sessions); others with their next credentials.
     pub fn revoke(
         &self,
         branch: Option<u8>,
@@ -384,12 +462,7 @@ impl Authority {
             |c| branch.is_some_and(|b| b == c.branch && b != 0) || serial == Some(c.serial),
             unix_now(),
         )?;
-        let crl = sign_crl(&self.ca, &self.store)?;
-        let tls = server_tls(&self.ca, &self.server_cert, &crl)?;
-        let of = openflow_tls(&self.ca, &self.server_cert, &crl)?;
-        *self.crl.lock().unwrap_or_else(PoisonError::into_inner) = crl;
-        *self.server.lock().unwrap_or_else(PoisonError::into_inner) = tls;
-        *self.openflow.lock().unwrap_or_else(PoisonError::into_inner) = of;
+        self.install_new_crl()?;
         tracing::info!(?serials, "certificates revoked, CRL re-signed");
         Ok(serials)
     }
@@ -449,4 +522,51 @@ fn sign_crl(ca: &Ca, store: &Store) -> Result<String, AuthorityError> {
         .collect();
     let number = store.next_crl_number()?;
     Ok(ca.crl(&revoked, number)?)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crl_is_due_after_half_its_validity() {
+        let half = CRL_RESIGN_AFTER.as_secs();
+        assert_eq!(half, 302_400, "3.5 days");
+        assert!(!Authority::crl_due(1_000, 1_000));
+        assert!(!Authority::crl_due(1_000, 1_000 + half - 1));
+        assert!(Authority::crl_due(1_000, 1_000 + half));
+        // A clock that went back is not "due".
+        assert!(!Authority::crl_due(1_000, 10));
+    }
+
+    #[test]
+    fn resigning_and_revoking_publish_a_new_crl() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&tmp.path().join("ssc.redb")).unwrap());
+        let a =
+            Authority::open(&tmp.path().join("ca"), store, Duration::from_secs(86_400)).unwrap();
+        let mut crl = a.subscribe_crl();
+        let mut of = a.subscribe_openflow();
+        let first = crl.borrow_and_update().clone();
+        of.borrow_and_update();
+        // Not due now: nothing changes.
+        assert!(!a.resign_crl_if_due(unix_now()).unwrap());
+        assert!(!crl.has_changed().unwrap());
+        // Due later: a new CRL (next number) for the sessions and the OpenFlow listener.
+        assert!(a
+            .resign_crl_if_due(unix_now() + CRL_RESIGN_AFTER.as_secs())
+            .unwrap());
+        assert!(crl.has_changed().unwrap() && of.has_changed().unwrap());
+        let second = crl.borrow_and_update().clone();
+        assert_ne!(first, second);
+        assert_eq!(*second, a.crl_pem());
+        // A revocation publishes at once too.
+        a.revoke(None, Some(12_345)).unwrap();
+        assert!(crl.has_changed().unwrap());
+        assert!(
+            !a.is_revoked(12_345),
+            "an unknown serial is not a revoked certificate"
+        );
+    }
 }

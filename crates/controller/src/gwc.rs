@@ -24,8 +24,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::listen::Listeners;
 use mpa::config::{PathGroupConfig, RemoteBranch};
 use mpa::gwchan::{
-    self, Ack, ControllerMsg, ErrorMsg, GatewayConfig, GatewayMsg, Hello, Priorities, Register,
-    Report,
+    self, Ack, ControllerMsg, CrlUpdate, ErrorMsg, GatewayConfig, GatewayMsg, Hello, Priorities,
+    Register, Report,
 };
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -47,6 +47,8 @@ pub const SESSION_TIMEOUT: Duration = Duration::from_secs(15);
 /// Bytes read from a gateway per call; the receive buffer holds at most one message
 /// ([`gwchan::MAX_BODY_LEN`]) plus one chunk.
 const READ_CHUNK: usize = 16 * 1024;
+/// The first gateway protocol that gets pushed CRLs (`ControllerMsg::Crl`).
+const CRL_PROTOCOL: u32 = 3;
 
 /// Settings of the gateway listeners (`[gateways]` in the config, `--gateway-listen`,
 /// `--gateway-tls-listen`, `--gateway-unix`).
@@ -623,6 +625,8 @@ enum SessionEnd {
     Removed,
     #[error("silent for {0:?}")]
     Silent(Duration),
+    #[error("its certificate {0} was revoked")]
+    Revoked(u64),
 }
 
 async fn send<S: AsyncWrite + Unpin>(w: &mut S, msg: &ControllerMsg) -> Result<(), SessionEnd> {
@@ -779,9 +783,13 @@ where
                 )))
             }
         };
+        // The session runs at the gateway's version (a protocol 2 gateway never gets a crl).
         send(
             &mut w,
-            &ControllerMsg::Hello(Hello::ours(concat!("ssc ", env!("CARGO_PKG_VERSION")))),
+            &ControllerMsg::Hello(Hello::with_protocol(
+                hello.negotiated(),
+                concat!("ssc ", env!("CARGO_PKG_VERSION")),
+            )),
         )
         .await?;
         if let Err(e) = hello.check_gateway() {
@@ -797,8 +805,8 @@ where
             ))),
         }
     };
-    let reg = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-        Ok(Ok((_, Opening::Register(reg)))) => reg,
+    let (protocol, reg) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok((protocol, Opening::Register(reg)))) => (protocol, reg),
         Ok(Ok((protocol, opening))) => {
             // The CA's work (a database commit, a signature) off the async threads.
             let reg = Arc::clone(&registry);
@@ -831,6 +839,10 @@ where
         }
     };
     let branch = reg.branch_id;
+    let client_serial = match transport {
+        Transport::Tls(Some((_, serial))) => Some(serial),
+        _ => None,
+    };
     if let Transport::Tls(client) = transport {
         let refusal = match client {
             None => Some((
@@ -864,12 +876,41 @@ where
             return;
         }
     };
-    info!(%peer, branch, version = %reg.software_version, "gateway registered");
+    info!(%peer, branch, version = %reg.software_version, protocol, "gateway registered");
+    // Protocol 3 with a CA: the current CRL at once, then every new one (revocation,
+    // re-signing). Without, a receiver that never changes.
+    let authority = registry.authority().cloned();
+    let mut crl = match (&authority, protocol >= CRL_PROTOCOL) {
+        (Some(a), true) => {
+            let mut rx = a.subscribe_crl();
+            rx.mark_changed();
+            rx
+        }
+        _ => tokio::sync::watch::channel(Arc::new(String::new())).1,
+    };
     let result: Result<(), SessionEnd> = async {
         // The current config at once, then every change.
         configs.mark_changed();
         loop {
             tokio::select! {
+                r = crl.changed() => {
+                    if r.is_err() {
+                        // No CA (or it is gone): nothing more to push.
+                        crl = tokio::sync::watch::channel(Arc::new(String::new())).1;
+                        continue;
+                    }
+                    let pem = crl.borrow_and_update().clone();
+                    send(&mut w, &ControllerMsg::Crl(CrlUpdate { crl_pem: (*pem).clone() })).await?;
+                    debug!(branch, "CRL pushed");
+                    // A session whose own certificate is now revoked ends here (its new
+                    // connections are refused by the listener's CRL).
+                    if let (Some(a), Some(serial)) = (&authority, client_serial) {
+                        if a.is_revoked(serial) {
+                            let _ = send(&mut w, &error_msg("revoked", "this gateway's certificate was revoked")).await;
+                            return Err(SessionEnd::Revoked(serial));
+                        }
+                    }
+                }
                 r = configs.changed() => {
                     if r.is_err() {
                         return Err(SessionEnd::Removed);

@@ -30,7 +30,9 @@ use serde_json::{json, Value};
 /// (docs/gwchan.md). `ssc` also runs the gateway CA: one-time enrolment tokens
 /// (`ssc enrol-token`), issuing, renewing and revoking gateway certificates, mutual TLS on the
 /// gateway channel (`--gateway-tls-listen`) and OpenFlow over TLS (`--openflow-tls-listen`).
-/// REST tokens have roles (`ssc token add --role read-only|admin`).
+/// REST tokens have roles (`ssc token add --role read-only|admin`) and expire (`--ttl`,
+/// default 30 days, `never` on request). The CRL is re-signed every 3.5 days and pushed to
+/// the connected gateways.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about)]
 struct Cli {
@@ -91,12 +93,13 @@ enum Command {
     /// Print a one-time enrolment token for a branch (`mmsg enrol --token`); shown once, only
     /// its hash is stored; used once; expires after --ttl.
     EnrolToken(EnrolTokenArgs),
-    /// Revoke every certificate of a branch or one serial; the CRL is re-signed and reaches
-    /// the gateways with their next credentials (enrolment or renewal).
+    /// Revoke every certificate of a branch or one serial; the CRL is re-signed, used by the
+    /// TLS listeners from the next handshake and pushed at once to every connected gateway of
+    /// protocol 3 (older ones get it with their next credentials).
     Revoke(RevokeArgs),
     /// Certificates the gateway CA issued.
     Certificates(ClientArgs),
-    /// REST API tokens with roles: add (prints the token once), list, remove.
+    /// REST API tokens with roles and expiry: add (prints the token once), list, remove.
     Token {
         #[command(subcommand)]
         command: TokenCommand,
@@ -111,6 +114,33 @@ enum TokenRole {
     Admin,
 }
 
+/// `ssc token add --ttl`: a lifetime or `never`.
+#[derive(Debug, Clone, Copy)]
+enum TokenTtl {
+    For(std::time::Duration),
+    Never,
+}
+
+fn token_ttl(s: &str) -> Result<TokenTtl, String> {
+    if s == "never" {
+        return Ok(TokenTtl::Never);
+    }
+    let d: std::time::Duration = s
+        .parse::<humantime::Duration>()
+        .map_err(|e| format!("{e} (a duration such as 30d, or never)"))?
+        .into();
+    if d.as_secs() == 0 {
+        return Err("must be at least 1s (or never)".into());
+    }
+    Ok(TokenTtl::For(d))
+}
+
+/// Unix seconds as `2026-12-25T05:00:00Z`.
+fn utc(unix: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix))
+        .to_string()
+}
+
 #[derive(Debug, Subcommand)]
 enum TokenCommand {
     /// Add a token; prints it once (only its SHA-256 is stored).
@@ -123,8 +153,12 @@ enum TokenCommand {
         /// What it may do.
         #[arg(long, value_enum)]
         role: TokenRole,
+        /// How long it is valid (`30d`, `12h`, at most a year), or `never`; expired tokens get
+        /// 401.
+        #[arg(long, default_value = "30d", value_parser = token_ttl)]
+        ttl: TokenTtl,
     },
-    /// Names and roles of the stored tokens.
+    /// Names, roles and expiry of the stored tokens (expired ones are marked).
     List(ClientArgs),
     /// Remove a token by name.
     Remove {
@@ -715,6 +749,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if of.tls_listen.is_some() {
         of.tls = Some(authority.openflow_config());
+        of.tls_updates = Some(authority.subscribe_openflow());
     }
     if let Some(d) = args.stats_interval {
         of.stats_interval = d.into();
@@ -746,7 +781,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             .tls_addr()
             .map_or_else(|| "-".to_owned(), |a| a.to_string());
         let registry = Arc::new(controller::gwc::Registry::new());
-        registry.set_authority(Arc::new(authority));
+        let authority = Arc::new(authority);
+        // Re-signs the CRL before its next_update; gateway sessions push every new one.
+        tokio::spawn(Arc::clone(&authority).resign_crl_periodically());
+        registry.set_authority(authority);
         let gwc = controller::gwc::Gwc::bind(&gw, Arc::clone(&registry))
             .await
             .context("start the gateway channel")?;
@@ -980,29 +1018,60 @@ async fn shutdown_signal() {
 
 fn token(command: TokenCommand) -> anyhow::Result<()> {
     match command {
-        TokenCommand::Add { client, name, role } => {
+        TokenCommand::Add {
+            client,
+            name,
+            role,
+            ttl,
+        } => {
             let role = match role {
                 TokenRole::ReadOnly => "read-only",
                 TokenRole::Admin => "admin",
             };
+            let body = match ttl {
+                TokenTtl::Never => json!({"name": name, "role": role, "never_expires": true}),
+                TokenTtl::For(d) => json!({"name": name, "role": role, "ttl_s": d.as_secs()}),
+            };
             let v = client
                 .client()
-                .call(
-                    "POST",
-                    "/api/v1/tokens",
-                    Some(&json!({"name": name, "role": role})),
-                )?
+                .call("POST", "/api/v1/tokens", Some(&body))?
                 .unwrap_or(Value::Null);
             if client.json {
                 return print_json(&v);
             }
+            let expires = v.get("expires").and_then(Value::as_u64).map_or_else(
+                || "never expires".to_owned(),
+                |e| format!("expires {}", utc(e)),
+            );
             println!(
-                "{}\n# token {name:?} ({role}); shown once, only its hash is stored",
+                "{}\n# token {name:?} ({role}, {expires}); shown once, only its hash is stored",
                 v.get("token").and_then(Value::as_str).unwrap_or_default()
             );
             Ok(())
         }
-        TokenCommand::List(c) => print_json(&c.client().get("/api/v1/tokens")?),
+        TokenCommand::List(c) => {
+            let v = c.client().get("/api/v1/tokens")?;
+            if c.json {
+                return print_json(&v);
+            }
+            let list: controller::ui::api::ApiTokenList =
+                serde_json::from_value(v).context("token list from the API")?;
+            println!("{:<24} {:<10} {:<21} state", "name", "role", "expires");
+            for t in list.tokens {
+                let role = match t.role {
+                    controller::store::creds::Role::ReadOnly => "read-only",
+                    controller::store::creds::Role::Admin => "admin",
+                };
+                println!(
+                    "{:<24} {:<10} {:<21} {}",
+                    t.name,
+                    role,
+                    t.expires.map_or_else(|| "never".to_owned(), utc),
+                    if t.expired { "EXPIRED (401)" } else { "valid" }
+                );
+            }
+            Ok(())
+        }
         TokenCommand::Remove { client, name } => {
             client
                 .client()

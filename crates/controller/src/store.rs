@@ -21,7 +21,7 @@
 //! | `settings` | `"path_config"`                  | JSON of [`Settings`]                      |
 //! | `enrol_tokens` (v2) | SHA-256 of a token, hex | JSON of [`creds::TokenRow`] (branch, expiry, used) |
 //! | `certs` (v2) | serial `u64`                     | JSON of [`creds::CertRow`] (branch, expiry, revoked) |
-//! | `api_tokens` (v2) | SHA-256 of a REST token, hex | JSON of [`creds::ApiTokenRow`] (name, role) |
+//! | `api_tokens` (v2) | SHA-256 of a REST token, hex | JSON of [`creds::ApiTokenRow`] (name, role, created; `expires` since v3) |
 //!
 //! `meta` also holds `next_serial` and `crl_number` (v2, the CA's counters; [`creds`]).
 //!
@@ -48,7 +48,7 @@ use crate::swap::{self, CompileError, FlowTables};
 pub mod creds;
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: u64 = 2;
+pub const SCHEMA_VERSION: u64 = 3;
 
 const META: TableDefinition<'static, &'static str, u64> = TableDefinition::new("meta");
 const BRANCHES: TableDefinition<'static, u8, &'static str> = TableDefinition::new("branches");
@@ -657,7 +657,37 @@ pub const MIGRATIONS: &[Migration] = &[
         description: "create tables enrol_tokens, certs (the gateway CA), api_tokens (REST roles)",
         apply: migrate_1_to_2,
     },
+    Migration {
+        from: 2,
+        description: "api_tokens rows get `expires` (null: the existing tokens never expire)",
+        apply: migrate_2_to_3,
+    },
 ];
+
+/// REST tokens expire since v3: every existing row gets an explicit `"expires": null` (they
+/// were issued without an expiry, and an upgrade must not lock the operator out); `ssc token
+/// list` shows them as `never`.
+fn migrate_2_to_3(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let mut t = txn.open_table(creds::API_TOKENS)?;
+    let mut rows = Vec::new();
+    for r in t.iter()? {
+        let (k, v) = r?;
+        let key = k.value().to_owned();
+        let mut row: serde_json::Value =
+            serde_json::from_str(v.value()).map_err(|e| StoreError::Corrupt {
+                key: format!("api_tokens/{key}"),
+                reason: e.to_string(),
+            })?;
+        if let Some(o) = row.as_object_mut() {
+            o.entry("expires").or_insert(serde_json::Value::Null);
+        }
+        rows.push((key, row.to_string()));
+    }
+    for (k, v) in rows {
+        t.insert(k.as_str(), v.as_str())?;
+    }
+    Ok(())
+}
 
 fn migrate_1_to_2(txn: &WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(creds::ENROL_TOKENS)?;
@@ -1297,8 +1327,8 @@ mod tests {
         assert!(matches!(e, StoreError::Locked(_)), "{e}");
     }
 
-    /// A version-3 migration for the tests: renames every branch to upper case (a data rewrite
-    /// inside the same transaction as the version bump).
+    /// A migration to SCHEMA_VERSION + 1 for the tests: renames every branch to upper case (a
+    /// data rewrite inside the same transaction as the version bump).
     fn upper_names(txn: &WriteTransaction) -> Result<(), StoreError> {
         let mut table = txn.open_table(BRANCHES)?;
         let mut rows = Vec::new();
@@ -1330,15 +1360,15 @@ mod tests {
             store.update(|c| c.add_branch(branch(1, 10))).unwrap();
         }
         // A failing migration writes nothing: version and data stay.
-        let with_failing = [
-            MIGRATIONS[0],
-            MIGRATIONS[1],
-            Migration {
-                from: 2,
+        let with_failing: Vec<Migration> = MIGRATIONS
+            .iter()
+            .copied()
+            .chain([Migration {
+                from: SCHEMA_VERSION,
                 description: "fails",
                 apply: failing,
-            },
-        ];
+            }])
+            .collect();
         let e = Store::open_with_migrations(&path, &with_failing).unwrap_err();
         assert!(e.to_string().contains("fails on purpose"), "{e}");
         {
@@ -1355,19 +1385,20 @@ mod tests {
                 "b1"
             );
         }
-        // The real hook: v2 → v3 rewrites the data and bumps the version.
-        let v2 = [
-            MIGRATIONS[0],
-            MIGRATIONS[1],
-            Migration {
-                from: 2,
+        // The real hook: one more migration rewrites the data and bumps the version.
+        let next = SCHEMA_VERSION + 1;
+        let v2: Vec<Migration> = MIGRATIONS
+            .iter()
+            .copied()
+            .chain([Migration {
+                from: SCHEMA_VERSION,
                 description: "upper-case names",
                 apply: upper_names,
-            },
-        ];
+            }])
+            .collect();
         {
             let store = Store::open_with_migrations(&path, &v2).unwrap();
-            assert_eq!(store.schema_version().unwrap(), 3);
+            assert_eq!(store.schema_version().unwrap(), next);
             assert_eq!(
                 store
                     .catalog()
@@ -1407,24 +1438,20 @@ mod tests {
                 "lower"
             );
         }
-        // This binary (v2) refuses the v3 file instead of misreading it.
+        // This binary refuses the newer file instead of misreading it.
         let e = Store::open(&path).unwrap_err();
         assert!(
             matches!(
                 e,
-                StoreError::TooNew {
-                    found: 3,
-                    supported: 2
-                }
+                StoreError::TooNew { found, supported }
+                    if found == next && supported == SCHEMA_VERSION
             ),
             "{e}"
         );
         assert!(matches!(
             Store::check(&path),
-            Err(StoreError::TooNew {
-                found: 3,
-                supported: 2
-            })
+            Err(StoreError::TooNew { found, supported })
+                if found == next && supported == SCHEMA_VERSION
         ));
         // A list with a gap is our bug and is refused.
         let gap = [Migration {
@@ -1437,6 +1464,39 @@ mod tests {
             matches!(e, StoreError::BadMigrations { index: 0, from: 2 }),
             "{e}"
         );
+    }
+
+    #[test]
+    fn v2_api_tokens_migrate_to_never_expiring_rows() {
+        let (_d, path) = temp();
+        {
+            // A v2 file with a token row as v2 wrote it (no `expires`).
+            let store = Store::open_with_migrations(&path, &MIGRATIONS[..2]).unwrap();
+            assert_eq!(store.schema_version().unwrap(), 2);
+            let txn = store.db.begin_write().unwrap();
+            txn.open_table(creds::API_TOKENS)
+                .unwrap()
+                .insert("ab12", r#"{"name":"old","role":"admin","created":5}"#)
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 3);
+        let row = store.api_token("ab12").unwrap().unwrap();
+        assert_eq!(
+            row,
+            creds::ApiTokenRow {
+                name: "old".into(),
+                role: creds::Role::Admin,
+                created: 5,
+                expires: None,
+            }
+        );
+        assert!(!row.expired(u64::MAX));
+        let txn = store.db.begin_read().unwrap();
+        let raw = txn.open_table(creds::API_TOKENS).unwrap();
+        let text = raw.get("ab12").unwrap().unwrap().value().to_owned();
+        assert!(text.contains(r#""expires":null"#), "{text}");
     }
 
     #[test]

@@ -335,6 +335,90 @@ async fn tokens_with_roles_401_403_and_admin() {
 }
 
 #[tokio::test]
+async fn tokens_expire_and_are_listed_with_their_expiry() {
+    let api = Api::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let add = |body: Value| api.call(Method::POST, "/api/v1/tokens", Some(body));
+    // Default: 30 days.
+    let (s, d) = add(json!({"name": "default", "role": "read-only"})).await;
+    assert_eq!(s, StatusCode::CREATED, "{d}");
+    let exp = d["expires"].as_u64().unwrap();
+    assert!(
+        (now + 30 * 86_400..=now + 30 * 86_400 + 5).contains(&exp),
+        "{exp}"
+    );
+    // Never, only when asked for.
+    let (s, n) = add(json!({"name": "forever", "role": "admin", "never_expires": true})).await;
+    assert_eq!(s, StatusCode::CREATED, "{n}");
+    assert!(n["expires"].is_null(), "{n}");
+    // Out of range, and both at once: 422, nothing stored.
+    for bad in [
+        json!({"name": "zero", "role": "admin", "ttl_s": 0}),
+        json!({"name": "long", "role": "admin", "ttl_s": 367 * 86_400}),
+        json!({"name": "both", "role": "admin", "ttl_s": 60, "never_expires": true}),
+    ] {
+        let (s, v) = add(bad.clone()).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {v}");
+    }
+    // A 1 s token works, then is refused with 401 "expired".
+    let (s, short) = add(json!({"name": "short", "role": "admin", "ttl_s": 1})).await;
+    assert_eq!(s, StatusCode::CREATED, "{short}");
+    let short = short["token"].as_str().unwrap().to_owned();
+    let (s, _) = api
+        .with_token(Some(&short), Method::GET, "/api/v1/branches", None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let (s, v) = api
+        .with_token(Some(&short), Method::GET, "/api/v1/branches", None)
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    assert!(error_of(&v).contains("expired"), "{v}");
+    let (s, v) = api
+        .with_token(
+            Some(&short),
+            Method::POST,
+            "/api/v1/tokens",
+            Some(json!({"name": "x", "role": "admin"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    // The others still work.
+    let ro = d["token"].as_str().unwrap();
+    let (s, _) = api
+        .with_token(Some(ro), Method::GET, "/api/v1/branches", None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    // The list shows expiry and which one expired.
+    let (s, v) = api.get("/api/v1/tokens").await;
+    assert_eq!(s, StatusCode::OK);
+    let rows: Vec<(String, Value, bool)> = v["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_owned(),
+                t["expires"].clone(),
+                t["expired"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("default".to_owned(), json!(exp), false),
+            ("forever".to_owned(), Value::Null, false),
+            ("short".to_owned(), rows[2].1.clone(), true),
+        ]
+    );
+    assert!(rows[2].1.as_u64().unwrap() <= now + 3);
+}
+
+#[tokio::test]
 async fn auth_failures_are_401() {
     let api = Api::new();
     let cases: [(Option<String>, &str); 5] = [

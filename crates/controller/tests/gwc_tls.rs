@@ -9,7 +9,10 @@
 //!   registering as branch 2 is refused (`wrong_branch`), no certificate is refused
 //!   (`no_certificate`); a certificate of a foreign CA fails the handshake;
 //! - renewal over mutual TLS yields a new serial that registers; revoking the old serial makes
-//!   the listener refuse it in the handshake.
+//!   the listener refuse it in the handshake;
+//! - CRL push (protocol 3): a registered protocol 3 session gets the current CRL, and at a
+//!   revocation the new one at once; the session whose own certificate is revoked then gets
+//!   `error` `revoked`; a protocol 2 session is answered with hello 2 and never gets a `crl`.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -40,11 +43,35 @@ use tokio::net::{TcpStream, UnixStream};
 struct Peer<S> {
     s: S,
     buf: Vec<u8>,
+    /// CRLs pushed so far (protocol 3), in order.
+    crls: Vec<String>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Peer<S> {
     fn new(s: S) -> Self {
-        Peer { s, buf: Vec::new() }
+        Peer {
+            s,
+            buf: Vec::new(),
+            crls: Vec::new(),
+        }
+    }
+
+    /// The next message that is not a pushed CRL (those go to `crls`).
+    async fn next(&mut self) -> Option<ControllerMsg> {
+        loop {
+            match self.recv().await {
+                Some(ControllerMsg::Crl(c)) => self.crls.push(c.crl_pem),
+                m => return m,
+            }
+        }
+    }
+
+    /// Waits for the next pushed CRL; any other message is a failure.
+    async fn next_crl(&mut self) -> String {
+        match self.recv().await {
+            Some(ControllerMsg::Crl(c)) => c.crl_pem,
+            other => panic!("expected a crl, got {other:?}"),
+        }
     }
 
     async fn send(&mut self, m: &GatewayMsg) {
@@ -76,16 +103,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Peer<S> {
             .expect("no message from ssc within 5 s")
     }
 
-    /// Hello + `first`; returns the message after the controller's hello.
+    /// Hello (our protocol) + `first`; returns the first message after the controller's
+    /// hello that is not a pushed CRL.
     async fn open(&mut self, first: GatewayMsg) -> Option<ControllerMsg> {
-        self.send(&GatewayMsg::Hello(Hello::ours("fake-gw"))).await;
+        self.open_as(gwchan::PROTOCOL_VERSION, first).await
+    }
+
+    /// As [`Peer::open`], announcing `protocol`; the controller must answer with it.
+    async fn open_as(&mut self, protocol: u32, first: GatewayMsg) -> Option<ControllerMsg> {
+        self.send(&GatewayMsg::Hello(Hello::with_protocol(
+            protocol, "fake-gw",
+        )))
+        .await;
         self.send(&first).await;
         match self.recv().await {
-            Some(ControllerMsg::Hello(h)) => assert!(h.check().is_ok()),
+            Some(ControllerMsg::Hello(h)) => assert_eq!(h.protocol, protocol),
             None => return None,
             other => panic!("expected hello, got {other:?}"),
         }
-        self.recv().await
+        self.next().await
     }
 }
 
@@ -329,11 +365,47 @@ async fn enrolment_mutual_tls_renewal_and_revocation() {
         p.open(register(1)).await,
         Some(ControllerMsg::Config(_))
     ));
+    // (p replaced g1 as branch 1's session: g1 got `replaced`.) The protocol 3 session got the
+    // current CRL right after registering.
+    let crl_before = match p.crls.pop() {
+        Some(c) => c,
+        None => p.next_crl().await,
+    };
+    assert_eq!(crl_before, authority.crl_pem());
+    drop(g1);
 
-    // Revoking the old serial: the listener refuses it in the handshake; the new one works.
+    // Revoking the old serial (while a session runs with it): the new CRL is pushed at once,
+    // then that session ends with `revoked`.
+    let mut old = tls(addr, &ca, Some((&c1.cert_pem, &key1.key_pem)))
+        .await
+        .unwrap();
+    assert!(matches!(
+        old.open(register(1)).await,
+        Some(ControllerMsg::Config(_))
+    ));
+    if old.crls.is_empty() {
+        old.next_crl().await;
+    }
     let revoked = authority.revoke(None, Some(c1.serial)).unwrap();
     assert_eq!(revoked, vec![c1.serial]);
     assert!(authority.crl_pem().contains("BEGIN X509 CRL"));
+    let pushed = old.next_crl().await;
+    assert_eq!(pushed, authority.crl_pem());
+    assert_ne!(pushed, crl_before);
+    assert_eq!(error_code(old.recv().await).0, "revoked");
+    // A protocol 2 gateway (c1b, not revoked): hello 2, its config, and never a crl, also
+    // not at a revocation.
+    let mut v2 = tls(addr, &ca, Some((&c1b.cert_pem, &key1b.key_pem)))
+        .await
+        .unwrap();
+    assert!(matches!(
+        v2.open_as(2, register(1)).await,
+        Some(ControllerMsg::Config(_))
+    ));
+    authority.revoke(None, Some(c2.serial)).unwrap();
+    let quiet = tokio::time::timeout(Duration::from_secs(1), v2.recv()).await;
+    assert!(quiet.is_err(), "a protocol 2 session got {quiet:?}");
+    assert!(v2.crls.is_empty());
     if let Ok(mut p) = tls(addr, &ca, Some((&c1.cert_pem, &key1.key_pem))).await {
         assert!(p.open(register(1)).await.is_none());
     }

@@ -36,6 +36,7 @@ use tokio::task::AbortHandle;
 use tracing::{debug, info, warn};
 
 use crate::setup::{self, Undo};
+use crate::stats::Stats;
 use crate::tunnel::{self, ConnKey, Shared, TunEvent, CLASSES};
 
 /// Reconnect backoff: first delay.
@@ -384,6 +385,9 @@ async fn recv<R: AsyncRead + Unpin + ?Sized>(
 struct ClientState {
     version: u64,
     source: Source,
+    /// The protocol version the next hello announces: ours, or the older one a controller
+    /// answered with (a protocol 2 `ssc` refuses 3; gwchan::PROTOCOL_VERSION docs).
+    protocol: u32,
 }
 
 /// Runs the controller session forever (reconnecting with backoff). `updates` goes to the
@@ -394,8 +398,13 @@ pub async fn run_client(
     source: Source,
     version: u64,
     updates: mpsc::Sender<Update>,
+    reload: Arc<tokio::sync::Notify>,
 ) {
-    let mut st = ClientState { version, source };
+    let mut st = ClientState {
+        version,
+        source,
+        protocol: gwchan::PROTOCOL_VERSION,
+    };
     sh.stats.update_controller(|c| {
         c.address = ctl.address.clone();
         c.source = source.name().into();
@@ -408,7 +417,7 @@ pub async fn run_client(
     });
     let mut backoff = BACKOFF_MIN;
     loop {
-        let r = session(&sh, &ctl, &mut st, &updates, &mut backoff).await;
+        let r = session(&sh, &ctl, &mut st, &updates, &reload, &mut backoff).await;
         let waiting = st.source == Source::None;
         sh.stats.update_controller(|c| {
             c.connected = false;
@@ -435,6 +444,7 @@ async fn session(
     ctl: &mpa::config::ControllerConfig,
     st: &mut ClientState,
     updates: &mpsc::Sender<Update>,
+    reload: &tokio::sync::Notify,
     backoff: &mut Duration,
 ) -> anyhow::Result<()> {
     let tls = if ctl.address.starts_with("tls:") {
@@ -454,7 +464,10 @@ async fn session(
     let config = sh.config();
     send(
         &mut w,
-        &GatewayMsg::Hello(Hello::ours(concat!("mmsg ", env!("CARGO_PKG_VERSION")))),
+        &GatewayMsg::Hello(Hello::with_protocol(
+            st.protocol,
+            concat!("mmsg ", env!("CARGO_PKG_VERSION")),
+        )),
     )
     .await?;
     send(
@@ -477,7 +490,17 @@ async fn session(
     match tokio::time::timeout(CONNECT_TIMEOUT, recv(&mut r, &mut buf)).await {
         Err(_) => anyhow::bail!("no hello from the controller in {CONNECT_TIMEOUT:?}"),
         Ok(Err(e)) => return Err(e),
-        Ok(Ok(ControllerMsg::Hello(h))) => h.check().map_err(|e| anyhow::anyhow!("{e}"))?,
+        Ok(Ok(ControllerMsg::Hello(h))) => {
+            let next = announce_after(st.protocol, &h).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if next != st.protocol {
+                info!(
+                    ours = st.protocol,
+                    controller = h.protocol,
+                    "the controller speaks an older protocol; announcing it from now on"
+                );
+                st.protocol = next;
+            }
+        }
         Ok(Ok(ControllerMsg::Error(e))) => {
             anyhow::bail!("controller refused: {} ({})", e.message, e.code)
         }
@@ -507,9 +530,72 @@ async fn session(
                 }
                 ControllerMsg::Hello(_) => anyhow::bail!("a second hello from the controller"),
                 ControllerMsg::Credentials(_) => anyhow::bail!("credentials without a request"),
+                ControllerMsg::Crl(c) => {
+                    if apply_crl(sh, &c.crl_pem) {
+                        reload.notify_one();
+                    }
+                }
             }
         }
     }
+}
+
+/// The version to announce from the next connection on, after announcing `announced` and
+/// getting the controller's hello `h`: an older controller (a protocol 2 `ssc` answers a 3
+/// with hello 2, then `error` `version`) makes us announce its version; a version we cannot
+/// talk to at all is an error.
+fn announce_after(announced: u32, h: &Hello) -> Result<u32, String> {
+    h.check_controller()?;
+    Ok(announced.min(h.protocol))
+}
+
+/// A CRL pushed by the controller (ignored without `[tls]` or `crl_file`): checked against our
+/// current credentials (it must parse,
+/// and the whole `[tls]` set must still load with it), then written atomically (0600) to
+/// `crl_file` unless it is already there. Returns whether the credentials must be reloaded
+/// (the daemon does it as on SIGHUP: established connections whose peer it revokes close).
+fn apply_crl(sh: &Shared, crl_pem: &str) -> bool {
+    let refuse = |why: String| {
+        Stats::inc(&sh.stats.tls_crl_refused);
+        warn!(error = %why, "CRL from the controller refused; keeping the current one");
+        false
+    };
+    // Without [tls] (clear tunnel) or without a crl_file there is nothing to update: the
+    // controller sends the CRL to every protocol 3 gateway.
+    let Some(tls) = sh.tls.as_ref() else {
+        debug!("CRL from the controller ignored: no [tls] credentials");
+        return false;
+    };
+    let files = tls.files();
+    let Some(path) = files.crl.as_ref() else {
+        debug!("CRL from the controller ignored: [tls] has no crl_file");
+        return false;
+    };
+    if crl_pem.len() > gwchan::MAX_CRL_PEM {
+        return refuse(format!(
+            "{} bytes, more than {}",
+            crl_pem.len(),
+            gwchan::MAX_CRL_PEM
+        ));
+    }
+    if std::fs::read(path).is_ok_and(|old| old == crl_pem.as_bytes()) {
+        return false;
+    }
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let check = (|| {
+        let (ca, cert, key) = (read(&files.ca)?, read(&files.cert)?, read(&files.key)?);
+        pki::tls::Credentials::from_pem(&ca, &cert, &key, Some(crl_pem.as_bytes()), sh.own)
+            .map_err(|e| e.to_string())
+    })();
+    if let Err(why) = check {
+        return refuse(why);
+    }
+    if let Err(e) = pki::files::write_private(path, crl_pem.as_bytes()) {
+        return refuse(format!("write {}: {e}", path.display()));
+    }
+    Stats::inc(&sh.stats.tls_crl_updates);
+    info!(crl_file = %path.display(), "new CRL from the controller written; reloading");
+    true
 }
 
 async fn handle_config(
@@ -596,6 +682,19 @@ mod tests {
         ))
         .unwrap();
         Config::parse(&text).unwrap()
+    }
+
+    #[test]
+    fn an_older_controller_makes_the_next_hello_older() {
+        let h = |v| Hello::with_protocol(v, "ssc");
+        // Protocol 2 ssc: announce 2 from now on (enrolment-era features only, no crl).
+        assert_eq!(announce_after(3, &h(2)), Ok(2));
+        assert_eq!(announce_after(3, &h(3)), Ok(3));
+        // Once at 2, a hello 2 keeps it there.
+        assert_eq!(announce_after(2, &h(2)), Ok(2));
+        // Versions a gateway cannot talk to.
+        assert!(announce_after(3, &h(1)).is_err());
+        assert!(announce_after(3, &h(4)).is_err());
     }
 
     #[test]

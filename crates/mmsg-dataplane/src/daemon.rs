@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use mpa::config::Config;
+use mpa::config::{Config, OvsConfig};
 use mpa::BranchId;
 use tracing::{error, info, warn};
 
@@ -84,8 +84,10 @@ fn kernel_pm_setup(config: &Config, undo: &mut Undo) -> anyhow::Result<()> {
 }
 
 /// SIGHUP: re-reads the `[tls]` files (certificate/key rotation, new CRL). New connections use
-/// the new credentials; established ones keep theirs. A failure keeps the old ones.
-fn reload_tls(tls: Option<&TlsState>, stats: &Stats) {
+/// the new credentials; established ones keep theirs. A failure keeps the old ones. With an
+/// `[ovs]` `ssl:` controller (`ovs_ssl`), OVS is then given the reloaded credentials too
+/// ([`crate::ovs::configure_ssl`], off the runtime: it runs `ovs-vsctl`).
+fn reload_tls(tls: Option<&Arc<TlsState>>, stats: &Stats, ovs_ssl: Option<&(OvsConfig, BranchId)>) {
     let Some(tls) = tls else {
         info!("SIGHUP: no [tls] credentials to reload");
         return;
@@ -99,6 +101,17 @@ fn reload_tls(tls: Option<&TlsState>, stats: &Stats) {
                 serial,
                 "SIGHUP: TLS credentials reloaded; new connections use them"
             );
+            if let Some((o, own)) = ovs_ssl {
+                let (o, own, tls) = (o.clone(), *own, Arc::clone(tls));
+                tokio::task::spawn_blocking(move || {
+                    if let Err(e) = crate::ovs::configure_ssl(&o, tls.files(), own) {
+                        warn!(
+                            error = %format!("{e:#}"),
+                            "OVS keeps its previous OpenFlow TLS credentials"
+                        );
+                    }
+                });
+            }
         }
         Err(e) => {
             Stats::inc(&stats.tls_reload_errors);
@@ -116,6 +129,7 @@ async fn renew_loop(
     tls: Arc<TlsState>,
     own: BranchId,
     stats: Arc<Stats>,
+    ovs_ssl: Option<(OvsConfig, BranchId)>,
 ) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(ctl.renew_check_s.max(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -140,7 +154,7 @@ async fn renew_loop(
                     not_after = c.not_after,
                     "certificate renewed by the controller"
                 );
-                reload_tls(Some(&tls), &stats);
+                reload_tls(Some(&tls), &stats, ovs_ssl.as_ref());
             }
             Err(e) => {
                 Stats::inc(&stats.tls_renewal_errors);
@@ -192,10 +206,18 @@ async fn run_inner(
     // `[ovs]`: bridge, ports, addresses on mpa{k}; from here on `wan[k].name` is `mpa{k}`.
     // The WAN NICs by their file names: the egress qdiscs go there, also with [ovs].
     let file_config = config.clone();
+    let tls_files = tls.as_deref().map(TlsState::files);
     let config = match config.ovs.clone() {
-        Some(o) => crate::ovs::setup(&config, &o, undo).context("Open vSwitch set-up ([ovs])")?,
+        Some(o) => crate::ovs::setup(&config, &o, tls_files, undo)
+            .context("Open vSwitch set-up ([ovs])")?,
         None => config,
     };
+    // `[ovs]` with an `ssl:` controller: OVS follows every credential reload.
+    let ovs_ssl = config
+        .ovs
+        .clone()
+        .filter(crate::ovs::wants_ssl)
+        .map(|o| (o, own));
     // `[controller]`: remotes from the file, else the cache, else none until the controller
     // sends them (crate::ctlchan).
     let (config, source, version) = crate::ctlchan::initial_config(config);
@@ -259,9 +281,12 @@ async fn run_inner(
                 Arc::clone(state),
                 own,
                 Arc::clone(&stats),
+                ovs_ssl.clone(),
             ));
         }
     }
+    // A CRL pushed by the controller asks for a reload as SIGHUP does.
+    let crl_reload = Arc::new(tokio::sync::Notify::new());
     if let Some(ctl) = controller {
         tokio::spawn(crate::ctlchan::run_client(
             Arc::clone(&sh),
@@ -269,6 +294,7 @@ async fn run_inner(
             source,
             version,
             updates_tx,
+            Arc::clone(&crl_reload),
         ));
     }
     tokio::spawn(control::serve(
@@ -306,7 +332,8 @@ async fn run_inner(
                 }
                 let _ = u.reply.send(r.map(|_| ()).map_err(|e| format!("{e:#}")));
             }
-            _ = hup.recv() => reload_tls(tls.as_deref(), &stats),
+            _ = hup.recv() => reload_tls(tls.as_ref(), &stats, ovs_ssl.as_ref()),
+            () = crl_reload.notified() => reload_tls(tls.as_ref(), &stats, ovs_ssl.as_ref()),
             _ = tokio::signal::ctrl_c() => { info!("SIGINT: shutting down"); return Ok(()); }
             _ = term.recv() => { info!("SIGTERM: shutting down"); return Ok(()); }
         }

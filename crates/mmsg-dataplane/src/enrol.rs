@@ -93,7 +93,11 @@ pub fn mutual_tls(files: &TlsFiles) -> anyhow::Result<Arc<rustls::ClientConfig>>
 async fn exchange(mut s: Box<dyn Stream>, first: GatewayMsg) -> anyhow::Result<Credentials> {
     let mut out = Vec::new();
     gwchan::encode(
-        &GatewayMsg::Hello(Hello::ours(concat!("mmsg ", env!("CARGO_PKG_VERSION")))),
+        // Enrolment needs protocol 2 only: it works with a protocol 2 controller too.
+        &GatewayMsg::Hello(Hello::with_protocol(
+            gwchan::ENROL_PROTOCOL,
+            concat!("mmsg ", env!("CARGO_PKG_VERSION")),
+        )),
         &mut out,
     )?;
     gwchan::encode(&first, &mut out)?;
@@ -120,7 +124,7 @@ async fn exchange(mut s: Box<dyn Stream>, first: GatewayMsg) -> anyhow::Result<C
     let mut it = answers.into_iter();
     match (it.next(), it.next()) {
         (Some(ControllerMsg::Hello(h)), Some(ControllerMsg::Credentials(c))) => {
-            h.check().map_err(|e| anyhow::anyhow!("{e}"))?;
+            h.check_controller().map_err(|e| anyhow::anyhow!("{e}"))?;
             Ok(c)
         }
         (a, b) => anyhow::bail!("expected hello and credentials, got {a:?}, {b:?}"),

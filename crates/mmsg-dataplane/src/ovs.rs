@@ -22,12 +22,29 @@
 //! the address back on `wan{k}`, the default routes of table 100+k and of the main table via
 //! `wan{k}`, then the bridge is deleted. A restart after a crash finds the bridge and the moved
 //! addresses and converges to the same state.
+//!
+//! **OpenFlow over TLS** (`controller = "ssl:HOST:PORT"`, docs/ofc.md §6). OVS then needs the
+//! gateway's own `[tls]` credentials ([`configure_ssl`], before the bridge transaction; `mmsg`
+//! refuses to start without `[tls]`). ovs-vswitchd 3.1 re-reads its SSL files on every trip
+//! through its main loop when their name or mtime changed (`bridge_run`, `update_ssl_config`),
+//! but it loads the key and the certificate separately when only one of them changed, and the
+//! renewal writes the key first: a loop in between would pair the new key with the old
+//! certificate, which OpenSSL refuses (and drops the other half). So OVS never gets the `[tls]`
+//! paths themselves: [`configure_ssl`] checks the key, certificate and CA together
+//! (`Credentials::from_pem`), copies them into `<key dir>/ovs-ssl/{key,cert,ca}-<serial>.pem`
+//! (0600, atomic) and points OVS at the copies with one `ovs-vsctl set-ssl`, so new names arrive
+//! in one database change and OVS loads them together. `mmsg` runs it again after every
+//! successful reload (SIGHUP, automatic renewal): the next OpenFlow connection presents the
+//! renewed certificate; the established one keeps the certificate it was opened with. Copies of
+//! older serials are removed; `del-ssl` on exit.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use mpa::config::{Config, OvsConfig};
+use mpa::BranchId;
+use pki::tls::TlsFiles;
 use tracing::{info, warn};
 
 use crate::setup::{self, Undo, TABLE_BASE};
@@ -38,6 +55,70 @@ pub const WAN_OFPORT_BASE: u32 = 1;
 pub const MPA_OFPORT_BASE: u32 = 101;
 /// How long ovs-vswitchd may take to create an internal port's kernel device (tap).
 const PORT_APPEAR_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The directory (next to the `[tls]` key file) of OVS's copies of the credentials.
+pub const SSL_DIR: &str = "ovs-ssl";
+
+/// Whether the OpenFlow controller target is TLS (`ssl:HOST:PORT`).
+pub fn wants_ssl(ovs: &OvsConfig) -> bool {
+    ovs.controller.starts_with("ssl:")
+}
+
+/// OVS's copies of the key, certificate and CA of certificate `serial`.
+pub fn ssl_paths(files: &TlsFiles, serial: u64) -> [std::path::PathBuf; 3] {
+    let dir = files
+        .key
+        .parent()
+        .unwrap_or_else(|| Path::new("."))
+        .join(SSL_DIR);
+    ["key", "cert", "ca"].map(|what| dir.join(format!("{what}-{serial}.pem")))
+}
+
+/// The `ovs-vsctl` arguments that point OVS at a key, certificate and CA (after `--db`).
+pub fn ssl_args(key: &Path, cert: &Path, ca: &Path) -> Vec<String> {
+    vec![
+        "set-ssl".to_owned(),
+        key.display().to_string(),
+        cert.display().to_string(),
+        ca.display().to_string(),
+    ]
+}
+
+/// Gives OVS the gateway's current credentials (module docs "OpenFlow over TLS"): checks the
+/// `[tls]` key, certificate and CA together, copies them under their serial and runs
+/// `ovs-vsctl set-ssl` on the copies; removes older copies. Returns the serial. Blocking.
+pub fn configure_ssl(ovs: &OvsConfig, files: &TlsFiles, own: BranchId) -> anyhow::Result<u64> {
+    let read = |p: &Path| std::fs::read(p).with_context(|| format!("read {}", p.display()));
+    let (key, cert, ca) = (read(&files.key)?, read(&files.cert)?, read(&files.ca)?);
+    let creds = pki::tls::Credentials::from_pem(&ca, &cert, &key, None, own)
+        .context("the [tls] key, certificate and CA do not belong together (renewal under way?)")?;
+    let serial = creds.serial;
+    let paths = ssl_paths(files, serial);
+    let [key_p, cert_p, ca_p] = &paths;
+    if let Some(dir) = key_p.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("chmod 700 {}", dir.display()))?;
+    }
+    for (p, data) in [(key_p, &key), (cert_p, &cert), (ca_p, &ca)] {
+        pki::files::write_private(p, data).with_context(|| format!("write {}", p.display()))?;
+    }
+    vsctl(ovs, 10, &ssl_args(key_p, cert_p, ca_p)).context("ovs-vsctl set-ssl")?;
+    // Older copies: OVS no longer names them.
+    if let Some(dir) = key_p.parent() {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                let p = e.path();
+                if !paths.contains(&p) {
+                    let _ = std::fs::remove_file(&p);
+                }
+            }
+        }
+    }
+    info!(serial, bridge = %ovs.bridge, "OVS OpenFlow TLS credentials set (set-ssl)");
+    Ok(serial)
+}
 
 /// The internal OVS port (and kernel interface) that carries WAN port k's address.
 pub fn mpa_port(k: usize) -> String {
@@ -124,8 +205,26 @@ fn wait_for_interface(name: &str) -> anyhow::Result<()> {
 }
 
 /// Builds the bridge and moves the WAN addresses (module docs); returns the config with
-/// `wan[k].name = mpa{k}`. Every change is recorded in `undo` before it is made.
-pub fn setup(config: &Config, ovs: &OvsConfig, undo: &mut Undo) -> anyhow::Result<Config> {
+/// `wan[k].name = mpa{k}`. Every change is recorded in `undo` before it is made. `tls`: the
+/// gateway's `[tls]` files, required for an `ssl:` controller.
+pub fn setup(
+    config: &Config,
+    ovs: &OvsConfig,
+    tls: Option<&TlsFiles>,
+    undo: &mut Undo,
+) -> anyhow::Result<Config> {
+    let own = config
+        .branch()
+        .context("branch_id is not a valid branch (validate should have caught this)")?;
+    let ssl = match (wants_ssl(ovs), tls) {
+        (true, None) => bail!(
+            "[ovs] controller {:?} is OpenFlow over TLS but there is no [tls] section with \
+             mode = \"tls\": OVS needs the gateway's certificate (docs/ofc.md §6)",
+            ovs.controller
+        ),
+        (true, Some(f)) => Some(f),
+        (false, _) => None,
+    };
     check_ovs(ovs)?;
     for (k, w) in config.wan.iter().enumerate() {
         if !Path::new("/sys/class/net").join(&w.name).exists() {
@@ -148,6 +247,18 @@ pub fn setup(config: &Config, ovs: &OvsConfig, undo: &mut Undo) -> anyhow::Resul
             ovs.bridge.clone(),
         ],
     );
+    if let Some(files) = ssl {
+        undo.on_exit(
+            "ovs-vsctl",
+            &[
+                format!("--db={}", ovs.db),
+                "--timeout=10".to_owned(),
+                "del-ssl".to_owned(),
+            ],
+        );
+        configure_ssl(ovs, files, own)
+            .context("OpenFlow over TLS: give OVS the [tls] credentials")?;
+    }
     vsctl(ovs, 10, &bridge_args(config, ovs)).context(
         "create the OVS bridge (ovs-vsctl did not finish: is ovs-vswitchd running and \
          reachable through ovs.db?)",
@@ -243,6 +354,45 @@ controller = "unix:/run/x/ssc.sock"
              -- --may-exist add-port br0 mpa1 -- set interface mpa1 type=internal ofport_request=102 \
              -- set-controller br0 unix:/run/x/ssc.sock"
         );
+    }
+
+    #[test]
+    fn ssl_arguments_and_copies() {
+        let files = TlsFiles {
+            ca: "/etc/mms/tls/ca.pem".into(),
+            cert: "/etc/mms/tls/gw.pem".into(),
+            key: "/etc/mms/tls/gw.key".into(),
+            crl: Some("/etc/mms/tls/crl.pem".into()),
+        };
+        let [k, c, ca] = ssl_paths(&files, 42);
+        assert_eq!(k, Path::new("/etc/mms/tls/ovs-ssl/key-42.pem"));
+        assert_eq!(c, Path::new("/etc/mms/tls/ovs-ssl/cert-42.pem"));
+        assert_eq!(ca, Path::new("/etc/mms/tls/ovs-ssl/ca-42.pem"));
+        assert_eq!(
+            ssl_args(&k, &c, &ca).join(" "),
+            "set-ssl /etc/mms/tls/ovs-ssl/key-42.pem /etc/mms/tls/ovs-ssl/cert-42.pem \
+             /etc/mms/tls/ovs-ssl/ca-42.pem"
+        );
+        // A renewed certificate gets new names: OVS sees one change of all three.
+        let renewed = ssl_paths(&files, 43);
+        assert!(renewed.iter().all(|p| ![&k, &c, &ca].contains(&p)));
+        let mut o = Config::parse(CONFIG).unwrap().ovs.unwrap();
+        assert!(!wants_ssl(&o));
+        o.controller = "ssl:198.18.0.1:6654".to_owned();
+        assert!(wants_ssl(&o));
+    }
+
+    #[test]
+    fn ssl_target_without_tls_is_refused_before_touching_ovs() {
+        let mut c = Config::parse(CONFIG).unwrap();
+        let mut o = c.ovs.clone().unwrap();
+        o.controller = "ssl:198.18.0.1:6654".to_owned();
+        // Deliberately no OVS database at all: the refusal must come first.
+        o.db = "unix:/nonexistent/s3/db.sock".to_owned();
+        c.ovs = Some(o.clone());
+        let mut undo = Undo::default();
+        let e = setup(&c, &o, None, &mut undo).unwrap_err();
+        assert!(format!("{e:#}").contains("no [tls] section"), "{e:#}");
     }
 
     #[test]

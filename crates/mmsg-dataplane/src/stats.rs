@@ -100,6 +100,11 @@ counters! {
     tls_renewals,
     /// `[controller]` over `tls:`: renewals that failed (retried at the next check).
     tls_renewal_errors,
+    /// `[tls]` with `crl_file`: new CRLs pushed by the controller (protocol 3), written to
+    /// `crl_file` and reloaded.
+    tls_crl_updates,
+    /// Pushed CRLs refused (oversize, do not load with the credentials, cannot be written).
+    tls_crl_refused,
     /// Connections closed because a frame was malformed or oversize.
     frame_errors,
     /// Connections declared dead (nothing received for 3 s).

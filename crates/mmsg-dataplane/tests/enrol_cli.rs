@@ -270,7 +270,34 @@ fn enrol_renew_and_revoke_with_the_binaries() {
         &api,
         &["token", "add", "--name", "viewer", "--role", "read-only"],
     );
+    assert!(
+        ro.contains("read-only, expires 20"),
+        "default 30 days: {ro}"
+    );
     let ro = ro.lines().next().unwrap().to_owned();
+    // `--ttl never` only when asked; `ssc token list` shows each expiry.
+    let never = ssc(
+        &api,
+        &[
+            "token", "add", "--name", "robot", "--role", "admin", "--ttl", "never",
+        ],
+    );
+    assert!(never.contains("never expires"), "{never}");
+    let list = ssc(&api, &["token", "list"]);
+    let line = |n: &str| {
+        list.lines()
+            .find(|l| l.starts_with(n))
+            .unwrap_or_else(|| panic!("{n} not in {list}"))
+            .to_owned()
+    };
+    assert!(
+        line("robot").contains(" never ") && line("robot").ends_with("valid"),
+        "{list}"
+    );
+    assert!(
+        line("viewer").contains(" 20") && line("viewer").ends_with("valid"),
+        "{list}"
+    );
     let certs_ro =
         run_ok(Command::new(ssc_bin()).args(["certificates", "--api", &api, "--token", &ro]));
     let o = run(Command::new(ssc_bin()).args([

@@ -10,7 +10,11 @@
 //! up (ping h1 → h2); (3) gw1 renews its certificate by itself (`renew_below_percent = 100`,
 //! `renew_check_s = 2`: due at every check) during a ping: its serial changes (`tls.serial`,
 //! `tls_renewals`), no tunnel connection is re-established (`connects` unchanged), the ping
-//! loses nothing, and gw1 stays registered. Needs root; fails, never skips.
+//! loses nothing, and gw1 stays registered; (4) `ssc revoke --branch 2` while both are
+//! connected: gw1 gets the new CRL over the channel within seconds (no restart), writes it to
+//! its `crl_file` (0600), reloads, closes the 8 connections with branch 2
+//! (`tls_invalidated_closed`) and refuses gw2's redials (`tls_revoked`); no tunnel comes back,
+//! ping h1 → h2 fails, and `ssc` ends gw2's channel session. Needs root; fails, never skips.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -278,10 +282,72 @@ fn enrol_mutual_tls_channel_and_renewal_under_traffic() {
     eprintln!(
         "(3) gw1 renewed during a 40-packet ping: serial {serial0} -> {serial1}, 0% loss, no reconnect"
     );
+
+    // (4) Revocation reaches the connected gateways: ssc pushes the new CRL over the channel.
+    let c = |s: &serde_json::Value, k: &str| s["counters"][k].as_u64().unwrap();
+    let s1 = status(&ctl1);
+    let (crl0, closed0, revoked0) = (
+        c(&s1, "tls_crl_updates"),
+        c(&s1, "tls_invalidated_closed"),
+        c(&s1, "tls_revoked"),
+    );
+    let t0 = Instant::now();
+    let out = ssc(&inet, &api, &["revoke", "--branch", "2"]);
+    assert!(out.contains("revoked"), "{out}");
+    wait_for(
+        "gw1 got the new CRL and closed its connections with branch 2",
+        Duration::from_secs(10),
+        || {
+            let s = status(&ctl1);
+            c(&s, "tls_crl_updates") > crl0 && c(&s, "tls_invalidated_closed") >= closed0 + 8
+        },
+        &logs,
+    );
+    let pushed_in = t0.elapsed();
+    wait_for(
+        "gw1 refuses branch 2's revoked certificate on new connections",
+        Duration::from_secs(20),
+        || c(&status(&ctl1), "tls_revoked") > revoked0,
+        &logs,
+    );
+    let s1 = status(&ctl1);
+    let up = s1["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["state"] == "up")
+        .count();
+    assert_eq!(
+        up, 0,
+        "no tunnel connection with the revoked branch: {s1:#}"
+    );
+    assert_eq!(c(&s1, "tls_crl_refused"), 0, "{s1:#}");
+    let crl1 = dir.join("tls1/crl.pem");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&crl1).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "crl_file mode {mode:o}");
+    }
+    let lost = !netns(
+        &h1,
+        &["ping", "-c", "2", "-i", "0.2", "-W", "1", "198.19.2.10"],
+    )
+    .status()
+    .unwrap()
+    .success();
+    assert!(lost, "h1 still reaches h2 through a revoked branch");
+    eprintln!(
+        "(4) branch 2 revoked: gw1 got the CRL in {pushed_in:?}, closed {} connections, refused {} \
+         new ones (tls_revoked), no tunnel up",
+        c(&s1, "tls_invalidated_closed") - closed0,
+        c(&s1, "tls_revoked") - revoked0
+    );
+
     let log = ssc_proc.log();
     drop(p1);
     drop(p2);
     drop(ssc_proc);
     assert!(log.contains("gateway certificate renewed"), "{log}");
+    assert!(log.contains("was revoked"), "gw2's session must end: {log}");
     drop(tb);
 }

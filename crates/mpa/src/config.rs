@@ -484,8 +484,9 @@ pub struct OvsConfig {
     /// The OVSDB target for `ovs-vsctl --db`. Default: `unix:/var/run/openvswitch/db.sock`.
     #[serde(default = "default_ovs_db")]
     pub db: String,
-    /// The OpenFlow controller (`ssc`): `tcp:HOST:PORT` or `unix:/PATH` (inside the OVS run
-    /// directory: ovs-vswitchd refuses unix controllers elsewhere).
+    /// The OpenFlow controller (`ssc`): `tcp:HOST:PORT`, `ssl:HOST:PORT` (OpenFlow over TLS with
+    /// the gateway's `[tls]` credentials, which are then required) or `unix:/PATH` (inside the
+    /// OVS run directory: ovs-vswitchd refuses unix controllers elsewhere).
     pub controller: String,
 }
 
@@ -1128,6 +1129,16 @@ impl Config {
 
         if let Some(o) = &self.ovs {
             check_ovs(&mut p, o, &self.wan);
+            if o.controller.starts_with("ssl:") && self.tls_enabled().is_none() {
+                p.push(
+                    "ovs.controller",
+                    format!(
+                        "{:?} is OpenFlow over TLS: it needs a [tls] section (mode = \"tls\") \
+                         whose credentials OVS presents (docs/ofc.md §6)",
+                        o.controller
+                    ),
+                );
+            }
         }
         if let Some(t) = self.tls_enabled() {
             for (key, v) in [
@@ -1281,7 +1292,7 @@ fn check_ovs(p: &mut Problems, o: &OvsConfig, wan: &[WanPort]) {
         p.push(
             "ovs.controller",
             format!(
-                "{:?} must be \"tcp:HOST:PORT\" or \"unix:/PATH\"",
+                "{:?} must be \"tcp:HOST:PORT\", \"ssl:HOST:PORT\" or \"unix:/PATH\"",
                 o.controller
             ),
         );

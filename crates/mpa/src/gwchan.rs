@@ -17,8 +17,10 @@
 //! The length is checked against [`MAX_BODY_LEN`] (1 MiB) as soon as its 4 bytes are there, before
 //! any of the body is buffered. Gateway → controller: [`GatewayMsg`] (hello, register, report,
 //! ack; enrol and renew since protocol 2); controller → gateway: [`ControllerMsg`] (hello,
-//! config, error; credentials since protocol 2). The first message each way
-//! is a hello carrying [`PROTOCOL_VERSION`]. Protocol, state machine and failure behaviour:
+//! config, error; credentials since protocol 2; crl since protocol 3). The first message each
+//! way is a hello: the gateway's carries the version it speaks, the controller answers with the
+//! version of the session ([`Hello::negotiated`]: the gateway's when it serves it), so a
+//! protocol 2 gateway never sees a message of version 3. Protocol, state machine and failure behaviour:
 //! `docs/gwchan.md`.
 //!
 //! Call order (either side): [`encode`] a message into a caller-owned buffer and write it; append
@@ -37,12 +39,24 @@ use thiserror::Error;
 use crate::config::{ClassifierConfig, Config, RemoteBranch};
 
 /// The protocol version of this module. Version 2 added enrolment and renewal
-/// ([`GatewayMsg::Enrol`], [`GatewayMsg::Renew`], [`ControllerMsg::Credentials`]). The controller
-/// accepts gateways of [`MIN_PROTOCOL_VERSION`]..=[`PROTOCOL_VERSION`] (version 1 gateways can
-/// register but not enrol); a gateway refuses a controller of another version.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// ([`GatewayMsg::Enrol`], [`GatewayMsg::Renew`], [`ControllerMsg::Credentials`]); version 3
+/// added the pushed CRL ([`ControllerMsg::Crl`]). The controller accepts gateways of
+/// [`MIN_PROTOCOL_VERSION`]..=[`PROTOCOL_VERSION`] and runs each session at the gateway's
+/// version (version 1 gateways can register but not enrol; only version 3 sessions get CRLs). A
+/// gateway accepts a controller of [`MIN_CONTROLLER_PROTOCOL`]..=[`PROTOCOL_VERSION`]; when a
+/// controller answers with an older version than it announced (a protocol 2 `ssc` refuses 3),
+/// it announces that version on its next connection.
+pub const PROTOCOL_VERSION: u32 = 3;
 /// The oldest gateway protocol the controller still serves (register, report, ack).
 pub const MIN_PROTOCOL_VERSION: u32 = 1;
+/// The oldest controller protocol a gateway still talks to (enrolment needs 2).
+pub const MIN_CONTROLLER_PROTOCOL: u32 = 2;
+/// The version a gateway announces for an enrolment or renewal: they need nothing newer, so
+/// they also work with a protocol 2 controller.
+pub const ENROL_PROTOCOL: u32 = 2;
+/// Largest CRL PEM a controller may push: 1 MiB of frame holds about 20 000 revoked serials;
+/// a deployment of at most 15 branches revokes a handful per renewal period.
+pub const MAX_CRL_PEM: usize = 512 * 1024;
 /// Length of the big-endian length prefix.
 pub const LEN_PREFIX: usize = 4;
 /// Largest JSON body. A config of 14 remotes × 64 prefixes × 16 groups plus 256 classifier rules
@@ -83,6 +97,18 @@ pub enum ControllerMsg {
     /// The answer to an enrol or renew: the new certificate, the CA and the current CRL; the
     /// controller closes the stream after it.
     Credentials(Credentials),
+    /// Protocol 3, registered sessions only: the CA's current CRL, sent after the registration
+    /// and again whenever it changes (revocation, periodic re-signing). The gateway writes it
+    /// to its `[tls] crl_file` and reloads its credentials.
+    Crl(CrlUpdate),
+}
+
+/// A pushed CRL (protocol 3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrlUpdate {
+    /// The CRL signed by the CA (PEM), at most [`MAX_CRL_PEM`] bytes.
+    pub crl_pem: String,
 }
 
 /// A one-time-token enrolment (protocol 2). `Debug` never shows the token.
@@ -151,6 +177,38 @@ impl Hello {
         Hello {
             protocol: PROTOCOL_VERSION,
             software: software.into(),
+        }
+    }
+
+    /// A hello with an explicit version (a gateway's enrolment announces [`ENROL_PROTOCOL`];
+    /// the controller answers with the session's version).
+    pub fn with_protocol(protocol: u32, software: impl Into<String>) -> Self {
+        Hello {
+            protocol,
+            software: software.into(),
+        }
+    }
+
+    /// The version of a session opened by this (gateway's) hello: the gateway's own when the
+    /// controller serves it, else ours (the session then ends with an `error` `version`).
+    pub fn negotiated(&self) -> u32 {
+        if self.check_gateway().is_ok() {
+            self.protocol
+        } else {
+            PROTOCOL_VERSION
+        }
+    }
+
+    /// Whether a controller's version is one a gateway talks to
+    /// ([`MIN_CONTROLLER_PROTOCOL`]..=[`PROTOCOL_VERSION`]).
+    pub fn check_controller(&self) -> Result<(), String> {
+        if (MIN_CONTROLLER_PROTOCOL..=PROTOCOL_VERSION).contains(&self.protocol) {
+            Ok(())
+        } else {
+            Err(format!(
+                "protocol version {} is not supported (this side speaks {MIN_CONTROLLER_PROTOCOL}..={PROTOCOL_VERSION})",
+                self.protocol
+            ))
         }
     }
 

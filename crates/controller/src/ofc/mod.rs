@@ -67,6 +67,11 @@ pub struct OfcConfig {
     /// [`crate::authority::Authority::openflow_config`]). A switch on this listener must
     /// present the certificate of the branch its datapath id names.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Where newer TLS configurations come from (a new CRL after a revocation or re-signing,
+    /// [`crate::authority::Authority::subscribe_openflow`]): each handshake uses the latest,
+    /// so a revoked switch certificate is refused from the next connection on. `None`: `tls`
+    /// for ever.
+    pub tls_updates: Option<tokio::sync::watch::Receiver<Arc<rustls::ServerConfig>>>,
     /// Channel timers: echo interval, dead-peer timeout, HELLO timeout.
     pub channel: ofproto::channel::Config,
     /// Longest wait for one reply or barrier.
@@ -84,6 +89,7 @@ impl Default for OfcConfig {
             unix: Vec::new(),
             tls_listen: None,
             tls: None,
+            tls_updates: None,
             channel: ofproto::channel::Config::default(),
             request_timeout: Duration::from_secs(10),
             stage_timeout: Duration::from_secs(5),
@@ -220,8 +226,12 @@ impl Ofc {
                         Ok((s, peer)) => {
                             let _ = s.set_nodelay(true);
                             let conn = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let acceptor = match &cfg.tls_updates {
+                                Some(rx) => tokio_rustls::TlsAcceptor::from(Arc::clone(&rx.borrow())),
+                                None => acceptor.clone(),
+                            };
                             let (acceptor, cfg, tx, sdc) = (
-                                acceptor.clone(),
+                                acceptor,
                                 Arc::clone(&cfg),
                                 tx.clone(),
                                 Arc::clone(&sdc),

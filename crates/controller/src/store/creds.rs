@@ -75,6 +75,16 @@ pub struct ApiTokenRow {
     pub role: Role,
     /// Unix seconds of its creation.
     pub created: u64,
+    /// Unix seconds from which it is refused (401); `None`: never (`--ttl never`, and the
+    /// tokens of schema v2, which had no expiry; schema v3).
+    pub expires: Option<u64>,
+}
+
+impl ApiTokenRow {
+    /// Whether the token is refused at `now` (Unix s).
+    pub fn expired(&self, now: u64) -> bool {
+        self.expires.is_some_and(|e| now >= e)
+    }
 }
 
 /// Why a token is refused (the peer gets the text; the token itself is never in it).

@@ -398,16 +398,22 @@ pub fn needed_role(method: &Method) -> Role {
     }
 }
 
-/// The role of a presented token: the config's token is admin (bootstrap); others are looked
-/// up by their SHA-256 in the database (`ssc token add`). `Ok(None)`: unknown token.
-fn role_of(state: &AppState, token: &str) -> Result<Option<Role>, StoreError> {
+/// The role of a presented token: the config's token is admin (bootstrap, never expires);
+/// others are looked up by their SHA-256 in the database (`ssc token add`). `Ok(Err(why))`:
+/// unknown or expired (both 401).
+fn role_of(state: &AppState, token: &str) -> Result<Result<Role, &'static str>, StoreError> {
     if token_matches(token, &state.token) {
-        return Ok(Some(Role::Admin));
+        return Ok(Ok(Role::Admin));
     }
-    Ok(state
-        .store
-        .api_token(&pki::enrol::token_hash(token))?
-        .map(|r| r.role))
+    Ok(
+        match state.store.api_token(&pki::enrol::token_hash(token))? {
+            None => Err("wrong bearer token"),
+            Some(r) if r.expired(crate::authority::unix_now()) => {
+                Err("expired bearer token (ssc token add makes a new one)")
+            }
+            Some(r) => Ok(r.role),
+        },
+    )
 }
 
 async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
@@ -424,10 +430,10 @@ async fn require_token(State(state): State<AppState>, req: Request, next: Next) 
         .into_response();
     };
     let role = match role_of(&state, token.trim()) {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            tracing::debug!(path = %req.uri().path(), "wrong bearer token");
-            return ApiError::new(StatusCode::UNAUTHORIZED, "wrong bearer token").into_response();
+        Ok(Ok(r)) => r,
+        Ok(Err(why)) => {
+            tracing::debug!(path = %req.uri().path(), why, "bearer token refused");
+            return ApiError::new(StatusCode::UNAUTHORIZED, why).into_response();
         }
         Err(e) => return ApiError::from(e).into_response(),
     };
@@ -1116,6 +1122,35 @@ pub struct NewApiToken {
     pub name: String,
     /// `read-only` or `admin`.
     pub role: Role,
+    /// Lifetime in seconds, 1..=[`MAX_API_TOKEN_TTL_S`]; absent: [`DEFAULT_API_TOKEN_TTL_S`]
+    /// (30 days). Not together with `never_expires`.
+    #[serde(default)]
+    pub ttl_s: Option<u64>,
+    /// `true`: the token never expires (the operator asked for it: `ssc token add --ttl never`).
+    #[serde(default)]
+    pub never_expires: bool,
+}
+
+/// Default lifetime of a REST token: 30 days. Long enough for a person's working token to
+/// last a month, short enough that a forgotten or leaked one stops working by itself; scripts
+/// that need more say `never` explicitly (and show up as such in `ssc token list`).
+pub const DEFAULT_API_TOKEN_TTL_S: u64 = 30 * 24 * 3600;
+/// Longest lifetime `ttl_s` accepts: one year (beyond that, say `never_expires` explicitly).
+pub const MAX_API_TOKEN_TTL_S: u64 = 366 * 24 * 3600;
+
+/// One entry of `GET /api/v1/tokens`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiTokenInfo {
+    /// Its name.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// Unix seconds of its creation.
+    pub created: u64,
+    /// Unix seconds from which it is refused; `null`: never.
+    pub expires: Option<u64>,
+    /// Refused now (401) because it expired; kept until removed.
+    pub expired: bool,
 }
 
 /// The answer of `POST /api/v1/tokens`: the token, shown once.
@@ -1127,6 +1162,8 @@ pub struct ApiToken {
     pub role: Role,
     /// The bearer token (64 hex digits). Never stored, never logged.
     pub token: String,
+    /// Unix seconds from which it is refused; `null`: never.
+    pub expires: Option<u64>,
 }
 
 impl std::fmt::Debug for ApiToken {
@@ -1141,8 +1178,9 @@ impl std::fmt::Debug for ApiToken {
 /// `GET /api/v1/tokens`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ApiTokenList {
-    /// Every stored token's name and role (the config's bootstrap token is not listed).
-    pub tokens: Vec<crate::store::creds::ApiTokenRow>,
+    /// Every stored token's name, role, expiry and whether it expired (the config's
+    /// bootstrap token is not listed).
+    pub tokens: Vec<ApiTokenInfo>,
 }
 
 /// Longest token name.
@@ -1165,12 +1203,30 @@ async fn add_token(
             req.name
         )));
     }
+    let ttl = match (req.ttl_s, req.never_expires) {
+        (Some(_), true) => {
+            return Err(ApiError::invalid(
+                "ttl_s and never_expires exclude each other".to_owned(),
+            ))
+        }
+        (None, true) => None,
+        (None, false) => Some(DEFAULT_API_TOKEN_TTL_S),
+        (Some(t), false) if (1..=MAX_API_TOKEN_TTL_S).contains(&t) => Some(t),
+        (Some(t), false) => {
+            return Err(ApiError::invalid(format!(
+                "ttl_s: {t} is out of range 1..={MAX_API_TOKEN_TTL_S} (or never_expires: true)"
+            )))
+        }
+    };
     let token = pki::enrol::random_token()
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let now = crate::authority::unix_now();
+    let expires = ttl.map(|t| now.saturating_add(t));
     let row = crate::store::creds::ApiTokenRow {
         name: req.name.clone(),
         role: req.role,
-        created: crate::authority::unix_now(),
+        created: now,
+        expires,
     };
     let hash = pki::enrol::token_hash(&token);
     let added = blocking(&state, move |s| s.add_api_token(&hash, &row)).await?;
@@ -1180,19 +1236,31 @@ async fn add_token(
             format!("a token named {:?} exists already", req.name),
         ));
     }
-    tracing::info!(name = %req.name, role = ?req.role, "API token added");
+    tracing::info!(name = %req.name, role = ?req.role, ?expires, "API token added");
     Ok((
         StatusCode::CREATED,
         Json(ApiToken {
             name: req.name,
             role: req.role,
             token,
+            expires,
         }),
     ))
 }
 
 async fn list_tokens(State(state): State<AppState>) -> Result<Json<ApiTokenList>, ApiError> {
-    let tokens = blocking(&state, |s| s.api_tokens()).await?;
+    let rows = blocking(&state, |s| s.api_tokens()).await?;
+    let now = crate::authority::unix_now();
+    let tokens = rows
+        .into_iter()
+        .map(|r| ApiTokenInfo {
+            expired: r.expired(now),
+            name: r.name,
+            role: r.role,
+            created: r.created,
+            expires: r.expires,
+        })
+        .collect();
     Ok(Json(ApiTokenList { tokens }))
 }
 

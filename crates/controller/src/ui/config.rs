@@ -170,6 +170,7 @@ impl OpenflowConfig {
             unix: self.unix.clone(),
             tls_listen: self.tls_listen,
             tls: None,
+            tls_updates: None,
             channel: ofproto::channel::Config {
                 echo_interval: ms(self.echo_interval_ms),
                 dead_timeout: ms(self.dead_timeout_ms),

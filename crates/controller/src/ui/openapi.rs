@@ -307,14 +307,20 @@ fn stats_schemas(branch_id: &Value) -> Value {
             "branch": branch_id, "serial": {"type": "integer"}}},
         "NewApiToken": {"type": "object", "required": ["name", "role"], "properties": {
             "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
-            "role": {"type": "string", "enum": ["read-only", "admin"]}}},
+            "role": {"type": "string", "enum": ["read-only", "admin"]},
+            "ttl_s": {"type": "integer", "minimum": 1, "maximum": 31622400, "default": 2592000,
+                      "description": "lifetime in seconds (default 30 days); not with never_expires"},
+            "never_expires": {"type": "boolean", "default": false}}},
         "ApiToken": {"type": "object", "description": "shown once: only its SHA-256 is stored", "properties": {
             "name": {"type": "string"}, "role": {"type": "string", "enum": ["read-only", "admin"]},
-            "token": {"type": "string", "description": "64 hex digits"}}},
+            "token": {"type": "string", "description": "64 hex digits"},
+            "expires": {"type": "integer", "nullable": true, "description": "Unix seconds; null: never"}}},
         "ApiTokenList": {"type": "object", "properties": {
             "tokens": {"type": "array", "items": {"type": "object", "properties": {
                 "name": {"type": "string"}, "role": {"type": "string", "enum": ["read-only", "admin"]},
-                "created": {"type": "integer"}}}}}},
+                "created": {"type": "integer"},
+                "expires": {"type": "integer", "nullable": true, "description": "Unix seconds; null: never"},
+                "expired": {"type": "boolean", "description": "refused (401) since expires"}}}}}},
         "Revoked": {"type": "object", "properties": {
             "revoked": {"type": "array", "items": {"type": "integer"}}}},
     })

@@ -95,19 +95,36 @@ pub struct Testbed {
 
 impl Testbed {
     pub fn up(prefix: &str) -> Testbed {
+        Testbed::up_with(prefix, false)
+    }
+
+    /// `ovs`: also one ovsdb-server + ovs-vswitchd (userspace datapath) per gateway namespace,
+    /// in [`Testbed::ovs_dir`] (`xtask testbed up --ovs`).
+    #[allow(dead_code)]
+    pub fn up_with(prefix: &str, ovs: bool) -> Testbed {
         // Constructed first, so a half-built testbed is torn down too.
         let tb = Testbed {
             prefix: prefix.to_owned(),
         };
-        run_ok(&mut xtask(&[
+        let mut args = vec![
             "testbed",
             "up",
             "--topology",
             "examples/testbed-2x2.toml",
             "--prefix",
             prefix,
-        ]));
+        ];
+        if ovs {
+            args.push("--ovs");
+        }
+        run_ok(&mut xtask(&args));
         tb
+    }
+
+    /// The OVS directory of gateway `b` (database socket `db.sock`, `br0.mgmt`) with `--ovs`.
+    #[allow(dead_code)]
+    pub fn ovs_dir(&self, b: u8) -> PathBuf {
+        PathBuf::from(format!("/run/mms-testbed/{}/ovs/gw{b}", self.prefix))
     }
 
     /// The namespace `<prefix>-<name>` (`gw1`, `h2`, `inet`).

@@ -108,3 +108,20 @@ fn bad_mac_syntax_is_a_parse_error() {
         assert!(e.to_string().contains("invalid MAC address"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn ssl_controller_needs_tls_credentials() {
+    let ssl = "\n[ovs]\ncontroller = \"ssl:198.18.0.1:6654\"\n";
+    // No [tls], and [tls] in clear: refused, naming the controller.
+    assert_eq!(keys(&format!("{BASE}{ssl}")), vec!["ovs.controller"]);
+    let clear = format!("{BASE}{ssl}\n[tls]\nmode = \"clear\"\n");
+    assert_eq!(keys(&clear), vec!["ovs.controller"]);
+    match Config::parse(&format!("{BASE}{ssl}")) {
+        Err(e) => assert!(e.to_string().contains("[tls]"), "{e}"),
+        Ok(_) => panic!("an ssl: target without [tls] must be refused"),
+    }
+    // With the credentials it is valid.
+    let tls = "\n[tls]\nca_file = \"/etc/mms/ca.pem\"\ncert_file = \"/etc/mms/gw.pem\"\nkey_file = \"/etc/mms/gw.key\"\n";
+    let c = Config::parse(&format!("{BASE}{ssl}{tls}")).unwrap();
+    assert_eq!(c.ovs.unwrap().controller, "ssl:198.18.0.1:6654");
+}

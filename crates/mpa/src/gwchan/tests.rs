@@ -18,7 +18,7 @@ fn base() -> Config {
 fn golden_hello() {
     let mut out = Vec::new();
     encode(&GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")), &mut out).unwrap();
-    let body = br#"{"type":"hello","protocol":2,"software":"mmsg 0.1.0"}"#;
+    let body = br#"{"type":"hello","protocol":3,"software":"mmsg 0.1.0"}"#;
     // u32 big-endian length, then the JSON body.
     let mut want = (body.len() as u32).to_be_bytes().to_vec();
     want.extend_from_slice(body);
@@ -28,19 +28,25 @@ fn golden_hello() {
     assert_eq!(m, GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")));
     assert!(Hello::ours("x").check().is_ok());
     let e = Hello {
-        protocol: 3,
+        protocol: 4,
         software: String::new(),
     }
     .check()
     .unwrap_err();
-    assert!(e.contains("protocol version 3"), "{e}");
-    // The controller still serves version 1 gateways (they cannot enrol).
-    for (v, ok) in [(0, false), (1, true), (2, true), (3, false)] {
-        let h = Hello {
-            protocol: v,
-            software: String::new(),
-        };
-        assert_eq!(h.check_gateway().is_ok(), ok, "{v}");
+    assert!(e.contains("protocol version 4"), "{e}");
+    // The controller still serves version 1 and 2 gateways (1 cannot enrol, 2 gets no CRL) and
+    // runs their sessions at their version; a gateway talks to controllers of 2 and 3.
+    for (v, serves, talks, session) in [
+        (0, false, false, 3),
+        (1, true, false, 1),
+        (2, true, true, 2),
+        (3, true, true, 3),
+        (4, false, false, 3),
+    ] {
+        let h = Hello::with_protocol(v, "");
+        assert_eq!(h.check_gateway().is_ok(), serves, "{v}");
+        assert_eq!(h.check_controller().is_ok(), talks, "{v}");
+        assert_eq!(h.negotiated(), session, "{v}");
     }
 }
 
@@ -303,4 +309,21 @@ proptest! {
         prop_assert!(buf.is_empty());
         prop_assert_eq!(got, msgs);
     }
+}
+
+#[test]
+fn crl_message_round_trip() {
+    let m = ControllerMsg::Crl(CrlUpdate {
+        crl_pem: "-----BEGIN X509 CRL-----\nAA==\n-----END X509 CRL-----\n".into(),
+    });
+    let mut out = Vec::new();
+    encode(&m, &mut out).unwrap();
+    assert!(String::from_utf8_lossy(&out).contains(r#""type":"crl""#));
+    let (back, n): (ControllerMsg, usize) = decode(&out).unwrap().unwrap();
+    assert_eq!((back, n), (m, out.len()));
+    // Unknown fields are refused (as every message).
+    let body = br#"{"type":"crl","crl_pem":"x","extra":1}"#;
+    let mut framed = (body.len() as u32).to_be_bytes().to_vec();
+    framed.extend_from_slice(body);
+    assert!(decode::<ControllerMsg>(&framed).is_err());
 }
