@@ -385,6 +385,111 @@ mod tests {
         .unwrap()
     }
 
+    /// Seconds (wall, one thread) to move `total` bytes in 256 KiB writes and 128 KiB reads
+    /// (the tunnel's batch and RX_CHUNK) over an in-memory pipe: clear, or TLS through the
+    /// split halves with rustls' send buffer limit (`send_buf`; None: its 64 KiB default).
+    async fn move_bytes(total: usize, tls: bool, send_buf: Option<usize>) -> f64 {
+        const PIPE: usize = 4 * 1024 * 1024;
+        let ca = Ca::generate("t").unwrap();
+        let (c1, c2) = (creds(&ca, 1), creds(&ca, 2));
+        let (a, b) = tokio::io::duplex(PIPE);
+        let batch = vec![0x5au8; 256 * 1024];
+        let mut rbuf = vec![0u8; 128 * 1024];
+        let (mut w, mut r): (
+            Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+            Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+        ) = if tls {
+            let acceptor = TlsAcceptor::from(c2.server_config().unwrap());
+            let connector = TlsConnector::from(c1.client_config().unwrap());
+            let server = tokio::spawn(async move { acceptor.accept(b).await.unwrap() });
+            let mut c = connector
+                .connect(pki::server_name(BranchId::new(2).unwrap()), a)
+                .await
+                .unwrap();
+            if let Some(limit) = send_buf {
+                c.get_mut().1.set_buffer_limit(Some(limit));
+            }
+            let (_cr, cw, _) = split(c);
+            let (sr, _sw, _) = split(server.await.unwrap());
+            (Box::new(cw), Box::new(sr))
+        } else {
+            (Box::new(a), Box::new(b))
+        };
+        let started = Instant::now();
+        let writer = async {
+            let mut sent = 0;
+            while sent < total {
+                w.write_all(&batch).await.unwrap();
+                w.flush().await.unwrap();
+                sent += batch.len();
+            }
+        };
+        let reader = async {
+            let mut got = 0;
+            while got < total {
+                got += r.read(&mut rbuf).await.unwrap();
+            }
+        };
+        tokio::join!(writer, reader);
+        started.elapsed().as_secs_f64()
+    }
+
+    /// Micro benchmark of the TLS record path (run with `cargo test --release -p
+    /// mmsg-dataplane --lib secure::tests::bench_record_path -- --ignored --nocapture`): one
+    /// thread moves 1 GiB clear and through the split TLS halves with several send buffer
+    /// limits; prints seconds per GB (best of 3, alternating) and ring's AES-128-GCM seal alone
+    /// (16 KiB records), the floor no record layer can go under.
+    #[tokio::test(flavor = "current_thread")]
+    #[ignore = "micro benchmark, prints timings"]
+    async fn bench_record_path() {
+        const TOTAL: usize = 1 << 30;
+        let gb = TOTAL as f64 / 1e9;
+        const KIB: usize = 1024;
+        // (label, TLS, send buffer limit; None: rustls' 64 KiB default, what the tunnel uses).
+        let cases: [(&str, bool, Option<usize>); 6] = [
+            ("clear", false, None),
+            ("TLS, 64 KiB send buffer (as used)", true, None),
+            ("TLS, 16 KiB send buffer", true, Some(16 * KIB)),
+            ("TLS, 32 KiB send buffer", true, Some(32 * KIB)),
+            ("TLS, 128 KiB send buffer", true, Some(128 * KIB)),
+            (
+                "TLS, 320 KiB send buffer (a whole batch)",
+                true,
+                Some(320 * KIB),
+            ),
+        ];
+        let mut best = [f64::MAX; 6];
+        for _ in 0..3 {
+            for (i, (_, tls, send_buf)) in cases.iter().enumerate() {
+                let t = move_bytes(TOTAL, *tls, *send_buf).await / gb;
+                best[i] = best[i].min(t);
+            }
+        }
+        for ((label, ..), t) in cases.iter().zip(best) {
+            println!("{label}: {t:.3} s/GB");
+        }
+        // AES-128-GCM seal alone over the same bytes, 16 KiB records.
+        let key = ring::aead::LessSafeKey::new(
+            ring::aead::UnboundKey::new(&ring::aead::AES_128_GCM, &[7u8; 16]).unwrap(),
+        );
+        let mut rec = vec![0u8; 16 * 1024];
+        let started = Instant::now();
+        for i in 0..(TOTAL / rec.len()) as u64 {
+            let mut nonce = [0u8; 12];
+            nonce[4..].copy_from_slice(&i.to_be_bytes());
+            let _tag = key
+                .seal_in_place_separate_tag(
+                    ring::aead::Nonce::assume_unique_for_key(nonce),
+                    ring::aead::Aad::empty(),
+                    &mut rec,
+                )
+                .unwrap();
+        }
+        let seal = started.elapsed().as_secs_f64() / gb;
+        println!("AES-128-GCM seal alone, 16 KiB records: {seal:.3} s/GB");
+        assert!(best.iter().all(|t| t.is_finite() && *t > 0.0));
+    }
+
     /// Many key updates in both directions while data flows through the split halves: every byte
     /// arrives intact, in order.
     #[tokio::test]
