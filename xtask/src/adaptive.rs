@@ -75,9 +75,10 @@ pub struct Sample {
     /// Status (`short`, `settling`, ...).
     pub status: String,
     /// Per group of 1 → 2, the last report interval `ssc` holds (`GET /api/v1/weights/1/2`):
-    /// (group, carried Mbit/s, writers' blocked fraction, window Mbit/s, loss, saturated).
+    /// (group, carried Mbit/s, writers' blocked fraction, window Mbit/s, loss, saturated,
+    /// queued backlog in seconds).
     #[serde(default)]
-    pub reports: Vec<(u8, f64, f64, f64, Option<f64>, bool)>,
+    pub reports: Vec<Report>,
 }
 
 /// The timeline of one run.
@@ -161,6 +162,10 @@ impl Timeline {
     }
 }
 
+/// One group's last report interval: (group, carried Mbit/s, writers' blocked fraction, window
+/// Mbit/s, loss, saturated, queued backlog in seconds).
+pub type Report = (u8, f64, f64, f64, Option<f64>, bool, Option<f64>);
+
 /// How often the adaptive state is sampled.
 const POLL: Duration = Duration::from_millis(500);
 
@@ -196,7 +201,7 @@ fn sample(v: &serde_json::Value, t: f64) -> Option<Sample> {
 }
 
 /// The groups' last report intervals from `GET /api/v1/weights/1/2`.
-fn reports(v: &serde_json::Value) -> Vec<(u8, f64, f64, f64, Option<f64>, bool)> {
+fn reports(v: &serde_json::Value) -> Vec<Report> {
     let f = |s: &serde_json::Value, k: &str| s.get(k).and_then(serde_json::Value::as_f64);
     v.get("groups")
         .and_then(serde_json::Value::as_array)
@@ -214,6 +219,7 @@ fn reports(v: &serde_json::Value) -> Vec<(u8, f64, f64, f64, Option<f64>, bool)>
                         s.get("saturated")
                             .and_then(serde_json::Value::as_bool)
                             .unwrap_or(false),
+                        f(s, "backlog_s"),
                     ))
                 })
                 .collect()
@@ -257,13 +263,22 @@ fn run_with(opts: &RunOptions, settings: &Settings, paths: &Path) -> anyhow::Res
         }
     }
     let mut s = sys.api().get("/api/v1/settings")?;
-    s["groups_per_pair"] = serde_json::json!(settings.max_groups);
-    s["adaptive"] = serde_json::json!({
-        "enabled": true,
-        "lambda": settings.lambda,
-        "min_groups": 1,
-        "retire_after_s": settings.retire_after_s,
-    });
+    let obj = s
+        .as_object_mut()
+        .context("GET /api/v1/settings is not an object")?;
+    obj.insert(
+        "groups_per_pair".into(),
+        serde_json::json!(settings.max_groups),
+    );
+    obj.insert(
+        "adaptive".into(),
+        serde_json::json!({
+            "enabled": true,
+            "lambda": settings.lambda,
+            "min_groups": 1,
+            "retire_after_s": settings.retire_after_s,
+        }),
+    );
     sys.api()
         .call("PUT", "/api/v1/settings", Some(&s))
         .context("switch adaptive path groups on")?;

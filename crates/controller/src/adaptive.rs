@@ -10,15 +10,15 @@
 //!   last report interval (`mpa::gwchan::GroupReport`, through [`crate::wrr::Wrr::observations`]),
 //!   smoothed (EWMA, weight [`XI_ALPHA`]).
 //! - **Demand**: a pair only needs more when its groups are the limit. A group is *limited by
-//!   its paths* in an interval when the capacity estimate calls it saturated (writers blocked
-//!   ≥ 50 % or ≥ 3 % retransmitted, [`crate::capacity`]), or when its subflows lost at least
-//!   `limited_loss` (0.1 %) of what they sent while it carried at least `limited_window_share`
-//!   (50 %) of its window rate: the tunnel's send buffers absorb a bottleneck (the writers are
-//!   almost never blocked, measured 0.2–2 % with a 12 Mbit/s group at its limit), but the
-//!   subflows fill their congestion windows and the bottleneck queue drops (0.1–0.8 %). An
-//!   application-limited group neither fills its window nor loses. The pair is *saturated*
-//!   while the EWMA (weight [`LIMITED_ALPHA`]) of "some group limited" is at least ½. A pair that
-//!   carries little because little is sent is never grown.
+//!   its paths* in a report when the capacity estimate calls it saturated (writers blocked
+//!   ≥ 50 % or ≥ 3 % retransmitted, [`crate::capacity`]) or when its sockets hold data not yet in
+//!   flight worth at least `limited_backlog_s` (0.1 s) at the rate it carried
+//!   (`GroupReport::queued_bytes`). Behind a bottleneck the tunnel's send buffers
+//!   fill while its writers are almost never blocked (measured 0.2–2 % blocked, 0–1.4 % loss
+//!   with a 12 Mbit/s group at its limit): the queued backlog is the signal that does not
+//!   flicker. Application-limited traffic leaves nothing queued. The pair is *saturated* while
+//!   some group was limited within the last `limited_hold_s` (4 s): a bulk flow's backlog and
+//!   losses come in bursts. A pair that carries little because little is sent is never grown.
 //! - **ζ** (achievable): the max-flow from A to B over *every* candidate member path (direct and
 //!   one transit, [`crate::path_config::candidates`]) under the ports' capacities and the hop
 //!   measurements ([`crate::path_config::group_capacity`]).
@@ -30,9 +30,11 @@
 //! - **Trial**: `settle_s` after an add, if the pair is still short and ξ did not grow by
 //!   `min_gain` over ξ before the add, the new group is taken back and the pair backs off for
 //!   `backoff_s` (the limit was not where the new paths go, e.g. the destination's downlinks).
-//! - **Retire**: not saturated, and ξ at most `retire_share` of what the pair's other groups can
-//!   carry (their estimated capacities, else configured) for `retire_after_s`: the group with the
-//!   highest id goes, down to `min_groups`.
+//! - **Retire**: not saturated, and ξ at most `retire_share` of what the pair's other groups
+//!   have shown they carry (the sum of their peak rates, each a maximum that decays with time
+//!   constant [`PEAK_TAU`]) for `retire_after_s`: the group with the highest id goes, down to
+//!   `min_groups`. Measured peaks, not capacity estimates: a window-based estimate of a
+//!   lightly used connection is far above what its paths carry (seen: 60–90 Mbit/s for 12).
 //! - **Hysteresis**: one change per pair per `settle_s`; adding needs saturation, retiring needs
 //!   its absence plus headroom of 1/`retire_share` on the rest, so a pair does not flap between
 //!   the two.
@@ -57,9 +59,9 @@ use crate::wrr::Observation;
 /// EWMA weight of a new ξ sample (one per 2 s report): half-life of one report.
 pub const XI_ALPHA: f64 = 0.5;
 
-/// EWMA weight of a new "some group limited by its paths" sample (0 or 1): two limited reports
-/// in a row make a pair saturated, one alone after many free ones does not.
-pub const LIMITED_ALPHA: f64 = 0.5;
+/// Time constant of the decay of a group's peak rate (the retire rule's "what the other groups
+/// carry"): 5 minutes, longer than any retire wait, so a peak of the current busy period counts.
+pub const PEAK_TAU: Duration = Duration::from_secs(300);
 
 /// Settings of the adaptive path groups (`adaptive` in the PC settings, `ssc settings set`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -88,11 +90,11 @@ pub struct Settings {
     pub retire_after_s: f64,
     /// Reports older than this are not used, seconds (gateways report every 2 s).
     pub max_report_age_s: f64,
-    /// A group whose subflows lost at least this share of what they sent ...
-    pub limited_loss: f64,
-    /// ... while it carried at least this share of its window rate is limited by its paths
-    /// (besides the capacity estimate's saturation: writers blocked, ≥ 3 % loss).
-    pub limited_window_share: f64,
+    /// A group whose sockets hold data not in flight worth at least this many seconds at the rate it
+    /// carried is limited by its paths (besides the capacity estimate's saturation).
+    pub limited_backlog_s: f64,
+    /// A pair counts as saturated for this long after a report of a limited group, seconds.
+    pub limited_hold_s: f64,
 }
 
 impl Default for Settings {
@@ -101,15 +103,15 @@ impl Default for Settings {
             enabled: false,
             lambda: 0.8,
             min_groups: 1,
-            add_after_s: 4.0,
+            add_after_s: 6.0,
             settle_s: 10.0,
             min_gain: 0.1,
             backoff_s: 60.0,
             retire_share: 0.5,
             retire_after_s: 60.0,
             max_report_age_s: 6.0,
-            limited_loss: 0.001,
-            limited_window_share: 0.5,
+            limited_backlog_s: 0.1,
+            limited_hold_s: 4.0,
         }
     }
 }
@@ -148,8 +150,8 @@ impl Settings {
         finite_nonneg("adaptive.backoff_s", self.backoff_s)?;
         finite_nonneg("adaptive.retire_after_s", self.retire_after_s)?;
         finite_nonneg("adaptive.max_report_age_s", self.max_report_age_s)?;
-        finite_nonneg("adaptive.limited_loss", self.limited_loss)?;
-        finite_nonneg("adaptive.limited_window_share", self.limited_window_share)?;
+        finite_nonneg("adaptive.limited_backlog_s", self.limited_backlog_s)?;
+        finite_nonneg("adaptive.limited_hold_s", self.limited_hold_s)?;
         Ok(())
     }
 }
@@ -234,8 +236,10 @@ struct PairState {
     last_change: Option<Instant>,
     backoff_until: Option<Instant>,
     xi: Option<f64>,
-    /// EWMA of "some group limited by its paths".
-    limited: f64,
+    /// When a group of the pair was last limited by its paths (report time).
+    limited_at: Option<Instant>,
+    /// Per group: its peak carried rate (bit/s) and when it was last updated.
+    peaks: BTreeMap<GroupId, (f64, Instant)>,
     /// The group added last and ξ before it, until `settle_s` later.
     trial: Option<(GroupId, f64)>,
     view: PairView,
@@ -357,8 +361,21 @@ impl Adaptive {
                 st.calm_since = None;
                 st.view.status = PairStatus::NoReports;
                 st.view.saturated = false;
-                st.limited = 0.0;
+                st.limited_at = None;
                 continue;
+            }
+            st.peaks.retain(|g, _| list.iter().any(|x| x.id == *g));
+            for (g, smp, _) in &fresh {
+                let rate = if smp.rate_bps.is_finite() {
+                    smp.rate_bps.max(0.0)
+                } else {
+                    0.0
+                };
+                let e = st.peaks.entry(*g).or_insert((rate, now));
+                let decay = (-now.saturating_duration_since(e.1).as_secs_f64()
+                    / PEAK_TAU.as_secs_f64())
+                .exp();
+                *e = ((e.0 * decay).max(rate), now);
             }
             let xi_now: f64 = fresh
                 .iter()
@@ -371,15 +388,17 @@ impl Adaptive {
             };
             st.xi = Some(xi);
             st.view.xi_bps = xi;
-            let limited_now = fresh.iter().any(|(_, smp, _)| {
-                smp.saturated
-                    || (smp.loss.is_some_and(|l| l >= s.limited_loss)
-                        && smp.window_bps > 0.0
-                        && smp.rate_bps >= s.limited_window_share * smp.window_bps)
-            });
-            st.limited = LIMITED_ALPHA * f64::from(u8::from(limited_now))
-                + (1.0 - LIMITED_ALPHA) * st.limited;
-            let saturated = st.limited >= 0.5;
+            let limited = fresh
+                .iter()
+                .filter(|(_, smp, _)| {
+                    smp.saturated || smp.backlog_s.is_some_and(|b| b >= s.limited_backlog_s)
+                })
+                .filter_map(|(_, _, o)| o.at)
+                .max();
+            if limited.is_some() {
+                st.limited_at = limited.max(st.limited_at);
+            }
+            let saturated = since(now, st.limited_at).is_some_and(|d| d <= secs(s.limited_hold_s));
             st.view.saturated = saturated;
             let settled = since(now, st.last_change).is_none_or(|d| d >= settle);
             let zeta = saturated.then(|| achievable_bps(inventory, m, settings, (a, b)));
@@ -464,15 +483,11 @@ impl Adaptive {
             let Some(highest) = list.iter().map(|g| g.id).max() else {
                 continue;
             };
-            let rest: f64 = list
+            let rest: f64 = st
+                .peaks
                 .iter()
-                .filter(|g| g.id != highest)
-                .map(|g| {
-                    obs.get(&(a, b, g.id))
-                        .and_then(|o| o.estimated_bps.or(o.configured_bps))
-                        .filter(|c| c.is_finite() && *c > 0.0)
-                        .unwrap_or(0.0)
-                })
+                .filter(|(g, _)| **g != highest)
+                .map(|(_, (p, _))| *p)
                 .sum();
             if xi > s.retire_share * rest {
                 st.calm_since = None;
@@ -482,7 +497,7 @@ impl Adaptive {
             st.view.status = PairStatus::Calm;
             if calm_for >= secs(s.retire_after_s) && settled {
                 let reason = format!(
-                    "achieved {:.2} Mbit/s ≤ {} × {:.1} Mbit/s the other groups carry, for {:.0} s",
+                    "achieved {:.2} Mbit/s ≤ {} × {:.1} Mbit/s the other groups carried at their peak, for {:.0} s",
                     xi / 1e6,
                     s.retire_share,
                     rest / 1e6,

@@ -111,6 +111,10 @@ pub struct Sample {
     /// `saturated_busy`, or loss at least `saturated_loss`).
     #[serde(default)]
     pub saturated: bool,
+    /// How long what its sockets hold (not yet in flight) would take at the rate it carried, seconds
+    /// (`None`: nothing carried). Large when its paths are what limits it.
+    #[serde(default)]
+    pub backlog_s: Option<f64>,
 }
 
 /// Reports of a group's subflows' acked and retransmitted bytes (cumulative, per report).
@@ -120,6 +124,8 @@ pub struct Transport {
     pub acked: u64,
     /// Σ bytes retransmitted.
     pub retrans: u64,
+    /// Bytes its sockets hold that are not in flight yet, now (a gauge, not cumulative).
+    pub queued: u64,
 }
 
 /// Below this many bytes sent in an interval the loss ratio is not computed (a few packets
@@ -198,6 +204,7 @@ impl Estimator {
             window_bps: window_bps as f64,
             loss,
             saturated,
+            backlog_s: (rate > 0.0).then(|| transport.queued as f64 * 8.0 / rate),
         });
         let configured = configured_bps.filter(|c| c.is_finite() && *c > 0.0);
         let window = (window_bps > 0).then(|| {
@@ -544,7 +551,11 @@ mod tests {
         let t0 = Instant::now();
         let at = |k: u64| t0 + Duration::from_secs(2 * k);
         let cfg = Some(80.0 * MBIT);
-        let tr = |acked, retrans| Transport { acked, retrans };
+        let tr = |acked, retrans| Transport {
+            acked,
+            retrans,
+            queued: 0,
+        };
         e.report(&s, at(0), (0, 0, 20_000_000), tr(0, 0), cfg, false);
         // 250 kB carried (1 Mbit/s), windows say 20, 1 % retransmitted: the window rules.
         let v = e.report(

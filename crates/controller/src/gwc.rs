@@ -264,6 +264,7 @@ impl Registry {
                     crate::capacity::Transport {
                         acked: g.acked_bytes,
                         retrans: g.retrans_bytes,
+                        queued: g.queued_bytes,
                     },
                 );
             }

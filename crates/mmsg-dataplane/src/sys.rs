@@ -101,6 +101,24 @@ pub fn tun_set_iff(fd: impl AsFd, name: &str, flags: i16) -> io::Result<String> 
     Ok(String::from_utf8_lossy(req.name.get(..len).unwrap_or_default()).into_owned())
 }
 
+/// Bytes in a (MPTCP or TCP) socket's send queue not acknowledged yet (`TIOCOUTQ`, alias
+/// `SIOCOUTQ`; MPTCP sockets answer it at the MPTCP level).
+pub fn outq_bytes(fd: impl AsFd) -> io::Result<u64> {
+    let mut v: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one `int` through the pointer; `v` lives across the call.
+    let rc = unsafe {
+        libc::ioctl(
+            fd.as_fd().as_raw_fd(),
+            libc::TIOCOUTQ,
+            &mut v as *mut libc::c_int,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::try_from(v).unwrap_or(0))
+}
+
 /// Tells the TUN device which offloads we accept on reads (`TUN_F_*`).
 pub fn tun_set_offload(fd: impl AsFd, flags: u32) -> io::Result<()> {
     // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned int), no memory is shared.
@@ -347,6 +365,8 @@ pub struct SubflowTcpInfo {
     pub cwnd: u32,
     /// `tcpi_snd_mss`, bytes.
     pub snd_mss: u32,
+    /// `tcpi_unacked`, segments in flight.
+    pub unacked: u32,
     /// `tcpi_total_retrans`, segments.
     pub total_retrans: u32,
     /// `tcpi_bytes_acked`.
@@ -386,6 +406,7 @@ pub fn mptcp_subflow_tcpinfo(fd: impl AsFd) -> io::Result<Vec<SubflowTcpInfo>> {
             rtt_us: u32_at(t, 68),
             cwnd: u32_at(t, 80),
             snd_mss: u32_at(t, 16),
+            unacked: u32_at(t, 24),
             total_retrans: u32_at(t, 100),
             bytes_acked: u64_at(t, 120),
             bytes_received: u64_at(t, 128),

@@ -120,6 +120,11 @@ pub struct OutQueue {
     /// `window_bps`; they go backwards when a subflow closes): the group's loss ratio.
     acked_bytes: AtomicU64,
     retrans_bytes: AtomicU64,
+    /// Bytes its MPTCP socket holds that are not in flight: `TIOCOUTQ` (not acked at the MPTCP
+    /// level) minus Σ unacked segments × mss of its established subflows; refreshed with
+    /// `window_bps`. (`SIOCOUTQNSD` is ~0 on MPTCP sockets: the data moves on to the subflows'
+    /// queues at once, measured.)
+    queued_bytes: AtomicU64,
 }
 
 impl OutQueue {
@@ -133,6 +138,7 @@ impl OutQueue {
             window_bps: AtomicU64::new(0),
             acked_bytes: AtomicU64::new(0),
             retrans_bytes: AtomicU64::new(0),
+            queued_bytes: AtomicU64::new(0),
         }
     }
 }
@@ -236,9 +242,9 @@ impl Shared {
     /// Per path group (remote branch, group): tunnel bytes written so far and whether all its
     /// connections are up; then connections up and connections configured.
     pub fn group_report(&self) -> (Vec<mpa::gwchan::GroupReport>, u32, u32) {
-        // Per group: bytes, up, busy, (bytes of its busiest connection, that one's window,
-        // acked and retransmitted bytes).
-        type Acc = (u64, bool, u64, (u64, u64, u64, u64));
+        // Per group: bytes, up, busy, unsent, (bytes of its busiest connection, that one's
+        // window, acked and retransmitted bytes).
+        type Acc = (u64, bool, u64, u64, (u64, u64, u64, u64));
         let mut groups: BTreeMap<(u8, u8), Acc> = BTreeMap::new();
         let (mut up, mut total) = (0u32, 0u32);
         for ((b, g, _), oq) in self.queues() {
@@ -247,15 +253,16 @@ impl Shared {
             up += u32::from(is_up);
             let e = groups
                 .entry((b.get(), g.get()))
-                .or_insert((0, true, 0, (0, 0, 0, 0)));
+                .or_insert((0, true, 0, 0, (0, 0, 0, 0)));
             let sent = oq.sent_bytes.load(Ordering::Relaxed);
             e.0 += sent;
             e.1 &= is_up;
             e.2 += oq.busy_us.load(Ordering::Relaxed);
+            e.3 += oq.queued_bytes.load(Ordering::Relaxed);
             // The class connections of a group share its paths; an idle one's window (initial
             // cwnd over a keepalive RTT) says nothing about them: the busiest connection's.
-            if sent >= e.3 .0 {
-                e.3 = (
+            if sent >= e.4 .0 {
+                e.4 = (
                     sent,
                     oq.window_bps.load(Ordering::Relaxed),
                     oq.acked_bytes.load(Ordering::Relaxed),
@@ -266,7 +273,10 @@ impl Shared {
         let groups = groups
             .into_iter()
             .map(
-                |((branch, group), (bytes_tx, up, busy_us, (_, window_bps, acked, retrans)))| {
+                |(
+                    (branch, group),
+                    (bytes_tx, up, busy_us, unsent, (_, window_bps, acked, retrans)),
+                )| {
                     mpa::gwchan::GroupReport {
                         branch,
                         group,
@@ -276,6 +286,7 @@ impl Shared {
                         window_bps,
                         acked_bytes: acked,
                         retrans_bytes: retrans,
+                        queued_bytes: unsent,
                     }
                 },
             )
@@ -672,6 +683,18 @@ fn window_rate_bps(subflows: &[sys::SubflowTcpInfo]) -> u64 {
         .filter(|t| t.state == TCP_ESTABLISHED && t.rtt_us > 0)
         .map(|t| u64::from(t.cwnd) * u64::from(t.snd_mss) * 8 * 1_000_000 / u64::from(t.rtt_us))
         .sum()
+}
+
+/// What an MPTCP socket holds that is not in flight: its unacked bytes minus its established
+/// subflows' unacked segments × mss (0 when unknown).
+fn queued_bytes(fd: &std::os::fd::OwnedFd, subflows: &[sys::SubflowTcpInfo]) -> u64 {
+    const TCP_ESTABLISHED: u8 = 1;
+    let in_flight: u64 = subflows
+        .iter()
+        .filter(|t| t.state == TCP_ESTABLISHED)
+        .map(|t| u64::from(t.unacked) * u64::from(t.snd_mss))
+        .sum();
+    sys::outq_bytes(fd).unwrap_or(0).saturating_sub(in_flight)
 }
 
 /// Per-connection counters, shared by the halves.
@@ -1333,6 +1356,8 @@ async fn run_outbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 tcpinfo.iter().map(|t| t.bytes_retrans).sum(),
                 Ordering::Relaxed,
             );
+            oq.queued_bytes
+                .store(queued_bytes(fd, &tcpinfo), Ordering::Relaxed);
             sh.stats.update_conn(name, |c| {
                 c.token = info.token;
                 c.fallback = fb;

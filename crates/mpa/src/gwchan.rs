@@ -314,6 +314,13 @@ pub struct GroupReport {
     /// Σ bytes retransmitted on the same subflows.
     #[serde(default)]
     pub retrans_bytes: u64,
+    /// Bytes its connections' MPTCP sockets hold that are not in flight (the socket's unacked
+    /// bytes, `TIOCOUTQ`, minus Σ unacked segments × mss of its subflows; summed over the group,
+    /// sampled every second): data waiting for the paths. Large (hundreds of ms at the group's
+    /// rate) when the paths are what limits the group, even though the send buffers keep its
+    /// writers from blocking; near 0 when the traffic is application-limited. 0 when absent.
+    #[serde(default)]
+    pub queued_bytes: u64,
 }
 
 /// The outcome of a config.

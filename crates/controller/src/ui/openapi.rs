@@ -108,15 +108,15 @@ fn schemas() -> Value {
             "enabled": {"type": "boolean", "default": false},
             "lambda": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.8},
             "min_groups": {"type": "integer", "minimum": 1, "maximum": 16, "default": 1},
-            "add_after_s": {"type": "number", "minimum": 0, "default": 4},
+            "add_after_s": {"type": "number", "minimum": 0, "default": 6},
             "settle_s": {"type": "number", "minimum": 0, "default": 10},
             "min_gain": {"type": "number", "minimum": 0, "default": 0.1},
             "backoff_s": {"type": "number", "minimum": 0, "default": 60},
             "retire_share": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5},
             "retire_after_s": {"type": "number", "minimum": 0, "default": 60},
             "max_report_age_s": {"type": "number", "minimum": 0, "default": 6},
-            "limited_loss": {"type": "number", "minimum": 0, "default": 0.001},
-            "limited_window_share": {"type": "number", "minimum": 0, "default": 0.5}}}}});
+            "limited_backlog_s": {"type": "number", "minimum": 0, "default": 0.1},
+            "limited_hold_s": {"type": "number", "minimum": 0, "default": 4}}}}});
     let mut schemas = json!({
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
         "Health": {"type": "object", "required": ["status", "schema_version", "openflow"], "properties": {

@@ -247,6 +247,7 @@ fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
                                 window_bps,
                                 acked_bytes: acked,
                                 retrans_bytes: retrans,
+                                queued_bytes: busy_us / 3,
                             }
                         )
                         .collect(),
