@@ -74,9 +74,8 @@ pub struct Sample {
     pub xi_mbit: f64,
     /// Status (`short`, `settling`, ...).
     pub status: String,
-    /// Per group of 1 → 2, the last report interval `ssc` holds (`GET /api/v1/weights/1/2`):
-    /// (group, carried Mbit/s, writers' blocked fraction, window Mbit/s, loss, saturated,
-    /// queued backlog in seconds).
+    /// Per group of 1 → 2, the last report interval `ssc` holds, its estimate and weight
+    /// (`GET /api/v1/weights/1/2`).
     #[serde(default)]
     pub reports: Vec<Report>,
 }
@@ -162,9 +161,35 @@ impl Timeline {
     }
 }
 
-/// One group's last report interval: (group, carried Mbit/s, writers' blocked fraction, window
-/// Mbit/s, loss, saturated, queued backlog in seconds).
-pub type Report = (u8, f64, f64, f64, Option<f64>, bool, Option<f64>);
+/// One group of 1 → 2 as `GET /api/v1/weights/1/2` shows it: its last report interval, the
+/// capacity `ssc` estimates from it and the weight it publishes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    /// Group id.
+    pub group: u8,
+    /// Carried, Mbit/s.
+    pub rate_mbit: f64,
+    /// Fraction of the interval its writers were blocked.
+    pub busy: f64,
+    /// Window rate of its busiest connection's subflows, Mbit/s.
+    pub window_mbit: f64,
+    /// Retransmitted share.
+    pub loss: Option<f64>,
+    /// Whether the capacity estimate called it saturated.
+    pub saturated: bool,
+    /// Data queued in its sockets, not in flight, in seconds at the carried rate.
+    pub backlog_s: Option<f64>,
+    /// In-flight rate of its busiest connection's subflows, Mbit/s.
+    #[serde(default)]
+    pub inflight_mbit: Option<f64>,
+    /// Whether the window rate counted for the estimate (windows at least half in use).
+    #[serde(default)]
+    pub window_used: bool,
+    /// `ssc`'s capacity estimate, Mbit/s.
+    pub estimated_mbit: Option<f64>,
+    /// Published weight (per mille of the pair's scale).
+    pub weight: u32,
+}
 
 /// How often the adaptive state is sampled.
 const POLL: Duration = Duration::from_millis(500);
@@ -210,17 +235,29 @@ fn reports(v: &serde_json::Value) -> Vec<Report> {
                 .filter_map(|g| {
                     let id = u8::try_from(g.get("group")?.as_u64()?).ok()?;
                     let s = g.get("last_sample")?;
-                    Some((
-                        id,
-                        f(s, "rate_bps")? / 1e6,
-                        f(s, "busy")?,
-                        f(s, "window_bps").unwrap_or(0.0) / 1e6,
-                        f(s, "loss"),
-                        s.get("saturated")
+                    Some(Report {
+                        group: id,
+                        rate_mbit: f(s, "rate_bps")? / 1e6,
+                        busy: f(s, "busy")?,
+                        window_mbit: f(s, "window_bps").unwrap_or(0.0) / 1e6,
+                        loss: f(s, "loss"),
+                        saturated: s
+                            .get("saturated")
                             .and_then(serde_json::Value::as_bool)
                             .unwrap_or(false),
-                        f(s, "backlog_s"),
-                    ))
+                        backlog_s: f(s, "backlog_s"),
+                        inflight_mbit: f(s, "inflight_bps").map(|x| x / 1e6),
+                        window_used: s
+                            .get("window_used")
+                            .and_then(serde_json::Value::as_bool)
+                            .unwrap_or(false),
+                        estimated_mbit: f(g, "estimated_bps").map(|e| e / 1e6),
+                        weight: g
+                            .get("weight")
+                            .and_then(serde_json::Value::as_u64)
+                            .and_then(|w| u32::try_from(w).ok())
+                            .unwrap_or(0),
+                    })
                 })
                 .collect()
         })

@@ -16,6 +16,18 @@
 //!   the rate it carried, `Δbytes·8 / Δt`, **is** its available capacity: the estimate becomes
 //!   that rate. A path flooded by traffic that does not back off loses much of what the tunnel
 //!   sends on it even when the flow it carries has collapsed far below the path's rate.
+//! - **Windows not used** (the gateway's in-flight rate, `inflight_bps`, is under
+//!   [`WINDOW_USED_SHARE`] (½) of the window rate): the group carries less than its windows
+//!   allow, so the window rate (a cwnd grown earlier, over the RTT of an empty queue) is only
+//!   an upper bound. Measured with two striped 12 Mbit/s groups: the less used group's window
+//!   rate read 80–100 Mbit/s, the estimate followed, its weight rose, it became the one at its
+//!   limit, and the two swapped every report (the flow got 19 of 24 Mbit/s). Such a group's
+//!   estimate falls towards a smaller window rate as below, and rises towards a larger one as
+//!   below only up to the most it has carried in an interval lately (its peak, decaying with
+//!   [`PEAK_TAU_S`]); beyond that it creeps up by `unused_growth_per_s` (×1.03 per second):
+//!   its weight grows until it fills its windows and its window rate measures its paths again.
+//!   A group whose estimate collapsed with the whole flow (every group carried little for a
+//!   report) so comes back to what it carried before within a few reports.
 //! - Otherwise, with a window rate: the estimate follows it (capped at the configured capacity,
 //!   the max-flow of the members' ports), by an EWMA that falls fast (`alpha_down`, 0.7) and
 //!   rises slowly (`alpha_up`, 0.3). A path flooded by other traffic shows a small window over a
@@ -64,6 +76,9 @@ pub struct Settings {
     pub alpha_up: f64,
     /// Growth of an idle group's estimate per second (its probe, see the module docs).
     pub probe_growth_per_s: f64,
+    /// Growth per second of the estimate of a group that carries traffic but does not use its
+    /// windows (in flight < [`WINDOW_USED_SHARE`] of the window rate), up to the window rate.
+    pub unused_growth_per_s: f64,
 }
 
 /// A group that carried less than this share of its estimate in an interval is idle.
@@ -79,6 +94,7 @@ impl Default for Settings {
             alpha_down: 0.7,
             alpha_up: 0.3,
             probe_growth_per_s: 1.12,
+            unused_growth_per_s: 1.03,
         }
     }
 }
@@ -115,6 +131,12 @@ pub struct Sample {
     /// (`None`: nothing carried). Large when its paths are what limits it.
     #[serde(default)]
     pub backlog_s: Option<f64>,
+    /// The rate of what its subflows had in flight at the report, bit/s (`None`: unknown).
+    #[serde(default)]
+    pub inflight_bps: Option<f64>,
+    /// Whether the window rate counted (`false`: the windows were not used, the estimate held).
+    #[serde(default)]
+    pub window_used: bool,
 }
 
 /// Reports of a group's subflows' acked and retransmitted bytes (cumulative, per report).
@@ -126,7 +148,14 @@ pub struct Transport {
     pub retrans: u64,
     /// Bytes its sockets hold that are not in flight yet, now (a gauge, not cumulative).
     pub queued: u64,
+    /// The rate of what its subflows have in flight now, bit/s (`None`: unknown, older
+    /// gateways).
+    pub inflight_bps: Option<u64>,
 }
+
+/// A group whose subflows keep less than this share of their window rate in flight does not
+/// use its windows: its window rate is no measurement of its paths (see the module docs).
+pub const WINDOW_USED_SHARE: f64 = 0.5;
 
 /// Below this many bytes sent in an interval the loss ratio is not computed (a few packets
 /// give no ratio).
@@ -138,7 +167,13 @@ pub struct Estimator {
     last: Option<Counters>,
     estimate: Option<f64>,
     sample: Option<Sample>,
+    /// The most it carried in an interval, decaying with [`PEAK_TAU_S`], bit/s.
+    peak: f64,
 }
+
+/// Time constant of the decay of a group's peak carried rate, seconds: what it has shown it
+/// can carry in the last minutes.
+pub const PEAK_TAU_S: f64 = 120.0;
 
 impl Estimator {
     /// The current estimate, bit/s (`None` before the first complete interval).
@@ -198,6 +233,11 @@ impl Estimator {
         };
         let saturated =
             busy >= settings.saturated_busy || loss.is_some_and(|p| p >= settings.saturated_loss);
+        // In-flight known and under half the window: the windows are not used, so their rate
+        // (grown earlier, over the RTT of an empty queue) says nothing about the paths now.
+        let window_used = transport
+            .inflight_bps
+            .is_none_or(|f| f as f64 >= WINDOW_USED_SHARE * window_bps as f64);
         self.sample = Some(Sample {
             rate_bps: rate,
             busy,
@@ -205,6 +245,8 @@ impl Estimator {
             loss,
             saturated,
             backlog_s: (rate > 0.0).then(|| transport.queued as f64 * 8.0 / rate),
+            inflight_bps: transport.inflight_bps.map(|f| f as f64),
+            window_used: window_bps > 0 && window_used,
         });
         let configured = configured_bps.filter(|c| c.is_finite() && *c > 0.0);
         let window = (window_bps > 0).then(|| {
@@ -214,6 +256,7 @@ impl Estimator {
         // Skipped by striped flows and carrying (almost) nothing: its windows say nothing new, so
         // it probes: the estimate grows by `probe_growth_per_s` until traffic returns to it.
         let idle = skipped && self.estimate.is_some_and(|old| rate < IDLE_SHARE * old);
+        self.peak = (self.peak * (-secs / PEAK_TAU_S).exp()).max(rate);
         let next = if saturated {
             rate
         } else if let (true, Some(old), Some(_)) = (idle, self.estimate, window) {
@@ -221,6 +264,22 @@ impl Estimator {
             configured
                 .map_or(grown, |c| grown.min(c.max(old)))
                 .max(rate)
+        } else if let (false, Some(old), Some(w)) = (window_used, self.estimate, window) {
+            // Carrying less than its windows allow: the window rate is only an upper bound of
+            // what its paths carry. Below the estimate it still pulls it down; above, the
+            // estimate rises as usual up to what the group has carried at its peak, and beyond
+            // that creeps up by `unused_growth_per_s`, so the group's weight grows until it
+            // fills its windows and measures its paths again.
+            let next = if w < old {
+                let a = settings.alpha_down.clamp(0.0, 1.0);
+                a * w + (1.0 - a) * old
+            } else {
+                let a = settings.alpha_up.clamp(0.0, 1.0);
+                let usual = (a * w + (1.0 - a) * old).min(self.peak.max(old));
+                let creep = (old * settings.unused_growth_per_s.max(1.0).powf(secs)).min(w);
+                usual.max(creep)
+            };
+            next.max(rate)
         } else if let Some(w) = window {
             let next = match self.estimate {
                 None => w,
@@ -463,6 +522,132 @@ mod tests {
     }
 
     #[test]
+    fn a_window_not_in_use_only_creeps_up_and_a_used_one_counts() {
+        // Two striped 12 Mbit/s groups (measured): the one below its limit keeps a cwnd grown
+        // earlier over an empty queue's RTT (window rate 90) with little in flight (9); the one
+        // at its limit has its window full (14 of 14).
+        let s = Settings::default();
+        let t0 = Instant::now();
+        let at = |k: u64| t0 + Duration::from_secs(2 * k);
+        let cfg = Some(80.0 * MBIT);
+        let mbit = |m: f64| (m * MBIT) as u64;
+        let tr = |inflight: Option<f64>| Transport {
+            inflight_bps: inflight.map(mbit),
+            ..Transport::default()
+        };
+        let mut e = Estimator::default();
+        e.report(&s, at(0), (0, 0, mbit(14.0)), tr(Some(14.0)), cfg, false);
+        // At its limit: 12 carried, window 14 full → the window counts (first sample: 14).
+        let v = e
+            .report(
+                &s,
+                at(1),
+                (3_000_000, 0, mbit(14.0)),
+                tr(Some(14.0)),
+                cfg,
+                false,
+            )
+            .unwrap();
+        assert!((v / MBIT - 14.0).abs() < 1e-6, "{v}");
+        assert!(e.sample().unwrap().window_used);
+        // Then less used: 8 carried, window 90, 9 in flight: ×1.03 per second, not 0.3 × 90.
+        let v = e
+            .report(
+                &s,
+                at(2),
+                (5_000_000, 0, mbit(90.0)),
+                tr(Some(9.0)),
+                cfg,
+                false,
+            )
+            .unwrap();
+        assert!((v / MBIT - 14.0 * 1.03f64.powi(2)).abs() < 1e-6, "{v}");
+        let smp = e.sample().unwrap();
+        assert!(!smp.window_used);
+        assert_eq!(smp.inflight_bps, Some(9.0 * MBIT));
+        // Five more such reports: still far below the window rate.
+        let mut last = v;
+        for k in 3..8 {
+            last = e
+                .report(
+                    &s,
+                    at(k),
+                    (5_000_000 + 2_000_000 * (k - 2), 0, mbit(90.0)),
+                    tr(Some(9.0)),
+                    cfg,
+                    false,
+                )
+                .unwrap();
+        }
+        assert!(last / MBIT < 14.0 * 1.03f64.powi(14) + 1e-6, "{last}");
+        assert!(last / MBIT < 25.0, "{last}");
+        // An unused window below the estimate still pulls it down (the paths got worse).
+        let down = e
+            .report(
+                &s,
+                at(8),
+                (15_500_000, 0, mbit(6.0)),
+                tr(Some(1.0)),
+                cfg,
+                false,
+            )
+            .unwrap();
+        assert!((down / MBIT - (0.7 * 6.0 + 0.3 * last / MBIT)).abs() < 1e-6);
+        // Collapsed with the flow (saturated at 0.4 Mbit/s for one report), then unused
+        // windows again: back up as usual to what it carried before (12), creeping beyond.
+        let mut c = Estimator::default();
+        c.report(&s, at(0), (0, 0, mbit(14.0)), tr(Some(14.0)), cfg, false);
+        c.report(
+            &s,
+            at(1),
+            (3_000_000, 0, mbit(14.0)),
+            tr(Some(14.0)),
+            cfg,
+            false,
+        );
+        let low = c
+            .report(
+                &s,
+                at(2),
+                (3_100_000, 2_000_000, mbit(14.0)),
+                tr(Some(14.0)),
+                cfg,
+                false,
+            )
+            .unwrap();
+        assert!((low / MBIT - 0.4).abs() < 1e-6, "{low}");
+        let mut v = low;
+        for k in 3..7 {
+            let next = c
+                .report(
+                    &s,
+                    at(k),
+                    (3_100_000 + 500_000 * (k - 2), 2_000_000, mbit(90.0)),
+                    tr(Some(5.0)),
+                    cfg,
+                    false,
+                )
+                .unwrap();
+            assert!(next > v, "{next} after {v}");
+            v = next;
+        }
+        // The first report after the collapse: 0.3 × 90 + 0.7 × 0.4 capped at the peak (12);
+        // the three after it only creep (×1.03 per second).
+        assert!(
+            v / MBIT > 11.9 && v / MBIT <= 12.0 * 1.03f64.powi(6) + 1e-6,
+            "{v}"
+        );
+        // Older gateways (in-flight unknown): the window counts as before.
+        let mut old = Estimator::default();
+        old.report(&s, at(0), (0, 0, mbit(14.0)), tr(None), cfg, false);
+        old.report(&s, at(1), (3_000_000, 0, mbit(14.0)), tr(None), cfg, false);
+        let v = old
+            .report(&s, at(2), (5_000_000, 0, mbit(90.0)), tr(None), cfg, false)
+            .unwrap();
+        assert!((v / MBIT - (0.3 * 80.0 + 0.7 * 14.0)).abs() < 1e-6, "{v}");
+    }
+
+    #[test]
     fn an_idle_group_probes_upwards_until_it_carries_again() {
         let s = Settings::default();
         let mut e = Estimator::default();
@@ -554,7 +739,7 @@ mod tests {
         let tr = |acked, retrans| Transport {
             acked,
             retrans,
-            queued: 0,
+            ..Transport::default()
         };
         e.report(&s, at(0), (0, 0, 20_000_000), tr(0, 0), cfg, false);
         // 250 kB carried (1 Mbit/s), windows say 20, 1 % retransmitted: the window rules.

@@ -265,6 +265,7 @@ impl Registry {
                         acked: g.acked_bytes,
                         retrans: g.retrans_bytes,
                         queued: g.queued_bytes,
+                        inflight_bps: g.inflight_bps,
                     },
                 );
             }

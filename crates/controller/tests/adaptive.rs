@@ -57,6 +57,7 @@ fn report(groups: &PathGroups, at: Instant, per: impl Fn(u8) -> (f64, bool, f64)
                         loss: None,
                         saturated,
                         backlog_s: None,
+                        ..Sample::default()
                     }),
                     estimated_bps: Some(est * MBIT),
                     configured_bps: Some(80.0 * MBIT),
@@ -225,6 +226,7 @@ fn unblocked(groups: &PathGroups, at: Instant, rate: f64, backlog: f64) -> Obs {
                         loss: Some(0.002),
                         saturated: false,
                         backlog_s: Some(backlog),
+                        ..Sample::default()
                     }),
                     estimated_bps: Some(14.5 * MBIT),
                     configured_bps: Some(80.0 * MBIT),

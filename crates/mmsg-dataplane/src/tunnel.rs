@@ -118,6 +118,9 @@ pub struct OutQueue {
     window_bps: AtomicU64,
     /// Σ `tcpi_bytes_acked` and Σ `tcpi_bytes_retrans` of its subflows now (refreshed with
     /// `window_bps`; they go backwards when a subflow closes): the group's loss ratio.
+    /// The rate of what its subflows have in flight now, bit/s ([`inflight_rate_bps`]),
+    /// refreshed with `window_bps`; 0 while down.
+    inflight_bps: AtomicU64,
     acked_bytes: AtomicU64,
     retrans_bytes: AtomicU64,
     /// Bytes its MPTCP socket holds that are not in flight: `TIOCOUTQ` (not acked at the MPTCP
@@ -136,6 +139,7 @@ impl OutQueue {
             sent_bytes: AtomicU64::new(0),
             busy_us: AtomicU64::new(0),
             window_bps: AtomicU64::new(0),
+            inflight_bps: AtomicU64::new(0),
             acked_bytes: AtomicU64::new(0),
             retrans_bytes: AtomicU64::new(0),
             queued_bytes: AtomicU64::new(0),
@@ -242,55 +246,39 @@ impl Shared {
     /// Per path group (remote branch, group): tunnel bytes written so far and whether all its
     /// connections are up; then connections up and connections configured.
     pub fn group_report(&self) -> (Vec<mpa::gwchan::GroupReport>, u32, u32) {
-        // Per group: bytes, up, busy, unsent, (bytes of its busiest connection, that one's
-        // window, acked and retransmitted bytes).
-        type Acc = (u64, bool, u64, u64, (u64, u64, u64, u64));
-        let mut groups: BTreeMap<(u8, u8), Acc> = BTreeMap::new();
+        // Per group: summed over its connections, except the transport figures, which are its
+        // busiest connection's (`busiest_sent`).
+        let mut groups: BTreeMap<(u8, u8), (mpa::gwchan::GroupReport, u64)> = BTreeMap::new();
         let (mut up, mut total) = (0u32, 0u32);
         for ((b, g, _), oq) in self.queues() {
             let is_up = oq.up.load(Ordering::Relaxed);
             total += 1;
             up += u32::from(is_up);
-            let e = groups
-                .entry((b.get(), g.get()))
-                .or_insert((0, true, 0, 0, (0, 0, 0, 0)));
+            let (r, busiest_sent) = groups.entry((b.get(), g.get())).or_insert((
+                mpa::gwchan::GroupReport {
+                    branch: b.get(),
+                    group: g.get(),
+                    up: true,
+                    ..mpa::gwchan::GroupReport::default()
+                },
+                0,
+            ));
             let sent = oq.sent_bytes.load(Ordering::Relaxed);
-            e.0 += sent;
-            e.1 &= is_up;
-            e.2 += oq.busy_us.load(Ordering::Relaxed);
-            e.3 += oq.queued_bytes.load(Ordering::Relaxed);
+            r.bytes_tx += sent;
+            r.up &= is_up;
+            r.busy_us += oq.busy_us.load(Ordering::Relaxed);
+            r.queued_bytes += oq.queued_bytes.load(Ordering::Relaxed);
             // The class connections of a group share its paths; an idle one's window (initial
             // cwnd over a keepalive RTT) says nothing about them: the busiest connection's.
-            if sent >= e.4 .0 {
-                e.4 = (
-                    sent,
-                    oq.window_bps.load(Ordering::Relaxed),
-                    oq.acked_bytes.load(Ordering::Relaxed),
-                    oq.retrans_bytes.load(Ordering::Relaxed),
-                );
+            if sent >= *busiest_sent {
+                *busiest_sent = sent;
+                r.window_bps = oq.window_bps.load(Ordering::Relaxed);
+                r.inflight_bps = Some(oq.inflight_bps.load(Ordering::Relaxed));
+                r.acked_bytes = oq.acked_bytes.load(Ordering::Relaxed);
+                r.retrans_bytes = oq.retrans_bytes.load(Ordering::Relaxed);
             }
         }
-        let groups = groups
-            .into_iter()
-            .map(
-                |(
-                    (branch, group),
-                    (bytes_tx, up, busy_us, unsent, (_, window_bps, acked, retrans)),
-                )| {
-                    mpa::gwchan::GroupReport {
-                        branch,
-                        group,
-                        bytes_tx,
-                        up,
-                        busy_us,
-                        window_bps,
-                        acked_bytes: acked,
-                        retrans_bytes: retrans,
-                        queued_bytes: unsent,
-                    }
-                },
-            )
-            .collect();
+        let groups = groups.into_values().map(|(r, _)| r).collect();
         (groups, up, total)
     }
 }
@@ -682,6 +670,23 @@ fn window_rate_bps(subflows: &[sys::SubflowTcpInfo]) -> u64 {
         .iter()
         .filter(|t| t.state == TCP_ESTABLISHED && t.rtt_us > 0)
         .map(|t| u64::from(t.cwnd) * u64::from(t.snd_mss) * 8 * 1_000_000 / u64::from(t.rtt_us))
+        .sum()
+}
+
+/// The rate of what the subflows have in flight now, bit/s: Σ `min(unacked, cwnd) · mss · 8 /
+/// srtt` over the established subflows with an RTT sample (the part of [`window_rate_bps`] in
+/// use). A connection whose paths limit it keeps its windows full; one that carries less than
+/// they allow keeps them partly empty, and its window rate (the cwnd it grew earlier over the
+/// RTT of an empty queue) overstates what its paths carry.
+fn inflight_rate_bps(subflows: &[sys::SubflowTcpInfo]) -> u64 {
+    const TCP_ESTABLISHED: u8 = 1;
+    subflows
+        .iter()
+        .filter(|t| t.state == TCP_ESTABLISHED && t.rtt_us > 0)
+        .map(|t| {
+            u64::from(t.unacked.min(t.cwnd)) * u64::from(t.snd_mss) * 8 * 1_000_000
+                / u64::from(t.rtt_us)
+        })
         .sum()
 }
 
@@ -1180,6 +1185,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
                 let end = run_outbound_conn(&sh, &name, key, &oq, stream, &pairs, port).await;
                 oq.up.store(false, Ordering::Relaxed);
                 oq.window_bps.store(0, Ordering::Relaxed);
+                oq.inflight_bps.store(0, Ordering::Relaxed);
                 sh.send(TunEvent::Conn(ConnEvent { key, up: false }));
                 if matches!(end, ConnEnd::Dead(_)) {
                     Stats::inc(&sh.stats.conn_dead);
@@ -1348,6 +1354,8 @@ async fn run_outbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             let tcpinfo = sys::mptcp_subflow_tcpinfo(fd).unwrap_or_default();
             oq.window_bps
                 .store(window_rate_bps(&tcpinfo), Ordering::Relaxed);
+            oq.inflight_bps
+                .store(inflight_rate_bps(&tcpinfo), Ordering::Relaxed);
             oq.acked_bytes.store(
                 tcpinfo.iter().map(|t| t.bytes_acked).sum(),
                 Ordering::Relaxed,

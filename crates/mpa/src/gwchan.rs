@@ -285,7 +285,7 @@ pub struct Report {
 }
 
 /// One path group in a [`Report`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GroupReport {
     /// The remote branch.
@@ -321,6 +321,13 @@ pub struct GroupReport {
     /// writers from blocking; near 0 when the traffic is application-limited. 0 when absent.
     #[serde(default)]
     pub queued_bytes: u64,
+    /// The rate of what its busiest connection's subflows have in flight now, bit/s
+    /// (Σ `min(unacked, cwnd) · mss / srtt`). Beside `window_bps` it tells whether the windows
+    /// are used: a connection that keeps less than half its window in flight is not limited by
+    /// its paths, and its window rate (a large cwnd over an empty queue's RTT) says nothing
+    /// about what they can carry. `None` from older gateways.
+    #[serde(default)]
+    pub inflight_bps: Option<u64>,
 }
 
 /// The outcome of a config.

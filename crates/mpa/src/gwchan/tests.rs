@@ -248,6 +248,7 @@ fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
                                 acked_bytes: acked,
                                 retrans_bytes: retrans,
                                 queued_bytes: busy_us / 3,
+                                inflight_bps: (busy_us % 2 == 0).then_some(window_bps / 2),
                             }
                         )
                         .collect(),
