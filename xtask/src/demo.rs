@@ -319,13 +319,25 @@ pub struct Tunnels {
     pub n_m: usize,
 }
 
-/// Runs `mmsg` in the gateways of branches 1 and 2 with `examples/mmsg-branch{1,2}.toml` and waits
-/// until every tunnel connection is up with its n × m subflows.
+/// Runs `mmsg` in the gateways of branches 1 and 2 with `examples/mmsg-branch{1,2}.toml` plus a
+/// `[tls]` table (a CA made for the run issues both gateways' certificates,
+/// [`crate::e2e::provision_tls`]: the tunnels are encrypted and mutually authenticated, as in
+/// production) and waits until every tunnel connection is up with its n × m subflows.
 pub fn start_tunnels(root: &Path, prefix: &str, topo: &Topology) -> anyhow::Result<Tunnels> {
     let mmsg = build_mmsg(root)?;
     let dir = testbed::state_dir(prefix);
+    let tls = crate::e2e::provision_tls(&dir.join("tls"), &[1, 2])?;
     let mut gws = Vec::new();
     for b in [1u8, 2] {
+        let example = root.join(format!("examples/mmsg-branch{b}.toml"));
+        let text = std::fs::read_to_string(&example)
+            .with_context(|| format!("read {}", example.display()))?;
+        let config = dir.join(format!("mmsg-gw{b}.toml"));
+        std::fs::write(
+            &config,
+            format!("{text}\n{}", tls.get(&b).map_or("", String::as_str)),
+        )
+        .with_context(|| format!("write {}", config.display()))?;
         let control = dir.join(format!("mmsg-gw{b}.sock"));
         let log = std::fs::File::create(dir.join(format!("mmsg-gw{b}.log")))?;
         let child = std::process::Command::new("ip")
@@ -333,7 +345,7 @@ pub fn start_tunnels(root: &Path, prefix: &str, topo: &Topology) -> anyhow::Resu
             .arg(&mmsg)
             .arg("run")
             .arg("--config")
-            .arg(root.join(format!("examples/mmsg-branch{b}.toml")))
+            .arg(&config)
             .arg("--control")
             .arg(&control)
             .stdin(std::process::Stdio::null())
@@ -444,7 +456,7 @@ pub fn run(root: &Path, prefix: &str, secs: u32) -> anyhow::Result<()> {
             testbed::host_addr(2, 0)
         );
         let mut rows = measure(prefix, &topo, &paths, secs)?;
-        println!("starting mmsg in both gateways (IP over MPTCP, one connection per path group and class) ...");
+        println!("starting mmsg in both gateways (IP over MPTCP, one connection per path group and class, TLS 1.3 with mutual authentication) ...");
         let (ipomp, _) = measure_ipomp(root, prefix, &topo, secs)?;
         rows.push(ipomp);
         print_table(&rows);

@@ -75,6 +75,11 @@ pub struct Options {
     pub paths: Option<PathBuf>,
     /// A `[striping]` table (TOML text) appended to every `mmsg` config (docs/mpa.md "Striping").
     pub striping: Option<String>,
+    /// `true` (default): every tunnel connection runs TLS 1.3 with mutual authentication
+    /// (docs/security.md): a CA made for the run issues each gateway's certificate
+    /// ([`provision_tls`]) and every `mmsg` config gets a `[tls]` table. `false`: clear tunnels
+    /// (the paper's set-up; `mmsg` warns `TUNNEL IN CLEAR TEXT`).
+    pub tls: bool,
 }
 
 impl Options {
@@ -89,8 +94,43 @@ impl Options {
             static_configs: false,
             paths: None,
             striping: None,
+            tls: true,
         }
     }
+}
+
+/// Makes a CA for the run in `dir` and issues branch `b`'s gateway certificate for each of
+/// `branches` (serial = branch id); returns each branch's `[tls]` table. Keys are written 0600
+/// (`pki`), as `mmsg` requires.
+pub fn provision_tls(dir: &Path, branches: &[u8]) -> anyhow::Result<BTreeMap<u8, String>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let ca = pki::ca::Ca::generate("MMS e2e CA").context("generate the run's CA")?;
+    let ca_file = dir.join("ca.pem");
+    ca.save(&ca_file, &dir.join("ca.key"))
+        .context("save the run's CA")?;
+    let mut out = BTreeMap::new();
+    for &b in branches {
+        let id = mpa::BranchId::new(b).with_context(|| format!("branch id {b}"))?;
+        let issued = ca
+            .issue_gateway(id, u64::from(b), pki::ca::DEFAULT_VALIDITY)
+            .with_context(|| format!("issue branch {b}'s certificate"))?;
+        let (cert, key) = (
+            dir.join(format!("gw{b}.pem")),
+            dir.join(format!("gw{b}.key")),
+        );
+        pki::ca::Ca::save_issued(&issued, &cert, &key)
+            .with_context(|| format!("save branch {b}'s certificate"))?;
+        out.insert(
+            b,
+            format!(
+                "[tls]\nmode = \"tls\"\nca_file = {:?}\ncert_file = {:?}\nkey_file = {:?}\n",
+                ca_file.display().to_string(),
+                cert.display().to_string(),
+                key.display().to_string()
+            ),
+        );
+    }
+    Ok(out)
 }
 
 /// One running `mmsg`.
@@ -380,7 +420,7 @@ fn tunnels_ready(s: &Value, static_configs: bool, b: u8, groups: usize) -> Resul
 /// drained so it never blocks on a full pipe.
 pub fn spawn_ssc(mut cmd: Command, log: std::fs::File) -> anyhow::Result<(Child, String)> {
     let mut child = cmd
-        .env("RUST_LOG", "controller=info")
+        .env("RUST_LOG", "controller=info,ssc=info")
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
@@ -561,6 +601,11 @@ impl System {
             String::from_utf8_lossy(&out.stderr).trim()
         );
 
+        let tls = if opts.tls {
+            provision_tls(&log_dir.join("tls"), &BRANCHES)?
+        } else {
+            BTreeMap::new()
+        };
         for b in BRANCHES {
             let cfg = sys.mmsg_config_path(b);
             let text = if opts.static_configs {
@@ -579,6 +624,10 @@ impl System {
             };
             let text = match &opts.striping {
                 Some(st) => format!("{text}\n{st}\n"),
+                None => text,
+            };
+            let text = match tls.get(&b) {
+                Some(t) => format!("{text}\n{t}"),
                 None => text,
             };
             std::fs::write(&cfg, text)?;
