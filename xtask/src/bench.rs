@@ -313,8 +313,7 @@ pub fn mesh_groups(inv: &Inventory, per_pair: u8) -> anyhow::Result<PathGroups> 
 /// Builds `ssc` in release (`cargo build --release -p controller --bin ssc`) and returns the
 /// binary's path, as cargo reports it.
 fn build_ssc(root: &Path) -> anyhow::Result<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
+    let out = crate::sh::cargo()
         .current_dir(root)
         .args([
             "build",

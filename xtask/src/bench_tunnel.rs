@@ -70,6 +70,22 @@ pub struct Options {
     pub secs: u32,
     /// Repetitions of the three measurements.
     pub reps: u32,
+    /// Rate of every internet uplink (both directions), Mbit/s; `None`: unlimited (CPU-bound,
+    /// the emulator bypassed). With a rate the WAN emulator shapes every uplink, as a branch's
+    /// DSL/cable/fibre line would: what TLS costs where the links, not the CPU, are the limit.
+    pub uplink_mbit: Option<f64>,
+}
+
+/// The topology of a run: [`TOPOLOGY`], or the same two branches with every uplink limited to
+/// `uplink_mbit` both ways (64 KiB queues would starve a fast line: default queue, 100 ms).
+pub fn topology_text(uplink_mbit: Option<f64>) -> String {
+    match uplink_mbit {
+        None => TOPOLOGY.to_owned(),
+        Some(r) => {
+            let wan = format!("wan = [{{ rate_mbit = {r} }}, {{ rate_mbit = {r} }}]");
+            TOPOLOGY.replace("wan = [{}, {}]", &wan)
+        }
+    }
 }
 
 /// Median, min and max of samples.
@@ -263,6 +279,8 @@ pub struct Report {
 pub struct Details {
     /// Topology file.
     pub topology: String,
+    /// Rate of every uplink, Mbit/s (`None`: unlimited, the emulator not in the path).
+    pub uplink_mbit: Option<f64>,
     /// Measured seconds per transfer (plus `omit_secs`).
     pub secs: u32,
     /// iperf3 `-O`.
@@ -699,11 +717,24 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     }
     eprintln!("bench tunnel: building mmsg (release)");
     let bin = demo::build_mmsg(&opts.root)?;
-    let topo = topology::parse(TOPOLOGY)?;
-    eprintln!(
-        "bench tunnel: testbed {} up from {TOPOLOGY_FILE} (no impairment: the emulator is bypassed)",
-        opts.prefix
-    );
+    if opts
+        .uplink_mbit
+        .is_some_and(|r| !(r.is_finite() && r > 0.0))
+    {
+        bail!("--uplink-mbit must be a positive number");
+    }
+    let topo = topology::parse(&topology_text(opts.uplink_mbit))?;
+    match opts.uplink_mbit {
+        None => eprintln!(
+            "bench tunnel: testbed {} up from {TOPOLOGY_FILE} (no impairment: the emulator is bypassed)",
+            opts.prefix
+        ),
+        Some(r) => eprintln!(
+            "bench tunnel: testbed {} up from {TOPOLOGY_FILE} with every uplink at {r} Mbit/s \
+             (the WAN emulator shapes them)",
+            opts.prefix
+        ),
+    }
     testbed::up(
         &topo,
         &testbed::UpOptions {
@@ -849,6 +880,7 @@ fn summarize(
         mmsg_cpu_s_per_gb_clear: opt_median(&|r| r.tunnel_clear.cpu_s_per_gb),
         details: Details {
             topology: TOPOLOGY_FILE.to_owned(),
+            uplink_mbit: opts.uplink_mbit,
             secs: opts.secs,
             omit_secs: OMIT_SECS,
             reps: opts.reps,
@@ -899,6 +931,13 @@ pub fn print_table(r: &Report) {
         d.ping_overhead_excl_lan_us.median
     );
     let f = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
+    match d.uplink_mbit {
+        Some(u) => println!(
+            "uplinks: 2 per branch at {u} Mbit/s each (WAN emulator; {} packets through it)",
+            d.emulator_packets.map_or("?".to_owned(), |p| p.to_string())
+        ),
+        None => println!("uplinks: unlimited (CPU-bound; emulator bypassed)"),
+    }
     println!(
         "mmsg CPU (both gateways) per GB: {} s TLS offload, {} s clear offload, {} s TLS no offload",
         f(r.mmsg_cpu_s_per_gb),
@@ -970,5 +1009,22 @@ mod tests {
                 assert!(w.up_impairment().is_none() && w.down_impairment().is_none());
             }
         }
+        assert_eq!(topology_text(None), TOPOLOGY);
+    }
+
+    #[test]
+    fn uplink_rate_limits_every_uplink_both_ways() {
+        let topo = topology::parse(&topology_text(Some(100.0))).unwrap();
+        assert_eq!(n_m(&topo), 4);
+        let mut n = 0;
+        for b in &topo.branches {
+            for w in &b.wan {
+                for imp in [w.up_impairment(), w.down_impairment()] {
+                    assert_eq!(imp.rate_mbit, Some(100.0));
+                }
+                n += 1;
+            }
+        }
+        assert_eq!(n, 4);
     }
 }

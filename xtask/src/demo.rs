@@ -259,8 +259,7 @@ pub fn print_table(rows: &[Row]) {
 
 /// Builds the `mmsg` binary (release) and returns its path.
 pub fn build_mmsg(root: &Path) -> anyhow::Result<std::path::PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = std::process::Command::new(cargo)
+    let status = crate::sh::cargo()
         .args([
             "build",
             "--release",

@@ -184,8 +184,7 @@ pub fn build_release(root: &Path, package: &str, bin: &str) -> anyhow::Result<Pa
 /// one after the other would rebuild the crates they share with different features (rustls,
 /// ring, ...) every time, minutes each.
 pub fn build_release_bins(root: &Path, bins: &[(&str, &str)]) -> anyhow::Result<Vec<PathBuf>> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
+    let mut cmd = crate::sh::cargo();
     cmd.current_dir(root).args(["build", "--release"]);
     for (package, bin) in bins {
         cmd.args(["-p", package, "--bin", bin]);

@@ -136,6 +136,10 @@ enum BenchCmd {
         /// Testbed prefix.
         #[arg(long, default_value = "mmsbt")]
         prefix: String,
+        /// Limit every internet uplink to this rate (Mbit/s, both ways) with the WAN emulator,
+        /// as a branch's lines would; default: unlimited (CPU-bound, emulator bypassed).
+        #[arg(long)]
+        uplink_mbit: Option<f64>,
     },
     /// ssc programming real OVS: compile + push + barrier for the paper topology and a
     /// synthetic full mesh (see xtask/src/bench.rs).
@@ -450,12 +454,14 @@ fn main() -> anyhow::Result<()> {
             secs,
             reps,
             prefix,
+            uplink_mbit,
         }) => {
             let report = bench_tunnel::run(&bench_tunnel::Options {
                 root: repo_root(),
                 prefix,
                 secs,
                 reps,
+                uplink_mbit,
             })?;
             bench_tunnel::print_table(&report);
             if let Some(path) = json {

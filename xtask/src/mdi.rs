@@ -421,8 +421,7 @@ impl Bed {
 
 /// Builds the debug `mmsg` (the tunnel runs at 20 Mbit/s here, well within a debug build).
 fn build_mmsg(root: &Path) -> anyhow::Result<PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
+    let status = crate::sh::cargo()
         .args(["build", "-q", "-p", "mmsg-dataplane", "--bin", "mmsg"])
         .current_dir(root)
         .status()

@@ -383,8 +383,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn mmsg_bin(root: &Path) -> anyhow::Result<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let st = Command::new(cargo)
+    let st = crate::sh::cargo()
         .current_dir(root)
         .args(["build", "-p", "mmsg-dataplane", "--bin", "mmsg"])
         .status()

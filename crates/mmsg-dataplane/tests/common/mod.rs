@@ -62,11 +62,27 @@ pub fn cargo_bin(package: &str, bin: &str, release: bool) -> PathBuf {
     if release {
         args.push("--release");
     }
-    let out = run_ok(
-        Command::new(env!("CARGO"))
-            .current_dir(repo_root())
-            .args(&args),
-    );
+    let mut cmd = Command::new(env!("CARGO"));
+    // Without the variables cargo set for this test crate: ring's build script reruns (and
+    // everything above it recompiles) when `CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ... change.
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        if [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+        ]
+        .iter()
+        .any(|p| k.starts_with(p))
+            || k == "CARGO_PRIMARY_PACKAGE"
+            || k == "CARGO_TARGET_TMPDIR"
+            || k == "OUT_DIR"
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    let out = run_ok(cmd.current_dir(repo_root()).args(&args));
     out.lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v["target"]["name"] == bin)
