@@ -528,123 +528,77 @@ mod tests {
         // at its limit has its window full (14 of 14).
         let s = Settings::default();
         let t0 = Instant::now();
-        let at = |k: u64| t0 + Duration::from_secs(2 * k);
         let cfg = Some(80.0 * MBIT);
         let mbit = |m: f64| (m * MBIT) as u64;
-        let tr = |inflight: Option<f64>| Transport {
-            inflight_bps: inflight.map(mbit),
-            ..Transport::default()
+        // Report k (every 2 s) with cumulative bytes and busy µs, window and in-flight Mbit/s;
+        // the new estimate in Mbit/s.
+        let rep = |e: &mut Estimator, k: u64, bytes: u64, busy: u64, w: f64, f: Option<f64>| {
+            let tr = Transport {
+                inflight_bps: f.map(mbit),
+                ..Transport::default()
+            };
+            let at = t0 + Duration::from_secs(2 * k);
+            e.report(&s, at, (bytes, busy, mbit(w)), tr, cfg, false)
+                .map_or(f64::NAN, |v| v / MBIT)
         };
         let mut e = Estimator::default();
-        e.report(&s, at(0), (0, 0, mbit(14.0)), tr(Some(14.0)), cfg, false);
+        rep(&mut e, 0, 0, 0, 14.0, Some(14.0));
         // At its limit: 12 carried, window 14 full → the window counts (first sample: 14).
-        let v = e
-            .report(
-                &s,
-                at(1),
-                (3_000_000, 0, mbit(14.0)),
-                tr(Some(14.0)),
-                cfg,
-                false,
-            )
-            .unwrap();
-        assert!((v / MBIT - 14.0).abs() < 1e-6, "{v}");
+        let v = rep(&mut e, 1, 3_000_000, 0, 14.0, Some(14.0));
+        assert!((v - 14.0).abs() < 1e-6, "{v}");
         assert!(e.sample().unwrap().window_used);
         // Then less used: 8 carried, window 90, 9 in flight: ×1.03 per second, not 0.3 × 90.
-        let v = e
-            .report(
-                &s,
-                at(2),
-                (5_000_000, 0, mbit(90.0)),
-                tr(Some(9.0)),
-                cfg,
-                false,
-            )
-            .unwrap();
-        assert!((v / MBIT - 14.0 * 1.03f64.powi(2)).abs() < 1e-6, "{v}");
+        let v = rep(&mut e, 2, 5_000_000, 0, 90.0, Some(9.0));
+        assert!((v - 14.0 * 1.03f64.powi(2)).abs() < 1e-6, "{v}");
         let smp = e.sample().unwrap();
         assert!(!smp.window_used);
         assert_eq!(smp.inflight_bps, Some(9.0 * MBIT));
         // Five more such reports: still far below the window rate.
         let mut last = v;
         for k in 3..8 {
-            last = e
-                .report(
-                    &s,
-                    at(k),
-                    (5_000_000 + 2_000_000 * (k - 2), 0, mbit(90.0)),
-                    tr(Some(9.0)),
-                    cfg,
-                    false,
-                )
-                .unwrap();
+            last = rep(
+                &mut e,
+                k,
+                5_000_000 + 2_000_000 * (k - 2),
+                0,
+                90.0,
+                Some(9.0),
+            );
         }
-        assert!(last / MBIT < 14.0 * 1.03f64.powi(14) + 1e-6, "{last}");
-        assert!(last / MBIT < 25.0, "{last}");
+        assert!(last < 14.0 * 1.03f64.powi(14) + 1e-6, "{last}");
+        assert!(last < 25.0, "{last}");
         // An unused window below the estimate still pulls it down (the paths got worse).
-        let down = e
-            .report(
-                &s,
-                at(8),
-                (15_500_000, 0, mbit(6.0)),
-                tr(Some(1.0)),
-                cfg,
-                false,
-            )
-            .unwrap();
-        assert!((down / MBIT - (0.7 * 6.0 + 0.3 * last / MBIT)).abs() < 1e-6);
+        let down = rep(&mut e, 8, 15_500_000, 0, 6.0, Some(1.0));
+        assert!((down - (0.7 * 6.0 + 0.3 * last)).abs() < 1e-6, "{down}");
         // Collapsed with the flow (saturated at 0.4 Mbit/s for one report), then unused
         // windows again: back up as usual to what it carried before (12), creeping beyond.
         let mut c = Estimator::default();
-        c.report(&s, at(0), (0, 0, mbit(14.0)), tr(Some(14.0)), cfg, false);
-        c.report(
-            &s,
-            at(1),
-            (3_000_000, 0, mbit(14.0)),
-            tr(Some(14.0)),
-            cfg,
-            false,
-        );
-        let low = c
-            .report(
-                &s,
-                at(2),
-                (3_100_000, 2_000_000, mbit(14.0)),
-                tr(Some(14.0)),
-                cfg,
-                false,
-            )
-            .unwrap();
-        assert!((low / MBIT - 0.4).abs() < 1e-6, "{low}");
+        rep(&mut c, 0, 0, 0, 14.0, Some(14.0));
+        rep(&mut c, 1, 3_000_000, 0, 14.0, Some(14.0));
+        let low = rep(&mut c, 2, 3_100_000, 2_000_000, 14.0, Some(14.0));
+        assert!((low - 0.4).abs() < 1e-6, "{low}");
         let mut v = low;
         for k in 3..7 {
-            let next = c
-                .report(
-                    &s,
-                    at(k),
-                    (3_100_000 + 500_000 * (k - 2), 2_000_000, mbit(90.0)),
-                    tr(Some(5.0)),
-                    cfg,
-                    false,
-                )
-                .unwrap();
+            let next = rep(
+                &mut c,
+                k,
+                3_100_000 + 500_000 * (k - 2),
+                2_000_000,
+                90.0,
+                Some(5.0),
+            );
             assert!(next > v, "{next} after {v}");
             v = next;
         }
         // The first report after the collapse: 0.3 × 90 + 0.7 × 0.4 capped at the peak (12);
         // the three after it only creep (×1.03 per second).
-        assert!(
-            v / MBIT > 11.9 && v / MBIT <= 12.0 * 1.03f64.powi(6) + 1e-6,
-            "{v}"
-        );
+        assert!(v > 11.9 && v <= 12.0 * 1.03f64.powi(6) + 1e-6, "{v}");
         // Older gateways (in-flight unknown): the window counts as before.
         let mut old = Estimator::default();
-        old.report(&s, at(0), (0, 0, mbit(14.0)), tr(None), cfg, false);
-        old.report(&s, at(1), (3_000_000, 0, mbit(14.0)), tr(None), cfg, false);
-        let v = old
-            .report(&s, at(2), (5_000_000, 0, mbit(90.0)), tr(None), cfg, false)
-            .unwrap();
-        assert!((v / MBIT - (0.3 * 80.0 + 0.7 * 14.0)).abs() < 1e-6, "{v}");
+        rep(&mut old, 0, 0, 0, 14.0, None);
+        rep(&mut old, 1, 3_000_000, 0, 14.0, None);
+        let v = rep(&mut old, 2, 5_000_000, 0, 90.0, None);
+        assert!((v - (0.3 * 80.0 + 0.7 * 14.0)).abs() < 1e-6, "{v}");
     }
 
     #[test]
