@@ -490,12 +490,7 @@ pub fn svg(tl: &Timeline) -> String {
 
 /// Writes `adaptive.{json,md,svg}` under `out_dir`.
 pub fn write(tl: &Timeline, out_dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out_dir).with_context(|| format!("create {}", out_dir.display()))?;
-    let json = serde_json::to_string_pretty(tl).context("encode the timeline")?;
-    std::fs::write(out_dir.join("adaptive.json"), json)?;
-    std::fs::write(out_dir.join("adaptive.md"), markdown(tl))?;
-    std::fs::write(out_dir.join("adaptive.svg"), svg(tl))?;
-    Ok(())
+    crate::plot::write_results(out_dir, "adaptive", tl, &markdown(tl), &svg(tl))
 }
 
 #[cfg(test)]

@@ -756,12 +756,7 @@ pub fn svg(r: &Report) -> String {
 
 /// Writes `mdi.{json,md,svg}` under `out_dir`.
 pub fn write(r: &Report, out_dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out_dir).with_context(|| format!("create {}", out_dir.display()))?;
-    let json = serde_json::to_string_pretty(r).context("encode the report")?;
-    std::fs::write(out_dir.join("mdi.json"), json)?;
-    std::fs::write(out_dir.join("mdi.md"), markdown(r))?;
-    std::fs::write(out_dir.join("mdi.svg"), svg(r))?;
-    Ok(())
+    crate::plot::write_results(out_dir, "mdi", r, &markdown(r), &svg(r))
 }
 
 /// Rewrites `mdi.{md,svg}` from `mdi.json` under `out_dir`.

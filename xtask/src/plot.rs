@@ -134,9 +134,43 @@ pub fn time_chart(c: &TimeChart) -> String {
     s
 }
 
+/// Writes an experiment's `NAME.json` (pretty), `NAME.md` and `NAME.svg` under `out_dir`
+/// (created if missing).
+pub fn write_results(
+    out_dir: &std::path::Path,
+    name: &str,
+    data: &impl serde::Serialize,
+    markdown: &str,
+    svg: &str,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(out_dir).with_context(|| format!("create {}", out_dir.display()))?;
+    let json = serde_json::to_string_pretty(data).with_context(|| format!("encode {name}"))?;
+    for (ext, text) in [("json", json.as_str()), ("md", markdown), ("svg", svg)] {
+        let path = out_dir.join(format!("{name}.{ext}"));
+        std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn results_are_written_as_json_markdown_and_svg() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("results");
+        write_results(&out, "x", &serde_json::json!({"a": 1}), "# md\n", "<svg/>").unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("x.json")).unwrap()).unwrap();
+        assert_eq!(json["a"], 1);
+        assert_eq!(std::fs::read_to_string(out.join("x.md")).unwrap(), "# md\n");
+        assert_eq!(
+            std::fs::read_to_string(out.join("x.svg")).unwrap(),
+            "<svg/>"
+        );
+    }
 
     #[test]
     fn a_chart_has_its_lines_labels_and_shade() {
