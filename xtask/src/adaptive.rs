@@ -351,24 +351,9 @@ fn run_with(opts: &RunOptions, settings: &Settings, paths: &Path) -> anyhow::Res
         .join()
         .map_err(|_| anyhow::anyhow!("iperf3 client thread panicked"))??;
     server.wait(Duration::from_secs(3));
-    let mbps = v
-        .pointer("/intervals")
-        .and_then(serde_json::Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|i| {
-                    i.pointer("/sum/bits_per_second")
-                        .and_then(serde_json::Value::as_f64)
-                })
-                .map(|b| b / 1e6)
-                .collect()
-        })
-        .unwrap_or_default();
+    let mbps = iperf::interval_mbps(&v);
     let goodput_mbps = iperf::tcp_received_mbps(&v).unwrap_or(0.0);
-    let retransmits = v
-        .pointer("/end/sum_sent/retransmits")
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0);
+    let retransmits = iperf::tcp_retransmits(&v);
     let changes = std::fs::read_to_string(sys.ssc_log())
         .unwrap_or_default()
         .lines()

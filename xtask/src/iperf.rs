@@ -103,3 +103,53 @@ pub fn tcp_received_mbps(v: &serde_json::Value) -> Option<f64> {
         .as_f64()
         .map(|b| b / 1e6)
 }
+
+/// The sender's rate per reporting interval (`-i`), Mbit/s, in order.
+pub fn interval_mbps(v: &serde_json::Value) -> Vec<f64> {
+    v.pointer("/intervals")
+        .and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| {
+                    i.pointer("/sum/bits_per_second")
+                        .and_then(serde_json::Value::as_f64)
+                })
+                .map(|b| b / 1e6)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The sender's TCP retransmissions over the whole test (0 when absent).
+pub fn tcp_retransmits(v: &serde_json::Value) -> u64 {
+    v.pointer("/end/sum_sent/retransmits")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_intervals_goodput_and_retransmits_of_iperf3_json() {
+        let v = serde_json::json!({
+            "intervals": [
+                {"sum": {"bits_per_second": 12.5e6}},
+                {"sum": {}},
+                {"sum": {"bits_per_second": 30e6}}
+            ],
+            "end": {
+                "sum_sent": {"retransmits": 42},
+                "sum_received": {"bits_per_second": 20e6}
+            }
+        });
+        assert_eq!(interval_mbps(&v), vec![12.5, 30.0]);
+        assert_eq!(tcp_retransmits(&v), 42);
+        assert_eq!(tcp_received_mbps(&v), Some(20.0));
+        let empty = serde_json::json!({});
+        assert!(interval_mbps(&empty).is_empty());
+        assert_eq!(tcp_retransmits(&empty), 0);
+        assert_eq!(tcp_received_mbps(&empty), None);
+    }
+}

@@ -401,10 +401,7 @@ impl Bed {
         let (ofo1, rs1) = (self.ofo(), self.reseq(gw2));
         Ok(Run {
             mbps: iperf::tcp_received_mbps(&v).context("iperf3 gave no receiver rate")?,
-            retransmits: v
-                .pointer("/end/sum_sent/retransmits")
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0),
+            retransmits: iperf::tcp_retransmits(&v),
             ofo: ofo1.saturating_sub(ofo0),
             reseq: rs1
                 .iter()
