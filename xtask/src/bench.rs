@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context};
 use controller::inventory::{BranchId, Inventory, PortIndex, PortRef};
 use controller::path_config::{Measurements, PathConfigurator, Settings as PcSettings};
-use controller::path_group::{GroupId, MemberPath, PathGroup, PathGroups, Transit};
+use controller::path_group::{MemberPath, PathGroup, PathGroupId, PathGroups, Transit};
 use controller::sdc::StatsView;
 use controller::ui::client::Client;
 use serde::Serialize;
@@ -303,7 +303,12 @@ pub fn mesh_groups(inv: &Inventory, per_pair: u8) -> anyhow::Result<PathGroups> 
                     };
                     members.push(path);
                 }
-                groups.push(PathGroup::from_members(a, b, GroupId::new(g)?, members)?);
+                groups.push(PathGroup::from_members(
+                    a,
+                    b,
+                    PathGroupId::new(g)?,
+                    members,
+                )?);
             }
         }
     }

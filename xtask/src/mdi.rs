@@ -216,9 +216,11 @@ pub fn pin_ruleset() -> anyhow::Result<String> {
         let ports: Vec<String> = [1u8, 2]
             .iter()
             .map(|b| {
-                mpa::mpa_port(*b, g)
-                    .map(|p| p.to_string())
-                    .context("no MPA port")
+                Ok(mms_types::listen_port(
+                    mms_types::BranchId::new(*b)?,
+                    mms_types::PathGroupId::new(g)?,
+                )
+                .to_string())
             })
             .collect::<anyhow::Result<_>>()?;
         let nets = format!("{{ 198.18.1{g}.0/24, 198.18.2{g}.0/24 }}");

@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 use crate::inventory::{BranchId, Inventory};
 use crate::path_config::Measurements;
 use crate::path_config::{self, candidates, compute_group, group_capacity, path_capacity};
-use crate::path_group::{GroupId, MemberPath, PathGroup, PathGroups, MAX_GROUP_ID};
+use crate::path_group::{MemberPath, PathGroup, PathGroupId, PathGroups, MAX_GROUP_ID};
 use crate::wrr::Observation;
 
 /// EWMA weight of a new ξ sample (one per 2 s report): half-life of one report.
@@ -173,7 +173,7 @@ pub enum Action {
         /// B.
         destination: BranchId,
         /// The group.
-        group: GroupId,
+        group: PathGroupId,
         /// Why, for the log.
         reason: String,
     },
@@ -239,9 +239,9 @@ struct PairState {
     /// When a group of the pair was last limited by its paths (report time).
     limited_at: Option<Instant>,
     /// Per group: its peak carried rate (bit/s) and when it was last updated.
-    peaks: BTreeMap<GroupId, (f64, Instant)>,
+    peaks: BTreeMap<PathGroupId, (f64, Instant)>,
     /// The group added last and ξ before it, until `settle_s` later.
-    trial: Option<(GroupId, f64)>,
+    trial: Option<(PathGroupId, f64)>,
     view: PairView,
 }
 
@@ -275,10 +275,10 @@ pub fn achievable_bps(
 }
 
 /// The lowest free group id of a pair: 1..=15 first (the paper numbers groups from 1), then 0.
-fn free_id(used: &BTreeSet<GroupId>) -> Option<GroupId> {
+fn free_id(used: &BTreeSet<PathGroupId>) -> Option<PathGroupId> {
     (1..=MAX_GROUP_ID)
         .chain(std::iter::once(0))
-        .filter_map(|g| GroupId::new(g).ok())
+        .filter_map(|g| PathGroupId::new(g).ok())
         .find(|g| !used.contains(g))
 }
 
@@ -323,7 +323,7 @@ impl Adaptive {
         inventory: &Inventory,
         m: &Measurements,
         groups: &PathGroups,
-        obs: &BTreeMap<(BranchId, BranchId, GroupId), Observation>,
+        obs: &BTreeMap<(BranchId, BranchId, PathGroupId), Observation>,
     ) -> Vec<Action> {
         let s = &settings.adaptive;
         if !s.enabled {
@@ -345,7 +345,7 @@ impl Adaptive {
             st.view.source = a.get();
             st.view.destination = b.get();
             st.view.groups = list.iter().map(|g| g.id.get()).collect();
-            let fresh: Vec<(GroupId, crate::capacity::Sample, &Observation)> = list
+            let fresh: Vec<(PathGroupId, crate::capacity::Sample, &Observation)> = list
                 .iter()
                 .filter_map(|g| {
                     let o = obs.get(&(a, b, g.id))?;
@@ -444,7 +444,7 @@ impl Adaptive {
                 } else if since_short < secs(s.add_after_s) {
                     PairStatus::Short
                 } else {
-                    let used_ids: BTreeSet<GroupId> = list.iter().map(|g| g.id).collect();
+                    let used_ids: BTreeSet<PathGroupId> = list.iter().map(|g| g.id).collect();
                     let used_paths: BTreeSet<&MemberPath> =
                         list.iter().flat_map(|g| g.members.values()).collect();
                     let fresh_group = free_id(&used_ids)

@@ -374,7 +374,8 @@ impl Authority {
     }
 
     fn enrol_inner(&self, req: &Enrol) -> Result<Credentials, Refusal> {
-        let b = mpa::BranchId::new(req.branch_id).ok_or(Refusal::Branch(req.branch_id))?;
+        let b =
+            mms_types::BranchId::new(req.branch_id).map_err(|_| Refusal::Branch(req.branch_id))?;
         let key = pki::enrol::verify_request(&req.public_key, &req.proof).map_err(Refusal::Key)?;
         self.store
             .redeem_enrol_token(

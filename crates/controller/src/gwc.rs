@@ -35,8 +35,8 @@ use tracing::{debug, info, warn};
 
 use crate::authority::Authority;
 use crate::inventory::BranchId;
-use crate::path_group::GroupId;
-use crate::priority::{self, TrafficClass};
+use crate::path_group::PathGroupId;
+use crate::priority::{self, Class};
 use crate::store::Catalog;
 use crate::wrr::{PairWeights, Wrr};
 
@@ -108,10 +108,7 @@ pub fn build_remotes(
 /// The PM's marks (the same for every gateway).
 pub fn priorities() -> Priorities {
     let mut marks = BTreeMap::new();
-    for (name, class) in [
-        ("type1", TrafficClass::TypeI),
-        ("type2", TrafficClass::TypeII),
-    ] {
+    for (name, class) in [("type1", Class::TypeI), ("type2", Class::TypeII)] {
         for hops in 1..=priority::MAX_PRIORITY_HOPS {
             marks.insert(format!("{name}/{hops}"), priority::dscp(class, hops));
         }
@@ -256,7 +253,7 @@ impl Registry {
         };
         let mut w = wrr.lock().unwrap_or_else(PoisonError::into_inner);
         for g in &rep.groups {
-            if let (Ok(b), Ok(id)) = (BranchId::new(g.branch), GroupId::new(g.group)) {
+            if let (Ok(b), Ok(id)) = (BranchId::new(g.branch), PathGroupId::new(g.group)) {
                 w.report(
                     (a, b, id),
                     at,

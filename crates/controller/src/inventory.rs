@@ -34,9 +34,7 @@ use std::str::FromStr;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-/// Largest branch id: the branch id is one nibble of the path code `0xBASG`, and 0 is reserved
-/// because the MPA listens on `0xB00G` (seed 000 §III-A).
-pub const MAX_BRANCH_ID: u8 = 15;
+pub use mms_types::{BranchId, MacAddr, MacParseError, WanKind};
 
 /// Most WAN ports per branch. The kernel's in-kernel MPTCP path manager takes at most 8 endpoints
 /// per namespace (DESIGN §4), and every WAN address is an MPTCP endpoint; letters `a`..=`h`.
@@ -44,46 +42,6 @@ pub const MAX_WAN_PORTS: usize = 8;
 
 /// Longest branch name, in bytes (names show up in logs, metrics and CLI tables).
 pub const MAX_NAME_LEN: usize = 64;
-
-/// A branch id, 1..=15.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "u8", into = "u8")]
-pub struct BranchId(u8);
-
-impl BranchId {
-    /// `Ok` for 1..=15.
-    pub fn new(id: u8) -> Result<Self, IdError> {
-        if (1..=MAX_BRANCH_ID).contains(&id) {
-            Ok(Self(id))
-        } else {
-            Err(IdError::Branch(id))
-        }
-    }
-
-    /// The id as a number (1..=15).
-    pub fn get(self) -> u8 {
-        self.0
-    }
-}
-
-impl TryFrom<u8> for BranchId {
-    type Error = IdError;
-    fn try_from(id: u8) -> Result<Self, IdError> {
-        Self::new(id)
-    }
-}
-
-impl From<BranchId> for u8 {
-    fn from(id: BranchId) -> u8 {
-        id.0
-    }
-}
-
-impl fmt::Display for BranchId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
 
 /// The index of a WAN port on its branch: 0 for `a`, 1 for `b`, ... (below [`MAX_WAN_PORTS`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -188,9 +146,9 @@ impl FromStr for PortRef {
 /// A bad branch id, port letter or port name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
-    /// Branch ids are 1..=15 (one nibble of `0xBASG`; 0 is reserved).
-    #[error("branch id {0} is out of range 1..=15")]
-    Branch(u8),
+    /// A branch id out of range (1..=15, one nibble of `0xBASG`).
+    #[error(transparent)]
+    Id(#[from] mms_types::IdError),
     /// Port index beyond [`MAX_WAN_PORTS`].
     #[error("port index {0} is out of range 0..8 (letters a..=h)")]
     Port(u8),
@@ -200,83 +158,6 @@ pub enum IdError {
     /// A port name that is not a branch number followed by one letter.
     #[error("{0:?} is not a port name like `1a` (branch 1..=15, then a port letter a..=h)")]
     PortName(String),
-}
-
-/// An Ethernet MAC address, written `02:00:c6:12:0a:02`.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct MacAddr(pub [u8; 6]);
-
-impl MacAddr {
-    /// The locally administered MAC `02:00:` + the four octets of `addr`. Only a convention for
-    /// test beds that set interface MACs from addresses; the compiler never guesses a MAC.
-    pub fn from_ipv4(addr: Ipv4Addr) -> Self {
-        let [a, b, c, d] = addr.octets();
-        Self([0x02, 0x00, a, b, c, d])
-    }
-}
-
-impl fmt::Debug for MacAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl fmt::Display for MacAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [a, b, c, d, e, g] = self.0;
-        write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
-    }
-}
-
-/// A MAC address that is not six `:`-separated hex octets.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a MAC address like 02:00:c6:12:0a:02")]
-pub struct MacParseError(pub String);
-
-impl FromStr for MacAddr {
-    type Err = MacParseError;
-    fn from_str(s: &str) -> Result<Self, MacParseError> {
-        let mut out = [0u8; 6];
-        let mut parts = s.split(':');
-        for byte in &mut out {
-            let part = parts.next().ok_or_else(|| MacParseError(s.to_owned()))?;
-            if part.len() != 2 {
-                return Err(MacParseError(s.to_owned()));
-            }
-            *byte = u8::from_str_radix(part, 16).map_err(|_| MacParseError(s.to_owned()))?;
-        }
-        if parts.next().is_some() {
-            return Err(MacParseError(s.to_owned()));
-        }
-        Ok(Self(out))
-    }
-}
-
-impl TryFrom<String> for MacAddr {
-    type Error = MacParseError;
-    fn try_from(s: String) -> Result<Self, MacParseError> {
-        s.parse()
-    }
-}
-
-impl From<MacAddr> for String {
-    fn from(m: MacAddr) -> String {
-        m.to_string()
-    }
-}
-
-/// What a WAN port is attached to (seed 000 §II: public internet access or a leased line).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum WanKind {
-    /// A public internet access (xDSL, PON, cable, LTE/5G): reaches every other internet port.
-    #[default]
-    Internet,
-    /// A leased line: reaches only the port at its other end (whose address is this port's gateway).
-    Leased,
 }
 
 /// One WAN port of a branch.
@@ -741,8 +622,14 @@ mod tests {
         assert_eq!(p.to_string(), "15h");
         assert_eq!(p.branch.get(), 15);
         assert_eq!(p.port.get(), 7);
-        assert_eq!("0a".parse::<PortRef>(), Err(IdError::Branch(0)));
-        assert_eq!("16a".parse::<PortRef>(), Err(IdError::Branch(16)));
+        assert_eq!(
+            "0a".parse::<PortRef>(),
+            Err(IdError::Id(mms_types::IdError::Branch(0)))
+        );
+        assert_eq!(
+            "16a".parse::<PortRef>(),
+            Err(IdError::Id(mms_types::IdError::Branch(16)))
+        );
         assert_eq!("1i".parse::<PortRef>(), Err(IdError::PortLetter('i')));
         assert!("1".parse::<PortRef>().is_err());
         assert!("a".parse::<PortRef>().is_err());

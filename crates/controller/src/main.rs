@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use controller::inventory::{Branch, BranchId, InventoryFile, MacAddr, PortIndex, WanKind};
-use controller::path_group::{GroupId, GroupsFile, MemberPath};
+use controller::path_group::{GroupsFile, MemberPath, PathGroupId};
 use controller::store::Store;
 use controller::ui::api::{GroupView, Summary};
 use controller::ui::client::Client;
@@ -330,11 +330,11 @@ fn branch_id(s: &str) -> Result<BranchId, String> {
     BranchId::new(n).map_err(|e| e.to_string())
 }
 
-fn group_id(s: &str) -> Result<GroupId, String> {
+fn group_id(s: &str) -> Result<PathGroupId, String> {
     let n: u8 = s
         .parse()
         .map_err(|_| format!("{s:?} is not a path group id 0..=15"))?;
-    GroupId::new(n).map_err(|e| e.to_string())
+    PathGroupId::new(n).map_err(|e| e.to_string())
 }
 
 fn port_letter(s: &str) -> Result<PortIndex, String> {
@@ -510,7 +510,7 @@ enum GroupCommand {
         pair: PairArgs,
         /// Group id G, 0..=15.
         #[arg(long, value_parser = group_id)]
-        group: GroupId,
+        group: PathGroupId,
         /// Member paths in the paper's notation, e.g. `1a>2a 1b>3b>3a>2a`.
         #[arg(required = true)]
         members: Vec<MemberPath>,
@@ -523,7 +523,7 @@ enum GroupCommand {
         pair: PairArgs,
         /// Group id G, 0..=15.
         #[arg(long, value_parser = group_id)]
-        group: GroupId,
+        group: PathGroupId,
     },
 }
 
@@ -897,7 +897,7 @@ async fn feed_wrr(
             if let (Ok(a), Ok(b), Ok(id)) = (
                 BranchId::new(g.source),
                 BranchId::new(g.destination),
-                GroupId::new(g.group),
+                PathGroupId::new(g.group),
             ) {
                 w.observe(a, b, id, g.traffic.forward_bits_per_s);
             }

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::inventory::{BranchId, Inventory, PortRef};
 use crate::path_group::{
-    validate_member, GroupError, GroupId, Hop, MemberId, MemberPath, PathGroup, PathGroups,
+    validate_member, GroupError, Hop, MemberId, MemberPath, PathGroup, PathGroupId, PathGroups,
     Transit, MAX_GROUP_ID, MAX_MEMBER_ID,
 };
 
@@ -409,7 +409,7 @@ pub fn compute_group(
     m: &Measurements,
     settings: &Settings,
     (a, b): (BranchId, BranchId),
-    id: GroupId,
+    id: PathGroupId,
     earlier: &[&PathGroup],
 ) -> Option<PathGroup> {
     let cands: Vec<MemberPath> = candidates(inventory, a, b, settings.allow_transit)
@@ -490,11 +490,11 @@ pub fn compute_group(
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Changes {
     /// New groups.
-    pub added: Vec<(BranchId, BranchId, GroupId)>,
+    pub added: Vec<(BranchId, BranchId, PathGroupId)>,
     /// Groups whose members changed.
-    pub replaced: Vec<(BranchId, BranchId, GroupId)>,
+    pub replaced: Vec<(BranchId, BranchId, PathGroupId)>,
     /// Groups that no longer exist.
-    pub removed: Vec<(BranchId, BranchId, GroupId)>,
+    pub removed: Vec<(BranchId, BranchId, PathGroupId)>,
 }
 
 impl Changes {
@@ -508,7 +508,7 @@ impl Changes {
 #[derive(Clone, Debug, Default)]
 pub struct PathConfigurator {
     settings: Settings,
-    current: BTreeMap<(BranchId, BranchId, GroupId), PathGroup>,
+    current: BTreeMap<(BranchId, BranchId, PathGroupId), PathGroup>,
 }
 
 impl PathConfigurator {
@@ -545,13 +545,13 @@ impl PathConfigurator {
     /// it is invalid or a new one is better by the margin. Returns what changed.
     pub fn update(&mut self, inventory: &Inventory, m: &Measurements) -> Changes {
         let mut changes = Changes::default();
-        let mut next: BTreeMap<(BranchId, BranchId, GroupId), PathGroup> = BTreeMap::new();
+        let mut next: BTreeMap<(BranchId, BranchId, PathGroupId), PathGroup> = BTreeMap::new();
         let count = self.settings.groups_per_pair.clamp(1, MAX_GROUP_ID + 1);
         let ids: Vec<BranchId> = inventory.branches().map(|b| b.id).collect();
         for &a in &ids {
             for &b in ids.iter().filter(|&&b| b != a) {
                 let mut kept: Vec<PathGroup> = Vec::new();
-                for gid in (0..count).filter_map(|g| GroupId::new(g).ok()) {
+                for gid in (0..count).filter_map(|g| PathGroupId::new(g).ok()) {
                     let earlier: Vec<&PathGroup> = kept.iter().collect();
                     let fresh = compute_group(inventory, m, &self.settings, (a, b), gid, &earlier);
                     let old = self
@@ -606,7 +606,7 @@ impl PathConfigurator {
     }
 
     /// The current member ids of one group (for the MPAs).
-    pub fn group(&self, a: BranchId, b: BranchId, id: GroupId) -> Option<&PathGroup> {
+    pub fn group(&self, a: BranchId, b: BranchId, id: PathGroupId) -> Option<&PathGroup> {
         self.current.get(&(a, b, id))
     }
 

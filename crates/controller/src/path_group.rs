@@ -26,6 +26,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+pub use mms_types::{listen_port, MemberId, PathCode, PathGroupId};
+
 use crate::inventory::{BranchId, IdError, Inventory, PortRef};
 
 /// Most transit branches on one member path (the issue asks for direct and one-transit paths;
@@ -33,141 +35,10 @@ use crate::inventory::{BranchId, IdError, Inventory, PortRef};
 pub const MAX_TRANSITS: usize = 1;
 
 /// Largest member path id (one nibble; 0 is not used, as in the paper).
-pub const MAX_MEMBER_ID: u8 = 15;
+pub const MAX_MEMBER_ID: u8 = MemberId::MAX;
 
 /// Largest path group id (one nibble).
-pub const MAX_GROUP_ID: u8 = 15;
-
-/// A path group id, 0..=15.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "u8", into = "u8")]
-pub struct GroupId(u8);
-
-impl GroupId {
-    /// `Ok` for 0..=15.
-    pub fn new(id: u8) -> Result<Self, PathError> {
-        if id <= MAX_GROUP_ID {
-            Ok(Self(id))
-        } else {
-            Err(PathError::GroupId(id))
-        }
-    }
-
-    /// The id as a number.
-    pub fn get(self) -> u8 {
-        self.0
-    }
-}
-
-impl TryFrom<u8> for GroupId {
-    type Error = PathError;
-    fn try_from(id: u8) -> Result<Self, PathError> {
-        Self::new(id)
-    }
-}
-
-impl From<GroupId> for u8 {
-    fn from(id: GroupId) -> u8 {
-        id.0
-    }
-}
-
-impl fmt::Display for GroupId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-/// A member path id, 1..=15.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "u8", into = "u8")]
-pub struct MemberId(u8);
-
-impl MemberId {
-    /// `Ok` for 1..=15.
-    pub fn new(id: u8) -> Result<Self, PathError> {
-        if (1..=MAX_MEMBER_ID).contains(&id) {
-            Ok(Self(id))
-        } else {
-            Err(PathError::MemberId(id))
-        }
-    }
-
-    /// The id as a number.
-    pub fn get(self) -> u8 {
-        self.0
-    }
-}
-
-impl TryFrom<u8> for MemberId {
-    type Error = PathError;
-    fn try_from(id: u8) -> Result<Self, PathError> {
-        Self::new(id)
-    }
-}
-
-impl From<MemberId> for u8 {
-    fn from(id: MemberId) -> u8 {
-        id.0
-    }
-}
-
-impl fmt::Display for MemberId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-/// The path code `0xBASG` carried in the outer TCP port (seed 000 §III-A): destination branch B,
-/// source branch A, member path S, path group G, one nibble each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PathCode {
-    /// B: the destination branch.
-    pub destination: BranchId,
-    /// A: the source branch.
-    pub source: BranchId,
-    /// S: the member path.
-    pub member: MemberId,
-    /// G: the path group.
-    pub group: GroupId,
-}
-
-impl PathCode {
-    /// `0xBASG`.
-    pub fn port(self) -> u16 {
-        u16::from(self.destination.get()) << 12
-            | u16::from(self.source.get()) << 8
-            | u16::from(self.member.get()) << 4
-            | u16::from(self.group.get())
-    }
-
-    /// `0xB00G`: the port the destination MPA listens on for this group.
-    pub fn listen_port(self) -> u16 {
-        listen_port(self.destination, self.group)
-    }
-
-    /// Decodes `0xBASG` (`None` for a listen port `0xB00G` or a nibble out of range).
-    pub fn from_port(port: u16) -> Option<Self> {
-        let nib = |shift: u16| u8::try_from((port >> shift) & 0xF).ok();
-        Some(Self {
-            destination: BranchId::new(nib(12)?).ok()?,
-            source: BranchId::new(nib(8)?).ok()?,
-            member: MemberId::new(nib(4)?).ok()?,
-            group: GroupId::new(nib(0)?).ok()?,
-        })
-    }
-}
-
-impl fmt::Display for PathCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#06x}", self.port())
-    }
-}
-
-/// `0xB00G`: the port the MPA of branch `destination` listens on for path group `group`.
-pub fn listen_port(destination: BranchId, group: GroupId) -> u16 {
-    u16::from(destination.get()) << 12 | u16::from(group.get())
-}
+pub const MAX_GROUP_ID: u8 = PathGroupId::MAX;
 
 /// The TCP ports that path codes and listen ports of `inventory` can take: `0xB000..=0xBFFF` for
 /// every branch id B, merged where contiguous. No socket of a gateway may use one of them as an
@@ -177,8 +48,8 @@ pub fn listen_port(destination: BranchId, group: GroupId) -> u16 {
 pub fn reserved_ports(inventory: &Inventory) -> Vec<std::ops::RangeInclusive<u16>> {
     let mut out: Vec<std::ops::RangeInclusive<u16>> = Vec::new();
     for b in inventory.branches() {
-        let start = u16::from(b.id.get()) << 12;
-        let end = start | 0x0FFF;
+        let range = mms_types::branch_port_range(b.id);
+        let (start, end) = (*range.start(), *range.end());
         match out.last_mut() {
             Some(last) if last.end().checked_add(1) == Some(start) => *last = *last.start()..=end,
             _ => out.push(start..=end),
@@ -424,12 +295,9 @@ pub enum PathError {
     /// A branch visited twice (a loop, or source = destination).
     #[error("branch {0} appears twice on the member path")]
     RepeatedBranch(BranchId),
-    /// A path group id above 15.
-    #[error("path group id {0} is out of range 0..=15")]
-    GroupId(u8),
-    /// A member id outside 1..=15.
-    #[error("member path id {0} is out of range 1..=15")]
-    MemberId(u8),
+    /// A path group or member path id out of range.
+    #[error(transparent)]
+    Id(#[from] mms_types::IdError),
 }
 
 /// One path group of an ordered branch pair.
@@ -440,7 +308,7 @@ pub struct PathGroup {
     /// The destination branch B.
     pub destination: BranchId,
     /// The group id G.
-    pub id: GroupId,
+    pub id: PathGroupId,
     /// The member paths by id S.
     pub members: BTreeMap<MemberId, MemberPath>,
 }
@@ -460,7 +328,7 @@ impl PathGroup {
     pub fn from_members(
         source: BranchId,
         destination: BranchId,
-        id: GroupId,
+        id: PathGroupId,
         members: Vec<MemberPath>,
     ) -> Result<Self, GroupError> {
         let mut map = BTreeMap::new();
@@ -485,7 +353,7 @@ pub enum GroupError {
     #[error("path group {group} goes from branch {branch} to itself")]
     SamePair {
         /// The group.
-        group: GroupId,
+        group: PathGroupId,
         /// The branch.
         branch: BranchId,
     },
@@ -530,7 +398,7 @@ pub enum GroupError {
         /// Destination branch.
         destination: BranchId,
         /// The group.
-        group: GroupId,
+        group: PathGroupId,
         /// First member.
         first: MemberId,
         /// Second member.
@@ -548,7 +416,7 @@ pub enum GroupError {
         /// Destination branch.
         destination: BranchId,
         /// The group.
-        group: GroupId,
+        group: PathGroupId,
     },
     /// An empty group.
     #[error("path group {source_branch}>{destination} #{group} has no member path")]
@@ -558,13 +426,13 @@ pub enum GroupError {
         /// Destination branch.
         destination: BranchId,
         /// The group.
-        group: GroupId,
+        group: PathGroupId,
     },
     /// More than 15 members.
     #[error("path group #{group} has more than 15 member paths")]
     TooManyMembers {
         /// The group.
-        group: GroupId,
+        group: PathGroupId,
     },
 }
 
@@ -591,7 +459,7 @@ pub struct GroupEntry {
     /// Destination branch B.
     pub destination: BranchId,
     /// Group id G (0..=15).
-    pub id: GroupId,
+    pub id: PathGroupId,
     /// Member paths in notation; the first is member 1.
     pub members: Vec<MemberPath>,
 }
@@ -608,7 +476,7 @@ pub struct GroupsFile {
 /// A validated set of path groups, keyed by (source, destination) then group id.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PathGroups {
-    groups: BTreeMap<(BranchId, BranchId), BTreeMap<GroupId, PathGroup>>,
+    groups: BTreeMap<(BranchId, BranchId), BTreeMap<PathGroupId, PathGroup>>,
 }
 
 /// One member path of a [`PathGroups`], with its code.
@@ -686,7 +554,7 @@ impl PathGroups {
         &self,
         source: BranchId,
         destination: BranchId,
-    ) -> Option<&BTreeMap<GroupId, PathGroup>> {
+    ) -> Option<&BTreeMap<PathGroupId, PathGroup>> {
         self.groups.get(&(source, destination))
     }
 
@@ -695,7 +563,7 @@ impl PathGroups {
         &self,
         source: BranchId,
         destination: BranchId,
-        id: GroupId,
+        id: PathGroupId,
     ) -> Option<&PathGroup> {
         self.pair(source, destination)?.get(&id)
     }
@@ -861,7 +729,7 @@ mod tests {
             destination: BranchId::new(2).unwrap(),
             source: BranchId::new(1).unwrap(),
             member: MemberId::new(1).unwrap(),
-            group: GroupId::new(4).unwrap(),
+            group: PathGroupId::new(4).unwrap(),
         };
         assert_eq!(code.port(), 0x2114);
         assert_eq!(code.listen_port(), 0x2004);

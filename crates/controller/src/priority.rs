@@ -26,19 +26,14 @@
 //! 1100), Type I source entries one above their Type II sibling, patch flows [`PATCH_PRIORITY`].
 //! Swap matches are disjoint, so flow priority does not change forwarding; it orders dumps and
 //! statistics, and keeps a more specific Type I entry above the catch-all of its member path.
-use serde::{Deserialize, Serialize};
 
-/// The internal traffic classes that travel through the swap flows (Type III bypasses them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum TrafficClass {
-    /// Type I: internal, highest priority.
-    TypeI,
-    /// Type II: internal, below Type I.
-    TypeII,
-}
+use mms_types::dscp;
+/// The internal traffic classes that travel through the swap flows are [`Class::TypeI`] and
+/// [`Class::TypeII`] (Type III bypasses them).
+pub use mms_types::Class;
 
 /// DSCP that the MPA sets on the sockets of Type I connections (EF).
-pub const TYPE_I_MARK: u8 = 46;
+pub const TYPE_I_MARK: u8 = mms_types::dscp::EF;
 
 /// Most WAN hops the tables distinguish; longer paths share the last value.
 pub const MAX_PRIORITY_HOPS: usize = 2;
@@ -56,20 +51,24 @@ fn clamp_hops(wan_hops: usize) -> u16 {
 }
 
 /// The DSCP of a member path with `wan_hops` WAN hops carrying `class`.
-pub fn dscp(class: TrafficClass, wan_hops: usize) -> u8 {
+pub fn dscp(class: Class, wan_hops: usize) -> u8 {
     match (class, clamp_hops(wan_hops)) {
-        (TrafficClass::TypeI, 1) => 46,
-        (TrafficClass::TypeI, _) => 34,
-        (TrafficClass::TypeII, 1) => 18,
-        (TrafficClass::TypeII, _) => 10,
+        (Class::TypeI, 1) => dscp::EF,
+        (Class::TypeI, _) => dscp::AF41,
+        (Class::TypeII, 1) => dscp::AF21,
+        (Class::TypeII, _) => dscp::AF11,
+        // Type III never enters the swap flows: routed straight out a WAN port, unmarked.
+        (Class::TypeIII, _) => dscp::BEST_EFFORT,
     }
 }
 
-/// The strict-priority band (0 = served first) of `class` on a path of `wan_hops` hops.
-pub fn band(class: TrafficClass, wan_hops: usize) -> u8 {
+/// The strict-priority band (0 = served first) of `class` on a path of `wan_hops` hops; Type III
+/// (never tunnelled) gets the last band, 4, as any unmarked packet.
+pub fn band(class: Class, wan_hops: usize) -> u8 {
     let class_rank = match class {
-        TrafficClass::TypeI => 0,
-        TrafficClass::TypeII => 1,
+        Class::TypeI => 0,
+        Class::TypeII => 1,
+        Class::TypeIII => return 4,
     };
     // clamp_hops is 1..=2, so this is 0..=3.
     class_rank * 2 + u8::try_from(clamp_hops(wan_hops) - 1).unwrap_or(1)
@@ -78,10 +77,10 @@ pub fn band(class: TrafficClass, wan_hops: usize) -> u8 {
 /// The band of a packet carrying `dscp` on a WAN egress: the table above, 4 for anything else.
 pub fn band_for_dscp(dscp_value: u8) -> u8 {
     match dscp_value {
-        46 => 0,
-        34 => 1,
-        18 => 2,
-        10 => 3,
+        dscp::EF => 0,
+        dscp::AF41 => 1,
+        dscp::AF21 => 2,
+        dscp::AF11 => 3,
         _ => 4,
     }
 }
@@ -104,7 +103,7 @@ mod tests {
 
     #[test]
     fn shorter_and_type_i_first() {
-        use TrafficClass::*;
+        use Class::*;
         assert!(band(TypeI, 1) < band(TypeI, 2));
         assert!(band(TypeI, 2) < band(TypeII, 1));
         assert!(band(TypeII, 1) < band(TypeII, 2));

@@ -522,7 +522,7 @@ pub struct MemberStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::path_group::{GroupId, MemberId};
+    use crate::path_group::{MemberId, PathGroupId};
     use std::time::Duration;
 
     fn flow(cookie: u64, packets: u64, bytes: u64) -> FlowStats {
@@ -549,7 +549,7 @@ mod tests {
             destination: b(2),
             source: b(1),
             member: MemberId::new(s).unwrap(),
-            group: GroupId::new(g).unwrap(),
+            group: PathGroupId::new(g).unwrap(),
         };
         let fwd = |c, v| Cookie::swap(c, Direction::Forward, Role::Source, v).0;
         let rev = |c| Cookie::swap(c, Direction::Reverse, Role::Source, 0).0;

@@ -41,7 +41,7 @@ use crate::inventory::{
 };
 use crate::path_config::Settings;
 use crate::path_group::{
-    GroupError, GroupId, GroupsFile, MemberId, MemberPath, PathGroup, PathGroups, MAX_GROUP_ID,
+    GroupError, GroupsFile, MemberId, MemberPath, PathGroup, PathGroupId, PathGroups, MAX_GROUP_ID,
 };
 use crate::swap::{self, CompileError, FlowTables};
 
@@ -151,7 +151,7 @@ pub enum StoreError {
         /// Destination branch.
         destination: BranchId,
         /// Group id.
-        group: GroupId,
+        group: PathGroupId,
     },
     /// A branch with this id exists already.
     #[error("branch {0} exists already (modify it, or remove it first)")]
@@ -577,7 +577,7 @@ impl Catalog {
         &self,
         source: BranchId,
         destination: BranchId,
-        id: GroupId,
+        id: PathGroupId,
         members: Vec<MemberPath>,
     ) -> Result<Self, StoreError> {
         let group = PathGroup::from_members(source, destination, id, members)?;
@@ -596,7 +596,7 @@ impl Catalog {
         &self,
         source: BranchId,
         destination: BranchId,
-        id: GroupId,
+        id: PathGroupId,
     ) -> Result<Self, StoreError> {
         if self.groups.group(source, destination, id).is_none() {
             return Err(StoreError::NoGroup {
@@ -798,7 +798,7 @@ fn load(
         gs.push(PathGroup {
             source: BranchId::new(s).map_err(|e| bad(e.to_string()))?,
             destination: BranchId::new(d).map_err(|e| bad(e.to_string()))?,
-            id: GroupId::new(g).map_err(|e| bad(e.to_string()))?,
+            id: PathGroupId::new(g).map_err(|e| bad(e.to_string()))?,
             members,
         });
     }
@@ -1116,7 +1116,7 @@ mod tests {
             .unwrap();
         let members = vec!["1a>2a".parse().unwrap(), "1a>2b".parse().unwrap()];
         store
-            .update(|c| c.set_group(b(1), b(2), GroupId::new(3).unwrap(), members))
+            .update(|c| c.set_group(b(1), b(2), PathGroupId::new(3).unwrap(), members))
             .unwrap();
         let settings = Settings {
             groups_per_pair: 2,
@@ -1133,7 +1133,7 @@ mod tests {
         assert_eq!(c.inventory().port(p2b).unwrap().capacity_mbps, 30);
         let g = c
             .groups()
-            .group(b(1), b(2), GroupId::new(3).unwrap())
+            .group(b(1), b(2), PathGroupId::new(3).unwrap())
             .unwrap();
         assert_eq!(g.members.len(), 2);
         assert_eq!(c.settings(), &settings);
@@ -1151,7 +1151,7 @@ mod tests {
         let e = store.update(|c| c.remove_branch(b(1))).unwrap_err();
         assert!(matches!(e, StoreError::InUse { .. }), "{e}");
         store
-            .update(|c| c.remove_group(b(1), b(2), GroupId::new(3).unwrap()))
+            .update(|c| c.remove_group(b(1), b(2), PathGroupId::new(3).unwrap()))
             .unwrap();
         store.update(|c| c.remove_port(p2b)).unwrap();
         store.update(|c| c.remove_branch(b(1))).unwrap();
@@ -1244,7 +1244,7 @@ mod tests {
                 c.set_group(
                     b(1),
                     b(2),
-                    GroupId::new(5).unwrap(),
+                    PathGroupId::new(5).unwrap(),
                     vec!["1a>2a".parse().unwrap(), "1a>2a".parse().unwrap()],
                 )
             })

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::inventory::{BranchId, Inventory, MacAddr, PortIndex, PortRef};
 use crate::path_group::{MemberPath, PathCode, PathGroups};
-use crate::priority::{self, TrafficClass, PATCH_PRIORITY, TYPE_I_MARK};
+use crate::priority::{self, Class, PATCH_PRIORITY, TYPE_I_MARK};
 
 /// OpenFlow port of `wan0`; `wan{k}` is `WAN_OFPORT_BASE + k`.
 pub const WAN_OFPORT_BASE: u32 = 1;
@@ -598,7 +598,7 @@ fn compile_direction(
 
     // Source: (x_i, y_j, 0xB00G) from mpa_i → first hop, 0xBASG, DSCP, out wan_i.
     let (first_src, first_dst) = (addr(first.from)?, addr(first.to)?);
-    for (class, type_i) in [(TrafficClass::TypeI, true), (TrafficClass::TypeII, false)] {
+    for (class, type_i) in [(Class::TypeI, true), (Class::TypeII, false)] {
         let mut m = tcp_match(orig_src, orig_dst, mpa_ofport(src.port), listen);
         m.ip_dscp = type_i.then_some(TYPE_I_MARK);
         out.push((

@@ -42,7 +42,7 @@ use std::time::Instant;
 use crate::capacity;
 use crate::inventory::{BranchId, Inventory};
 use crate::path_config::{group_capacity, Measurements};
-use crate::path_group::{GroupId, PathGroups};
+use crate::path_group::{PathGroupId, PathGroups};
 
 /// Default sum of the integer weights of one pair (per mille).
 pub const DEFAULT_SCALE: u32 = 1000;
@@ -128,9 +128,9 @@ pub struct PairWeights {
 /// remaining `scale − n` are shared in proportion to the capacities by largest remainder (exact,
 /// ties to the lower group id). All capacities 0: equal shares (remainder to the lower ids).
 /// Empty input: empty output. If `scale < n`, every group gets 1 (the sum is then `n`).
-pub fn apportion(capacities: &[(GroupId, u64)], scale: u32) -> BTreeMap<GroupId, u32> {
+pub fn apportion(capacities: &[(PathGroupId, u64)], scale: u32) -> BTreeMap<PathGroupId, u32> {
     let n = capacities.len();
-    let mut out: BTreeMap<GroupId, u32> = capacities.iter().map(|(g, _)| (*g, 1)).collect();
+    let mut out: BTreeMap<PathGroupId, u32> = capacities.iter().map(|(g, _)| (*g, 1)).collect();
     let Ok(n32) = u32::try_from(n) else {
         return out;
     };
@@ -141,7 +141,7 @@ pub fn apportion(capacities: &[(GroupId, u64)], scale: u32) -> BTreeMap<GroupId,
     let total: u128 = capacities.iter().map(|(_, c)| u128::from(*c)).sum();
     // (group, floor share, remainder numerator); all remainders have the same denominator
     // (`total`, or `n` for equal shares), so comparing numerators compares the fractions.
-    let shares: Vec<(GroupId, u128, u128)> = if total == 0 {
+    let shares: Vec<(PathGroupId, u128, u128)> = if total == 0 {
         let d = u128::from(n32);
         capacities
             .iter()
@@ -159,7 +159,7 @@ pub fn apportion(capacities: &[(GroupId, u64)], scale: u32) -> BTreeMap<GroupId,
     };
     let given: u128 = shares.iter().map(|(_, f, _)| *f).sum();
     let mut left = rest.saturating_sub(given);
-    let mut order: Vec<&(GroupId, u128, u128)> = shares.iter().collect();
+    let mut order: Vec<&(PathGroupId, u128, u128)> = shares.iter().collect();
     order.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
     for (g, floor, _) in &shares {
         if let Some(w) = out.get_mut(g) {
@@ -181,8 +181,11 @@ pub fn apportion(capacities: &[(GroupId, u64)], scale: u32) -> BTreeMap<GroupId,
 
 /// Weights of one pair from its groups' configured capacities (kbit/s) and smoothed measured
 /// rates (bit/s), with the basis rules of the module docs.
-pub fn pair_weights(settings: &Settings, groups: &[GroupInput]) -> (Basis, BTreeMap<GroupId, u32>) {
-    let measured: Option<Vec<(GroupId, f64)>> = groups
+pub fn pair_weights(
+    settings: &Settings,
+    groups: &[GroupInput],
+) -> (Basis, BTreeMap<PathGroupId, u32>) {
+    let measured: Option<Vec<(PathGroupId, f64)>> = groups
         .iter()
         .map(|(g, _, m)| m.filter(|x| x.is_finite() && *x >= 0.0).map(|x| (*g, x)))
         .collect();
@@ -190,11 +193,12 @@ pub fn pair_weights(settings: &Settings, groups: &[GroupInput]) -> (Basis, BTree
         let sum: f64 = m.iter().map(|(_, x)| x).sum();
         if !m.is_empty() && sum >= settings.min_measured_bps && sum > 0.0 {
             // bit/s rounded to whole bits: far below u64::MAX for any link.
-            let caps: Vec<(GroupId, u64)> = m.iter().map(|(g, x)| (*g, x.round() as u64)).collect();
+            let caps: Vec<(PathGroupId, u64)> =
+                m.iter().map(|(g, x)| (*g, x.round() as u64)).collect();
             return (Basis::Measured, apportion(&caps, settings.scale));
         }
     }
-    let caps: Vec<(GroupId, u64)> = groups.iter().map(|(g, c, _)| (*g, *c)).collect();
+    let caps: Vec<(PathGroupId, u64)> = groups.iter().map(|(g, c, _)| (*g, *c)).collect();
     let basis = if caps.iter().any(|(_, c)| *c > 0) {
         Basis::Configured
     } else {
@@ -217,18 +221,18 @@ fn crosses_floor(old: u32, fresh: u32, scale: u32) -> bool {
 }
 
 /// One group's inputs: id, configured capacity (kbit/s), smoothed measured rate (bit/s).
-pub type GroupInput = (GroupId, u64, Option<f64>);
+pub type GroupInput = (PathGroupId, u64, Option<f64>);
 
 /// The WRR state: smoothed rates per group and the published weights per pair.
 #[derive(Clone, Debug, Default)]
 pub struct Wrr {
     settings: Settings,
-    smoothed: BTreeMap<(BranchId, BranchId, GroupId), f64>,
+    smoothed: BTreeMap<(BranchId, BranchId, PathGroupId), f64>,
     /// Capacity estimates from the gateways' reports.
-    estimators: BTreeMap<(BranchId, BranchId, GroupId), capacity::Estimator>,
+    estimators: BTreeMap<(BranchId, BranchId, PathGroupId), capacity::Estimator>,
     /// Configured capacity (kbit/s) of each group at the last [`Wrr::update`]: the estimates'
     /// recovery target.
-    configured: BTreeMap<(BranchId, BranchId, GroupId), u64>,
+    configured: BTreeMap<(BranchId, BranchId, PathGroupId), u64>,
     published: BTreeMap<(BranchId, BranchId), PairWeights>,
 }
 
@@ -250,7 +254,7 @@ impl Wrr {
     /// weights follow at the next [`Wrr::update`]. Returns the new estimate (bit/s).
     pub fn report(
         &mut self,
-        key: (BranchId, BranchId, GroupId),
+        key: (BranchId, BranchId, PathGroupId),
         at: Instant,
         counters: (u64, u64, u64),
         transport: capacity::Transport,
@@ -282,7 +286,7 @@ impl Wrr {
 
     /// One measured rate (bit/s) of group (a, b, g). The first sample is taken as is, later
     /// ones are smoothed; negative or non-finite rates are ignored.
-    pub fn observe(&mut self, a: BranchId, b: BranchId, g: GroupId, bits_per_s: f64) {
+    pub fn observe(&mut self, a: BranchId, b: BranchId, g: PathGroupId, bits_per_s: f64) {
         if !bits_per_s.is_finite() || bits_per_s < 0.0 {
             return;
         }
@@ -322,7 +326,7 @@ impl Wrr {
         let mut changed = Vec::new();
         let limit = self.settings.hysteresis.max(0.0) * f64::from(self.settings.scale);
         for ((a, b), list) in pairs {
-            let estimated: Option<Vec<(GroupId, u64)>> = list
+            let estimated: Option<Vec<(PathGroupId, u64)>> = list
                 .iter()
                 .map(|(g, _, _)| {
                     self.estimators
@@ -339,7 +343,7 @@ impl Wrr {
                 }
                 _ => pair_weights(&self.settings, &list),
             };
-            let est = |g: &GroupId| self.estimators.get(&(a, b, *g));
+            let est = |g: &PathGroupId| self.estimators.get(&(a, b, *g));
             let fresh = PairWeights {
                 source: a.get(),
                 destination: b.get(),
@@ -398,7 +402,7 @@ impl Wrr {
     /// What the reports say of each group that has an estimator (for
     /// [`crate::adaptive::Adaptive::step`]): when its last report came, the last interval, its
     /// estimated capacity, and its configured capacity at the last [`Wrr::update`].
-    pub fn observations(&self) -> BTreeMap<(BranchId, BranchId, GroupId), Observation> {
+    pub fn observations(&self) -> BTreeMap<(BranchId, BranchId, PathGroupId), Observation> {
         self.estimators
             .iter()
             .map(|(k, e)| {
@@ -433,18 +437,18 @@ pub struct Observation {
 mod tests {
     use super::*;
 
-    fn g(n: u8) -> GroupId {
-        GroupId::new(n).unwrap()
+    fn g(n: u8) -> PathGroupId {
+        PathGroupId::new(n).unwrap()
     }
 
-    fn caps(v: &[u64]) -> Vec<(GroupId, u64)> {
+    fn caps(v: &[u64]) -> Vec<(PathGroupId, u64)> {
         v.iter()
             .enumerate()
             .map(|(i, c)| (g(u8::try_from(i).unwrap()), *c))
             .collect()
     }
 
-    fn ws(m: &BTreeMap<GroupId, u32>) -> Vec<u32> {
+    fn ws(m: &BTreeMap<PathGroupId, u32>) -> Vec<u32> {
         m.values().copied().collect()
     }
 

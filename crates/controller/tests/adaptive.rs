@@ -16,13 +16,13 @@ use controller::adaptive::{achievable_bps, Action, Adaptive, PairStatus};
 use controller::capacity::Sample;
 use controller::inventory::{BranchId, Inventory};
 use controller::path_config::{Measurements, Settings};
-use controller::path_group::{GroupId, PathGroup, PathGroups};
+use controller::path_group::{PathGroup, PathGroupId, PathGroups};
 use controller::wrr::Observation;
 
 const MBIT: f64 = 1e6;
 const REPORT: Duration = Duration::from_secs(2);
 
-type Obs = BTreeMap<(BranchId, BranchId, GroupId), Observation>;
+type Obs = BTreeMap<(BranchId, BranchId, PathGroupId), Observation>;
 
 fn on() -> Settings {
     let mut s = Settings::default();
@@ -34,7 +34,7 @@ fn on() -> Settings {
 fn group1_only(inv: &Inventory) -> PathGroups {
     let t = table2(inv);
     let g = t
-        .group(branch(1), branch(2), GroupId::new(1).unwrap())
+        .group(branch(1), branch(2), PathGroupId::new(1).unwrap())
         .unwrap()
         .clone();
     PathGroups::new(inv, vec![g]).unwrap()

@@ -22,7 +22,7 @@ use std::net::Ipv4Addr;
 
 use common::{branch, p, paper_inventory};
 use controller::inventory::MacAddr;
-use controller::path_group::{GroupId, MemberPath, PathCode, PathGroup, PathGroups};
+use controller::path_group::{MemberPath, PathCode, PathGroup, PathGroupId, PathGroups};
 use controller::swap::{
     apply, compile, Action, Cookie, Direction, FlowEntry, FlowMatch, FlowTables, Output, Packet,
     Role,
@@ -33,8 +33,8 @@ fn fig4_groups(inv: &controller::inventory::Inventory) -> PathGroups {
         .iter()
         .map(|s| s.parse::<MemberPath>().unwrap())
         .collect();
-    let g =
-        PathGroup::from_members(branch(1), branch(2), GroupId::new(4).unwrap(), members).unwrap();
+    let g = PathGroup::from_members(branch(1), branch(2), PathGroupId::new(4).unwrap(), members)
+        .unwrap();
     PathGroups::new(inv, vec![g]).unwrap()
 }
 

@@ -15,7 +15,7 @@ use common::{branch, paper_inventory, table2};
 use controller::inventory::{BranchId, Inventory};
 use controller::ofc::flowmod::{flow_mod, from_flow_stats};
 use controller::ofc::reconcile::{diff, plan, update_diffs, FlowOp, Installed, Phase, PHASES};
-use controller::path_group::{GroupId, MemberPath, PathCode, PathGroup, PathGroups};
+use controller::path_group::{MemberPath, PathCode, PathGroup, PathGroupId, PathGroups};
 use controller::swap::{
     compile, Action, Cookie, CookieInfo, Direction, FlowEntry, FlowTables, Output, Role, Stage,
 };
@@ -29,8 +29,8 @@ fn fig4_tables(inv: &Inventory) -> FlowTables {
         .iter()
         .map(|s| s.parse::<MemberPath>().unwrap())
         .collect();
-    let g =
-        PathGroup::from_members(branch(1), branch(2), GroupId::new(4).unwrap(), members).unwrap();
+    let g = PathGroup::from_members(branch(1), branch(2), PathGroupId::new(4).unwrap(), members)
+        .unwrap();
     compile(inv, &PathGroups::new(inv, vec![g]).unwrap()).unwrap()
 }
 
@@ -490,7 +490,7 @@ fn update_touches_only_affected_switches_in_order() {
     *g4 = PathGroup::from_members(
         branch(1),
         branch(2),
-        GroupId::new(4).unwrap(),
+        PathGroupId::new(4).unwrap(),
         ["1b>2b", "1a>5a>5b>2a"]
             .iter()
             .map(|s| s.parse().unwrap())
@@ -511,7 +511,7 @@ fn update_touches_only_affected_switches_in_order() {
     *g1 = PathGroup::from_members(
         branch(1),
         branch(2),
-        GroupId::new(1).unwrap(),
+        PathGroupId::new(1).unwrap(),
         ["1a>2a", "1b>3b>3a>2a", "1b>4a>4b>2b"]
             .iter()
             .map(|s| s.parse().unwrap())

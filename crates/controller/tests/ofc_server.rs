@@ -28,7 +28,7 @@ use common::{branch, example};
 use controller::inventory::InventoryFile;
 use controller::ofc::flowmod::{flow_mod, from_flow_stats};
 use controller::ofc::{Ofc, OfcConfig};
-use controller::path_group::{GroupId, GroupsFile};
+use controller::path_group::{GroupsFile, PathGroupId};
 use controller::sdc::Sdc;
 use controller::store::Store;
 use controller::swap::{Cookie, CookieInfo, FlowEntry, FlowTables, Role};
@@ -359,7 +359,7 @@ async fn updates_go_stage_by_stage_and_a_stuck_switch_stalls_nobody() {
     let t0 = Instant::now();
     let new = s
         .store
-        .update(|c| c.set_group(branch(1), branch(2), GroupId::new(4).unwrap(), members))
+        .update(|c| c.set_group(branch(1), branch(2), PathGroupId::new(4).unwrap(), members))
         .unwrap()
         .flows()
         .clone();

@@ -16,7 +16,7 @@ use controller::path_config::{
     candidates, compute_group, group_capacity, mdi, path_capacity, path_delay, FlowNetwork,
     HopEstimate, Measurements, PathConfigurator, Settings,
 };
-use controller::path_group::{GroupId, MemberPath};
+use controller::path_group::{MemberPath, PathGroupId};
 use controller::swap::compile;
 
 #[test]
@@ -103,7 +103,7 @@ fn unmeasured_paper_topology() {
         &m,
         &s,
         (branch(1), branch(2)),
-        GroupId::new(0).unwrap(),
+        PathGroupId::new(0).unwrap(),
         &[],
     )
     .unwrap();
@@ -114,7 +114,7 @@ fn unmeasured_paper_topology() {
         &m,
         &s,
         (branch(1), branch(2)),
-        GroupId::new(1).unwrap(),
+        PathGroupId::new(1).unwrap(),
         &[&g0],
     )
     .unwrap();
@@ -139,7 +139,7 @@ fn uniform_bottlenecks_keep_direct_paths() {
         &m,
         &s,
         (branch(1), branch(2)),
-        GroupId::new(0).unwrap(),
+        PathGroupId::new(0).unwrap(),
         &[],
     )
     .unwrap();
@@ -160,7 +160,7 @@ fn congested_direct_hops_pick_disjoint_transits() {
         &m,
         &s,
         (branch(1), branch(2)),
-        GroupId::new(0).unwrap(),
+        PathGroupId::new(0).unwrap(),
         &[],
     )
     .unwrap();
@@ -184,7 +184,7 @@ fn congested_direct_hops_pick_disjoint_transits() {
         &m,
         &s,
         (branch(1), branch(2)),
-        GroupId::new(0).unwrap(),
+        PathGroupId::new(0).unwrap(),
         &[],
     )
     .unwrap();
@@ -212,7 +212,7 @@ fn mdi_rejects_incompatible_paths() {
         &m,
         &strict,
         (branch(1), branch(2)),
-        GroupId::new(0).unwrap(),
+        PathGroupId::new(0).unwrap(),
         &[],
     )
     .unwrap();
@@ -232,7 +232,7 @@ fn mdi_rejects_incompatible_paths() {
         &m,
         &loose,
         (branch(1), branch(2)),
-        GroupId::new(0).unwrap(),
+        PathGroupId::new(0).unwrap(),
         &[],
     )
     .unwrap();
@@ -331,7 +331,7 @@ fn semi_permanent() {
     assert_eq!(pc.groups(&inv).unwrap(), before);
     // A member's hop dies: its group is replaced at once.
     let g = pc
-        .group(branch(1), branch(2), GroupId::new(0).unwrap())
+        .group(branch(1), branch(2), PathGroupId::new(0).unwrap())
         .unwrap()
         .clone();
     let victim = g.members.values().next().unwrap().hops()[0];
@@ -348,11 +348,11 @@ fn semi_permanent() {
     assert!(
         changes
             .replaced
-            .contains(&(branch(1), branch(2), GroupId::new(0).unwrap())),
+            .contains(&(branch(1), branch(2), PathGroupId::new(0).unwrap())),
         "{changes:?}"
     );
     let now = pc
-        .group(branch(1), branch(2), GroupId::new(0).unwrap())
+        .group(branch(1), branch(2), PathGroupId::new(0).unwrap())
         .unwrap();
     assert!(now.members.values().all(|p| !p.hops().contains(&victim)));
     // The direct hops of 1 and 2 congest (2 Mbit/s) while the rest frees up: a group of direct
@@ -362,7 +362,7 @@ fn semi_permanent() {
         ..Settings::default()
     });
     pc.update(&inv, &uniform(&inv, 8_000));
-    let g0 = (branch(1), branch(2), GroupId::new(0).unwrap());
+    let g0 = (branch(1), branch(2), PathGroupId::new(0).unwrap());
     assert!(pc
         .group(g0.0, g0.1, g0.2)
         .unwrap()

@@ -28,9 +28,9 @@ use controller::path_config::{
     mdi, path_delay, HopEstimate, Measurements, PathConfigurator, Settings,
 };
 use controller::path_group::{
-    reserved_ports, GroupId, MemberId, MemberPath, PathCode, PathGroup, PathGroups, Transit,
+    reserved_ports, MemberId, MemberPath, PathCode, PathGroup, PathGroupId, PathGroups, Transit,
 };
-use controller::priority::{dscp, TrafficClass, TYPE_I_MARK};
+use controller::priority::{dscp, Class, TYPE_I_MARK};
 use controller::swap::{
     apply, compile, install_plan_for, mpa_ofport, removal_plan_for, wan_ofport, CookieInfo,
     FlowTables, Packet, Stage,
@@ -80,7 +80,7 @@ fn groups(inv: &Inventory, ids: &[u8], ports: &[u8], specs: &[GroupSpec]) -> Pat
         if a == b {
             continue;
         }
-        let gid = GroupId::new(g % 16).unwrap();
+        let gid = PathGroupId::new(g % 16).unwrap();
         if out.contains_key(&(a, b, gid.get())) {
             continue;
         }
@@ -233,9 +233,9 @@ fn check_member(
     );
     for mark in [0u8, TYPE_I_MARK, 10] {
         let class = if mark == TYPE_I_MARK {
-            TrafficClass::TypeI
+            Class::TypeI
         } else {
-            TrafficClass::TypeII
+            Class::TypeII
         };
         let want_dscp = dscp(class, path.wan_hops());
         // Forward.
@@ -369,7 +369,7 @@ proptest! {
             destination: BranchId::new(b).unwrap(),
             source: BranchId::new(a).unwrap(),
             member: MemberId::new(s).unwrap(),
-            group: GroupId::new(g).unwrap(),
+            group: PathGroupId::new(g).unwrap(),
         };
         prop_assert_eq!(code.port(), u16::from(b) << 12 | u16::from(a) << 8 | u16::from(s) << 4 | u16::from(g));
         prop_assert_eq!(PathCode::from_port(code.port()), Some(code));

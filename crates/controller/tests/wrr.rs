@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
-use controller::path_group::GroupId;
+use controller::path_group::PathGroupId;
 use controller::store::Store;
 use controller::ui::api::{router, AppState};
 use controller::wrr::{apportion, Basis, Settings, Wrr};
@@ -20,10 +20,10 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-fn caps(v: &[u64]) -> Vec<(GroupId, u64)> {
+fn caps(v: &[u64]) -> Vec<(PathGroupId, u64)> {
     v.iter()
         .enumerate()
-        .map(|(i, c)| (GroupId::new(u8::try_from(i).unwrap()).unwrap(), *c))
+        .map(|(i, c)| (PathGroupId::new(u8::try_from(i).unwrap()).unwrap(), *c))
         .collect()
 }
 
@@ -65,7 +65,7 @@ proptest! {
         let mut more = c.clone();
         more[i] += delta;
         let after = apportion(&caps(&more), scale);
-        let g = GroupId::new(u8::try_from(i).unwrap()).unwrap();
+        let g = PathGroupId::new(u8::try_from(i).unwrap()).unwrap();
         prop_assert!(after[&g] >= before[&g], "{:?} -> {:?}", before, after);
         let total: u64 = more.iter().sum();
         let n = u32::try_from(more.len()).unwrap();
@@ -90,7 +90,7 @@ proptest! {
         prop_assert_eq!(w.update(&inv, &groups), vec![(a, b)]);
         prop_assert_eq!(w.pair(a, b).unwrap().basis, Basis::Configured);
         prop_assert_eq!(weights_of(&w, 1, 2), vec![250, 250, 250, 250]);
-        let gids: Vec<GroupId> = groups.pair(a, b).unwrap().keys().copied().collect();
+        let gids: Vec<PathGroupId> = groups.pair(a, b).unwrap().keys().copied().collect();
         for (g, r) in gids.iter().zip(&base) {
             w.observe(a, b, *g, *r);
         }
@@ -117,7 +117,7 @@ fn a_real_change_is_published_after_smoothing() {
     let inv = common::paper_inventory();
     let groups = common::table2(&inv);
     let (a, b) = (common::branch(1), common::branch(2));
-    let gids: Vec<GroupId> = groups.pair(a, b).unwrap().keys().copied().collect();
+    let gids: Vec<PathGroupId> = groups.pair(a, b).unwrap().keys().copied().collect();
     let mut w = Wrr::new(Settings::default());
     for g in &gids {
         w.observe(a, b, *g, 20e6);
@@ -155,7 +155,7 @@ fn a_real_change_is_published_after_smoothing() {
 struct Reporting {
     inv: controller::inventory::Inventory,
     groups: controller::path_group::PathGroups,
-    gids: Vec<GroupId>,
+    gids: Vec<PathGroupId>,
     t0: std::time::Instant,
     counters: [(u64, u64); 4],
 }
@@ -281,7 +281,7 @@ fn groups_that_go_away_are_forgotten() {
     let groups = common::table2(&inv);
     let (a, b) = (common::branch(1), common::branch(2));
     let mut w = Wrr::new(Settings::default());
-    w.observe(a, b, GroupId::new(1).unwrap(), 1e6);
+    w.observe(a, b, PathGroupId::new(1).unwrap(), 1e6);
     w.update(&inv, &groups);
     assert_eq!(w.weights().count(), 1);
     let none = controller::path_group::PathGroups::default();
@@ -351,7 +351,7 @@ async fn weights_over_rest() {
             w.observe(
                 common::branch(1),
                 common::branch(2),
-                GroupId::new(g).unwrap(),
+                PathGroupId::new(g).unwrap(),
                 r,
             );
         }

@@ -183,11 +183,11 @@ pub struct Topology {
 fn wanted_outbound(config: &Config) -> BTreeMap<ConnKey, Vec<Ipv4Addr>> {
     let mut out = BTreeMap::new();
     for r in &config.remote {
-        let Some(b) = BranchId::new(r.id) else {
+        let Some(b) = BranchId::new(r.id).ok() else {
             continue;
         };
         for g in &r.path_groups {
-            let Some(g) = PathGroupId::new(g.id) else {
+            let Some(g) = PathGroupId::new(g.id).ok() else {
                 continue;
             };
             for c in CLASSES {
@@ -202,7 +202,11 @@ fn wanted_groups(config: &Config) -> BTreeSet<PathGroupId> {
     config
         .remote
         .iter()
-        .flat_map(|r| r.path_groups.iter().filter_map(|g| PathGroupId::new(g.id)))
+        .flat_map(|r| {
+            r.path_groups
+                .iter()
+                .filter_map(|g| PathGroupId::new(g.id).ok())
+        })
         .collect()
 }
 
@@ -223,7 +227,9 @@ pub fn weight_changes(old: &Config, new: &Config) -> Vec<(BranchId, PathGroupId,
     for (ro, rn) in old.remote.iter().zip(&new.remote) {
         for (go, gn) in ro.path_groups.iter().zip(&rn.path_groups) {
             if go.weight != gn.weight {
-                if let (Some(b), Some(g)) = (BranchId::new(rn.id), PathGroupId::new(gn.id)) {
+                if let (Some(b), Some(g)) =
+                    (BranchId::new(rn.id).ok(), PathGroupId::new(gn.id).ok())
+                {
                     out.push((b, g, gn.weight));
                 }
             }

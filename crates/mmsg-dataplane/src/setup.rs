@@ -11,6 +11,7 @@ use std::net::Ipv4Addr;
 use std::process::Command;
 
 use anyhow::{bail, Context};
+use mms_types::BranchId;
 use mpa::config::Config;
 use tracing::{debug, info, warn};
 
@@ -169,10 +170,10 @@ pub fn mpa_port_ranges(config: &Config) -> Vec<(u16, u16)> {
     branches.insert(config.branch_id);
     branches
         .into_iter()
-        .filter(|b| (1..=15).contains(b))
+        .filter_map(|b| BranchId::new(b).ok())
         .map(|b| {
-            let base = u16::from(b) << 12;
-            (base, base | 0x0FFF)
+            let range = mms_types::branch_port_range(b);
+            (*range.start(), *range.end())
         })
         .collect()
 }

@@ -287,11 +287,11 @@ impl Shared {
 pub fn conn_keys(config: &Config) -> BTreeSet<ConnKey> {
     let mut out = BTreeSet::new();
     for r in &config.remote {
-        let Some(b) = BranchId::new(r.id) else {
+        let Some(b) = BranchId::new(r.id).ok() else {
             continue;
         };
         for g in &r.path_groups {
-            let Some(g) = PathGroupId::new(g.id) else {
+            let Some(g) = PathGroupId::new(g.id).ok() else {
                 continue;
             };
             for c in CLASSES {
@@ -1019,7 +1019,7 @@ pub fn wanted_pairs(
 /// DSCP of the sockets of Type I connections (expedited forwarding; the controller's
 /// `priority::TYPE_I_MARK`). OVS's Type I source entries match it (docs/ofc.md §8), and the WAN
 /// egress queues by it (`qos`). Type II sockets keep DSCP 0.
-pub const TYPE_I_DSCP: u8 = 46;
+pub const TYPE_I_DSCP: u8 = mms_types::dscp::EF;
 
 /// Marks the socket of a Type I connection with [`TYPE_I_DSCP`] (a failure is logged, not fatal).
 fn mark_class(fd: &impl AsFd, class: Class) {
@@ -1148,9 +1148,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
         return;
     };
     let (branch, group, class) = key;
-    let Some(port) = mpa::mpa_port(branch.get(), group.get()) else {
-        return;
-    };
+    let port = mms_types::listen_port(branch, group);
     let pairs = wanted_pairs(&sh.config(), class, &remote_addrs);
     if pairs.is_empty() {
         warn!(conn = %name, "no (uplink, remote address) pair for this connection");
@@ -1469,8 +1467,7 @@ async fn manage_subflows(
 
 /// Opens the MPTCP listener of path group `group` on our port `0xA00G`.
 pub fn listen(sh: &Shared, group: PathGroupId) -> anyhow::Result<TcpListener> {
-    let port = mpa::mpa_port(sh.own.get(), group.get())
-        .ok_or_else(|| anyhow::anyhow!("no MPA port for group {group}"))?;
+    let port = mms_types::listen_port(sh.own, group);
     let s = mptcp_socket(&sh.opts)?;
     s.set_reuse_address(true)?;
     s.bind(&SockAddr::from(SocketAddrV4::new(

@@ -67,7 +67,7 @@ impl Agent {
             .remote
             .iter()
             .filter_map(|r| {
-                let b = BranchId::new(r.id)?;
+                let b = BranchId::new(r.id).ok()?;
                 let groups = PathGroups::new(&r.path_groups);
                 Some((b, Scheduler::new(groups, config.selection_policy)))
             })
@@ -172,7 +172,7 @@ impl Agent {
 /// Whether a flow of `class` with these addresses may be striped (its class or its inner source
 /// or destination is named in `[striping]`).
 fn stripes(st: &StripingConfig, class: Class, info: &PacketInfo) -> bool {
-    st.classes.iter().any(|c| Class::from(*c) == class)
+    st.classes.contains(&class)
         || st
             .prefixes
             .iter()

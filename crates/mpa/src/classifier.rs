@@ -299,7 +299,7 @@ impl CompiledRule {
             .filter(|d| **d < 64)
             .fold(0u64, |m, d| m | (1u64 << d));
         CompiledRule {
-            class: rule.class.into(),
+            class: rule.class,
             dscp,
             protocol: rule.ip_protocol,
             src_prefixes: rule.src_prefixes.clone(),
@@ -341,7 +341,7 @@ impl Classifier {
         let mut routes: Vec<(IpNet, BranchId)> = config
             .remote
             .iter()
-            .filter_map(|r| BranchId::new(r.id).map(|b| (r, b)))
+            .filter_map(|r| BranchId::new(r.id).ok().map(|b| (r, b)))
             .flat_map(|(r, b)| r.lan_prefixes.iter().map(move |n| (n.trunc(), b)))
             .collect();
         // Stable: equal lengths keep config order.
@@ -354,7 +354,7 @@ impl Classifier {
                 .iter()
                 .map(CompiledRule::new)
                 .collect(),
-            default_class: config.classifier.default_class.into(),
+            default_class: config.classifier.default_class,
         }
     }
 

@@ -19,6 +19,8 @@ use ipnet::{IpNet, Ipv4Net};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
+use mms_types::{MacAddr, WanKind};
+
 use crate::{BranchId, Class, PathGroupId};
 
 /// Most WAN ports one gateway may have: the in-kernel MPTCP path manager takes at most 8 endpoints
@@ -259,7 +261,7 @@ impl Config {
 pub struct StripingConfig {
     /// Classes whose elephant flows are striped. Default: none.
     #[serde(default)]
-    pub classes: Vec<TunnelClass>,
+    pub classes: Vec<Class>,
     /// Inner prefixes (source or destination) whose elephant flows are striped. Default: none.
     #[serde(default)]
     pub prefixes: Vec<IpNet>,
@@ -363,6 +365,12 @@ impl StripingConfig {
         }
         if !self.prefixes.is_empty() {
             check_prefixes(p, "striping.prefixes", &self.prefixes);
+        }
+        if self.classes.iter().any(|c| !c.is_tunnelled()) {
+            p.push(
+                "striping.classes",
+                "type3 is never tunnelled: use type1 or type2".into(),
+            );
         }
         if !(1..=100_000_000).contains(&self.threshold_kbit) {
             p.push(
@@ -501,49 +509,6 @@ fn default_ovs_db() -> String {
     DEFAULT_OVS_DB.to_owned()
 }
 
-/// An Ethernet address, written `02:00:c6:12:0a:02`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct MacAddr(pub [u8; 6]);
-
-impl MacAddr {
-    /// The MMS convention (the controller's `MacAddr::from_ipv4`): `02:00` + the four octets.
-    pub fn from_ipv4(a: Ipv4Addr) -> MacAddr {
-        let [a0, a1, a2, a3] = a.octets();
-        MacAddr([0x02, 0x00, a0, a1, a2, a3])
-    }
-}
-
-impl fmt::Display for MacAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [a, b, c, d, e, g] = self.0;
-        write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
-    }
-}
-
-impl<'de> Deserialize<'de> for MacAddr {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        let bad = || {
-            serde::de::Error::custom(format!(
-                "invalid MAC address {s:?}: expected six hex octets like \"02:00:c6:12:0a:02\""
-            ))
-        };
-        let mut out = [0u8; 6];
-        let mut parts = s.split(':');
-        for o in &mut out {
-            let p = parts.next().ok_or_else(bad)?;
-            if p.len() != 2 {
-                return Err(bad());
-            }
-            *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
-        }
-        if parts.next().is_some() {
-            return Err(bad());
-        }
-        Ok(MacAddr(out))
-    }
-}
-
 /// `[controller]`: where the gateway channel connects and where it keeps the last good config.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -623,17 +588,6 @@ impl WanPort {
     }
 }
 
-/// The kind of a WAN port (seed 000 §II-A: Type I prefers leased lines).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum WanKind {
-    /// A public internet access (xDSL, PON, cable, LTE ...).
-    #[default]
-    Internet,
-    /// A leased line: carries Type I first, Type II only with spare capacity.
-    Leased,
-}
-
 /// Another branch.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -687,7 +641,7 @@ pub enum SelectionPolicy {
 pub struct ClassifierConfig {
     /// The class of inter-branch traffic no rule matches. Default: `type2`.
     #[serde(default = "default_class")]
-    pub default_class: TunnelClass,
+    pub default_class: Class,
     /// Rules, first match wins.
     #[serde(default)]
     pub rules: Vec<Rule>,
@@ -702,27 +656,8 @@ impl Default for ClassifierConfig {
     }
 }
 
-fn default_class() -> TunnelClass {
-    TunnelClass::Type2
-}
-
-/// A class that can be tunnelled (Type III is decided by the destination, not by rules).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TunnelClass {
-    /// Type I.
-    Type1,
-    /// Type II.
-    Type2,
-}
-
-impl From<TunnelClass> for Class {
-    fn from(c: TunnelClass) -> Class {
-        match c {
-            TunnelClass::Type1 => Class::TypeI,
-            TunnelClass::Type2 => Class::TypeII,
-        }
-    }
+fn default_class() -> Class {
+    Class::TypeII
 }
 
 /// One classifier rule: every non-empty criterion must match (AND); within a list any entry may
@@ -734,7 +669,7 @@ pub struct Rule {
     #[serde(default)]
     pub name: String,
     /// The class of matching packets.
-    pub class: TunnelClass,
+    pub class: Class,
     /// DSCP values (0..=63).
     #[serde(default)]
     pub dscp: Vec<u8>,
@@ -859,7 +794,7 @@ impl Config {
 
     /// This branch's id (valid after [`Config::validate`]).
     pub fn branch(&self) -> Option<BranchId> {
-        BranchId::new(self.branch_id)
+        BranchId::new(self.branch_id).ok()
     }
 
     /// The flow idle timeout.
@@ -897,7 +832,7 @@ impl Config {
     /// Checks every range and cross-reference; reports all problems, each with its key.
     pub fn validate(&self) -> Result<(), ValidationError> {
         let mut p = Problems::default();
-        if BranchId::new(self.branch_id).is_none() {
+        if BranchId::new(self.branch_id).is_err() {
             p.push(
                 "branch_id",
                 format!("{} is out of range 1..=15", self.branch_id),
@@ -959,7 +894,7 @@ impl Config {
         let mut remote_prefixes: Vec<(String, IpNet)> = Vec::new();
         for (r, remote) in self.remote.iter().enumerate() {
             let key = format!("remote[{r}]");
-            if BranchId::new(remote.id).is_none() {
+            if BranchId::new(remote.id).is_err() {
                 p.push(
                     format!("{key}.id"),
                     format!("{} is out of range 1..=15", remote.id),
@@ -1021,7 +956,7 @@ impl Config {
             let mut groups = BTreeSet::new();
             for (g, group) in remote.path_groups.iter().enumerate() {
                 let gkey = format!("{key}.path_groups[{g}]");
-                if PathGroupId::new(group.id).is_none() {
+                if PathGroupId::new(group.id).is_err() {
                     p.push(
                         format!("{gkey}.id"),
                         format!("{} is out of range 0..={}", group.id, PathGroupId::MAX),
@@ -1057,8 +992,20 @@ impl Config {
                 format!("{} rules, at most {MAX_RULES}", self.classifier.rules.len()),
             );
         }
+        if !self.classifier.default_class.is_tunnelled() {
+            p.push(
+                "classifier.default_class",
+                "type3 is never tunnelled: use type1 or type2".into(),
+            );
+        }
         for (i, rule) in self.classifier.rules.iter().enumerate() {
             let key = format!("classifier.rules[{i}]");
+            if !rule.class.is_tunnelled() {
+                p.push(
+                    format!("{key}.class"),
+                    "type3 is decided by the destination, not by rules: use type1 or type2".into(),
+                );
+            }
             for (d, dscp) in rule.dscp.iter().enumerate() {
                 if *dscp > 63 {
                     p.push(

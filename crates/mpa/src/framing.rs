@@ -270,12 +270,12 @@ impl Hello {
         let &[_, _, _, _, _, src, dst, pg, class, reserved, l0, l1] = fixed else {
             return Ok(None);
         };
-        let src_branch = BranchId::new(src).ok_or(HelloError::InvalidBranch(src))?;
-        let dst_branch = BranchId::new(dst).ok_or(HelloError::InvalidBranch(dst))?;
+        let src_branch = BranchId::new(src).map_err(|_| HelloError::InvalidBranch(src))?;
+        let dst_branch = BranchId::new(dst).map_err(|_| HelloError::InvalidBranch(dst))?;
         if src_branch == dst_branch {
             return Err(HelloError::SameBranch(src));
         }
-        let path_group = PathGroupId::new(pg).ok_or(HelloError::InvalidPathGroup(pg))?;
+        let path_group = PathGroupId::new(pg).map_err(|_| HelloError::InvalidPathGroup(pg))?;
         let class = Class::from_wire(class).ok_or(HelloError::InvalidClass(class))?;
         if reserved != 0 {
             return Err(HelloError::Reserved(reserved));
@@ -730,8 +730,8 @@ impl InboundConnection {
     /// the path group of that port (`0xA00G`, DESIGN §3.1). `None` if the port is not an MPA port
     /// of `own`.
     pub fn on_port(own: BranchId, local_port: u16) -> Option<Self> {
-        let group = PathGroupId::new(u8::try_from(local_port & 0x000F).ok()?)?;
-        if crate::mpa_port(own.get(), group.get()) != Some(local_port) {
+        let group = PathGroupId::new(u8::try_from(local_port & 0x000F).ok()?).ok()?;
+        if mms_types::listen_port(own, group) != local_port {
             return None;
         }
         Some(InboundConnection {

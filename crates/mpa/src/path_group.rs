@@ -42,7 +42,7 @@ impl PathGroups {
         let mut groups: Vec<PathGroup> = config
             .iter()
             .filter_map(|g| {
-                PathGroupId::new(g.id).map(|id| PathGroup {
+                PathGroupId::new(g.id).ok().map(|id| PathGroup {
                     id,
                     weight: g.weight.max(1),
                     up: false,

@@ -43,16 +43,9 @@ pub const OFPVID_PRESENT: u16 = 0x1000;
 /// `OFPVID_NONE`: VLAN_VID value matching packets without a VLAN tag.
 pub const OFPVID_NONE: u16 = 0x0000;
 
-/// A 48-bit Ethernet address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct MacAddr(pub [u8; 6]);
-
-impl std::fmt::Display for MacAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let [a, b, c, d, e, g] = self.0;
-        write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
-    }
-}
+/// A 48-bit Ethernet address: the MMS domain type, so a switch's `eth_src` and an inventory's
+/// next-hop MAC are one type.
+pub use mms_types::MacAddr;
 
 /// A 24-bit unsigned value (PBB I-SID is 3 bytes on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mpa::BranchId;
+use mms_types::BranchId;
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateRevocationListParams, DistinguishedName,
     DnType, ExtendedKeyUsagePurpose, IsCa, KeyIdMethod, KeyPair, KeyUsagePurpose,

@@ -24,7 +24,7 @@ pub mod fuzz;
 pub mod tls;
 pub mod validity;
 
-use mpa::BranchId;
+use mms_types::BranchId;
 use rustls::pki_types::CertificateDer;
 
 /// The DNS suffix of gateway identities.
@@ -75,7 +75,7 @@ pub fn parse_dns_name(name: &str) -> Option<BranchId> {
     {
         return None;
     }
-    BranchId::new(digits.parse().ok()?)
+    BranchId::new(digits.parse().ok()?).ok()
 }
 
 /// The branch a certificate (DER) identifies. Never panics on any bytes. It does NOT verify the

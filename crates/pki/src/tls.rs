@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mpa::BranchId;
+use mms_types::BranchId;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::client::Resumption;
 use rustls::crypto::CryptoProvider;

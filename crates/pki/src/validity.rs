@@ -88,7 +88,7 @@ mod tests {
         let ca = crate::ca::Ca::generate("t").unwrap();
         let validity = std::time::Duration::from_secs(86_400);
         let issued = ca
-            .issue_gateway(mpa::BranchId::new(2).unwrap(), 9, validity)
+            .issue_gateway(mms_types::BranchId::new(2).unwrap(), 9, validity)
             .unwrap();
         let now = time::OffsetDateTime::now_utc().unix_timestamp() as u64;
         let (nb, na) = validity_of(&issued.cert_der).unwrap();

@@ -12,7 +12,7 @@
 
 use std::path::PathBuf;
 
-use mpa::BranchId;
+use mms_types::BranchId;
 use pki::ca::{Ca, DEFAULT_VALIDITY};
 use pki::tls::Credentials;
 
@@ -27,7 +27,9 @@ fn replay_handshake_corpus() {
         let path = entry.unwrap().path();
         if path.is_file() {
             let data = std::fs::read(&path).unwrap();
-            let r = std::panic::catch_unwind(|| pki::fuzz::handshake_check(&data));
+            let r = std::panic::catch_unwind(|| {
+                pki::fuzz::handshake_check(&data, mpa::framing::fuzz_check)
+            });
             assert!(
                 r.is_ok(),
                 "corpus file {} broke an invariant",

@@ -8,7 +8,7 @@
     clippy::indexing_slicing
 )]
 
-use mpa::BranchId;
+use mms_types::BranchId;
 use pki::ca::{Ca, Issued, DEFAULT_VALIDITY};
 use pki::tls::{classify, Credentials, Rejection, TlsFiles};
 use rustls::{ClientConnection, ServerConnection};

@@ -19,7 +19,7 @@ use subtle::ConstantTimeEq;
 
 use crate::inventory::{Branch, BranchId, InventoryFile, PortIndex, PortRef, WanPort};
 use crate::path_config::Settings;
-use crate::path_group::{GroupId, GroupsFile, MemberPath, PathGroup, Transit};
+use crate::path_group::{GroupsFile, MemberPath, PathGroup, PathGroupId, Transit};
 use crate::sdc::Sdc;
 use crate::store::creds::Role;
 use crate::store::{BranchPatch, Catalog, NewPort, PortPatch, Store, StoreError};
@@ -475,11 +475,11 @@ fn parse_branch(name: &str, s: &str) -> Result<BranchId, ApiError> {
     BranchId::new(n).map_err(|e| ApiError::invalid(format!("{name}: {e}")))
 }
 
-fn parse_group(s: &str) -> Result<GroupId, ApiError> {
+fn parse_group(s: &str) -> Result<PathGroupId, ApiError> {
     let n: u8 = s
         .parse()
         .map_err(|_| ApiError::invalid(format!("group: {s:?} is not a group id 0..=15")))?;
-    GroupId::new(n).map_err(|e| ApiError::invalid(format!("group: {e}")))
+    PathGroupId::new(n).map_err(|e| ApiError::invalid(format!("group: {e}")))
 }
 
 fn parse_port(branch: BranchId, s: &str) -> Result<PortRef, ApiError> {

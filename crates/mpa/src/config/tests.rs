@@ -146,7 +146,7 @@ fn defaults_apply() {
     assert_eq!(c.selection_policy, SelectionPolicy::Wrr);
     assert_eq!(c.flow_idle_timeout_s, 60);
     assert_eq!(c.wan[0].kind, WanKind::Internet);
-    assert_eq!(c.classifier.default_class, TunnelClass::Type2);
+    assert_eq!(c.classifier.default_class, Class::TypeII);
     assert_eq!(
         c.queue,
         QueueConfig {
@@ -320,7 +320,7 @@ fn striping_is_off_by_default_and_parses_with_auto_and_numbers() {
     assert_eq!(Config::parse(MINIMAL).unwrap().striping, None);
     let c = Config::parse(&format!("{MINIMAL}\n[striping]\nclasses = [\"type2\"]\n")).unwrap();
     let st = c.striping.unwrap();
-    assert_eq!(st.classes, vec![TunnelClass::Type2]);
+    assert_eq!(st.classes, vec![Class::TypeII]);
     assert_eq!(
         (st.threshold_kbit, st.buffer_frames, st.lrf),
         (1_000, 1_024, 20)
@@ -402,4 +402,17 @@ fn tls_section_defaults_to_tls_and_requires_its_files() {
             "tls.key_file: required with mode = \"tls\"".to_owned()
         ]
     );
+}
+
+#[test]
+fn type3_is_never_a_tunnel_class() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/mmsg-branch1.toml"
+    ))
+    .unwrap();
+    let bad = text.replacen("default_class = \"type2\"", "default_class = \"type3\"", 1);
+    assert_ne!(bad, text, "the example sets classifier.default_class");
+    let err = Config::parse(&bad).unwrap_err().to_string();
+    assert!(err.contains("classifier.default_class"), "{err}");
 }

@@ -2,7 +2,8 @@
 //! and (proptest) no panic on any bytes, `decode(encode(m)) == m`, split input.
 
 use super::*;
-use crate::config::{PathGroupConfig, PortRange, Rule, TunnelClass};
+use crate::config::{PathGroupConfig, PortRange, Rule};
+use crate::Class;
 use proptest::prelude::*;
 
 fn base() -> Config {
@@ -94,10 +95,10 @@ fn config_round_trip_and_merge() {
             ],
         }],
         classifier: Some(ClassifierConfig {
-            default_class: TunnelClass::Type2,
+            default_class: Class::TypeII,
             rules: vec![Rule {
                 name: "web".into(),
-                class: TunnelClass::Type1,
+                class: Class::TypeI,
                 dscp: vec![46],
                 ip_protocol: Some(6),
                 src_prefixes: vec![],

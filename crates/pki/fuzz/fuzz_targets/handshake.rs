@@ -11,5 +11,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    pki::fuzz::handshake_check(data);
+    pki::fuzz::handshake_check(data, mpa::framing::fuzz_check);
 });
