@@ -37,10 +37,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::error::{DecodeError, EncodeError};
-use crate::message::{frame_len, Body, Hello, Message, MessageType};
+use crate::message::{frame_len, Body, Header, Hello, Message, MessageType, OFP_VERSION_1_3};
 use crate::multipart::{MultipartReply, MultipartReplyBody, MultipartRequestBody};
 use crate::ofp_error::{BadRequestCode, ErrorCode, ErrorMsg, HelloFailedCode};
-use crate::OFP_VERSION_1_3;
 
 /// Bytes of the offending message copied into an OFPT_ERROR (§7.4.4: "at least 64 bytes").
 pub const ERROR_DATA_LEN: usize = 64;
@@ -466,7 +465,7 @@ impl Channel {
     }
 
     fn handle_frame(&mut self, frame: &[u8]) {
-        let Some(h) = crate::message::Header::peek(frame) else {
+        let Some(h) = Header::peek(frame) else {
             return;
         };
         if self.state == State::AwaitingHello {
@@ -503,7 +502,7 @@ impl Channel {
         self.dispatch(m, frame);
     }
 
-    fn handle_first(&mut self, frame: &[u8], h: crate::message::Header) {
+    fn handle_first(&mut self, frame: &[u8], h: Header) {
         if h.typ == MessageType::Error {
             if let Ok(Message {
                 body: Body::Error(e),

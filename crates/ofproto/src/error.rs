@@ -1,14 +1,10 @@
-//! Errors of the codec (STYLE.md §4).
+//! Errors of the codec (STYLE.md §4); this module imports nothing else of the crate.
 //!
 //! [`DecodeError`] is the peer's fault: the bytes came from the network and were not valid
-//! OpenFlow 1.3. It is small and `Copy`, and [`DecodeError::to_ofp_error`] is the one place that maps
-//! it to the OFPT_ERROR type/code the spec wants sent back. [`EncodeError`] is our own misuse: a
-//! message that cannot be expressed on the wire (a length over 65535, a string too long for its
-//! fixed field).
-
-use crate::ofp_error::{
-    BadActionCode, BadInstructionCode, BadMatchCode, BadRequestCode, ErrorCode,
-};
+//! OpenFlow 1.3. It is small and `Copy`, and [`DecodeError::to_ofp_error`] (defined next to the
+//! codes, in [`crate::ofp_error`]) is the one place that maps it to the OFPT_ERROR type/code the
+//! spec wants sent back. [`EncodeError`] is our own misuse: a message that cannot be expressed on
+//! the wire (a length over 65535, a string too long for its fixed field).
 
 /// Why bytes from the peer are not a valid OpenFlow 1.3 message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -91,28 +87,6 @@ pub enum DecodeError {
         /// The body length found.
         len: usize,
     },
-}
-
-impl DecodeError {
-    /// The OFPT_ERROR type/code the spec says to answer with when a request fails to decode
-    /// (OpenFlow 1.3.5 §7.4.4). This is the one place where peer decode errors map to codes.
-    pub fn to_ofp_error(&self) -> ErrorCode {
-        match *self {
-            DecodeError::BadVersion(_) => ErrorCode::BadRequest(BadRequestCode::BadVersion),
-            DecodeError::Truncated { .. }
-            | DecodeError::BadLength { .. }
-            | DecodeError::TrailingBytes { .. }
-            | DecodeError::BadMessageLength { .. } => ErrorCode::BadRequest(BadRequestCode::BadLen),
-            DecodeError::BadMultipartLength { .. } => ErrorCode::BadRequest(BadRequestCode::BadLen),
-            DecodeError::BadMatchType(_) => ErrorCode::BadMatch(BadMatchCode::BadType),
-            DecodeError::BadOxmLength { .. } => ErrorCode::BadMatch(BadMatchCode::BadLen),
-            DecodeError::DuplicateOxm { .. } => ErrorCode::BadMatch(BadMatchCode::DupField),
-            DecodeError::BadActionLength { .. } => ErrorCode::BadAction(BadActionCode::BadLen),
-            DecodeError::BadInstructionLength { .. } => {
-                ErrorCode::BadInstruction(BadInstructionCode::BadLen)
-            }
-        }
-    }
 }
 
 /// Why a message cannot be encoded: the caller built something the wire cannot carry (misuse).

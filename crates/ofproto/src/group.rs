@@ -7,7 +7,8 @@
 
 use crate::action::{actions_len, decode_actions, encode_actions, Action};
 use crate::error::{DecodeError, EncodeError};
-use crate::wire::{enum_with_unknown, patch_len16, put_u16, put_u32, put_zeros, Reader};
+use crate::macros::enum_with_unknown;
+use crate::wire::{patch_len16, put_u16, put_u32, put_zeros, Reader};
 
 /// `OFPG_MAX`: last usable group number.
 pub const OFPG_MAX: u32 = 0xffff_ff00;

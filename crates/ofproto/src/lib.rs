@@ -6,11 +6,22 @@
 //! It is pure: no sockets, no clock reads, no tokio. The controller's OpenFlow server
 //! (`crates/controller`, module `ofc`) owns the connections and feeds bytes and time in.
 //!
-//! - [`message`]: header, framing ([`Message::decode`]) and every message body of §7.
+//! - [`message`]: header, framing ([`Message::decode`]) and every message body of §7, one
+//!   submodule per message family.
 //! - [`oxm`], [`action`], [`instruction`]: match fields, actions, instructions.
-//! - [`multipart`]: statistics requests and replies.
-//! - [`ofp_error`]: OFPT_ERROR with every type and code typed.
+//! - [`port`], [`group`], [`meter`]: ports, group buckets, meter bands.
+//! - [`multipart`]: statistics requests and replies, one submodule per statistics family.
+//! - [`ofp_error`]: OFPT_ERROR with every type and code typed, and the mapping of
+//!   [`DecodeError`] to those codes.
+//! - [`error`]: [`DecodeError`] (the peer's fault) and [`EncodeError`] (our misuse).
 //! - [`channel`]: the per-connection state machine (HELLO, xids, echo, barriers, errors).
+//! - private: `macros` (`enum_with_unknown!`), `wire` (bounded reader, big-endian writers);
+//!   `table` (`OFPTT_*`) and `experimenter` (the experimenter body), re-exported from [`message`].
+//!
+//! Imports inside the crate run one way: each module imports only modules to its left (checked
+//! with `grep -rn 'crate::' src`; submodules of `message` and `multipart` never import their parent):
+//!
+//! `error`, `macros`, `table` → `wire` → `experimenter`, `meter`, `ofp_error`, `oxm` → `action`, `port` → `group`, `instruction` → `multipart` → `message` → `channel`
 //!
 //! Decoders accept any bytes and never panic, never allocate more than the input justifies, and
 //! keep unknown types and experimenter bodies verbatim so they re-encode byte-exact. Encoders emit
@@ -63,25 +74,27 @@
 pub mod action;
 pub mod channel;
 pub mod error;
+mod experimenter;
 pub mod group;
 pub mod instruction;
+mod macros;
 pub mod message;
 pub mod meter;
 pub mod multipart;
 pub mod ofp_error;
 pub mod oxm;
 pub mod port;
+mod table;
 mod wire;
 
 pub use action::Action;
 pub use error::{DecodeError, EncodeError};
 pub use instruction::Instruction;
+#[doc(inline)]
+pub use message::OFP_VERSION_1_3;
 pub use message::{Body, Message, MessageType};
 pub use ofp_error::{ErrorCode, ErrorMsg};
 pub use oxm::{Match, OxmField};
-
-/// OpenFlow wire protocol version for 1.3 (`OFP_VERSION`, OpenFlow 1.3.5 §7.1).
-pub const OFP_VERSION_1_3: u8 = 0x04;
 
 /// IANA-assigned OpenFlow TCP port (OpenFlow 1.3.5 §6.3.1).
 pub const OFP_TCP_PORT: u16 = 6653;

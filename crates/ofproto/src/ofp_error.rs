@@ -12,9 +12,13 @@
 //! |                        experimenter                           |
 //! |  data ...                                                     |
 //! ```
+//!
+//! The mapping of the peer's decode errors to these codes, [`DecodeError::to_ofp_error`], lives
+//! here too, so that `error` stays at the bottom of the module graph (STYLE.md §4).
 
 use crate::error::DecodeError;
-use crate::wire::{enum_with_unknown, put_u16, put_u32, Reader};
+use crate::macros::enum_with_unknown;
+use crate::wire::{put_u16, put_u32, Reader};
 
 /// OFPET_* values.
 pub mod ofpet {
@@ -444,6 +448,28 @@ impl ErrorCode {
             ErrorCode::TableFeaturesFailed(c) => (ofpet::TABLE_FEATURES_FAILED, c.into()),
             ErrorCode::Experimenter { exp_type, .. } => (ofpet::EXPERIMENTER, exp_type),
             ErrorCode::Unknown { typ, code } => (typ, code),
+        }
+    }
+}
+
+impl DecodeError {
+    /// The OFPT_ERROR type/code the spec says to answer with when a request fails to decode
+    /// (OpenFlow 1.3.5 §7.4.4). This is the one place where peer decode errors map to codes.
+    pub fn to_ofp_error(&self) -> ErrorCode {
+        match *self {
+            DecodeError::BadVersion(_) => ErrorCode::BadRequest(BadRequestCode::BadVersion),
+            DecodeError::Truncated { .. }
+            | DecodeError::BadLength { .. }
+            | DecodeError::TrailingBytes { .. }
+            | DecodeError::BadMessageLength { .. } => ErrorCode::BadRequest(BadRequestCode::BadLen),
+            DecodeError::BadMultipartLength { .. } => ErrorCode::BadRequest(BadRequestCode::BadLen),
+            DecodeError::BadMatchType(_) => ErrorCode::BadMatch(BadMatchCode::BadType),
+            DecodeError::BadOxmLength { .. } => ErrorCode::BadMatch(BadMatchCode::BadLen),
+            DecodeError::DuplicateOxm { .. } => ErrorCode::BadMatch(BadMatchCode::DupField),
+            DecodeError::BadActionLength { .. } => ErrorCode::BadAction(BadActionCode::BadLen),
+            DecodeError::BadInstructionLength { .. } => {
+                ErrorCode::BadInstruction(BadInstructionCode::BadLen)
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 //! Decoders never index: every read goes through [`Reader`], which checks the remaining length
 //! first and reports [`DecodeError::Truncated`] with the name of the structure being read. Nested
 //! TLVs are parsed from sub-readers that cannot run past their declared length (STYLE.md §3).
+//! Of the crate it imports only `error`.
 
 use crate::error::{DecodeError, EncodeError};
 
@@ -148,41 +149,3 @@ pub(crate) fn get_fixed_str(r: &mut Reader<'_>, n: usize) -> Result<Vec<u8>, Dec
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     Ok(b.get(..end).unwrap_or_default().to_vec())
 }
-
-/// Defines a C-like enum over an integer wire type that keeps unknown values
-/// (`Unknown(v)`), so they round-trip (STYLE.md §3, after smoltcp's `enum_with_unknown!`).
-macro_rules! enum_with_unknown {
-    (
-        $(#[$m:meta])*
-        pub enum $name:ident($ty:ty) {
-            $( $(#[$vm:meta])* $var:ident = $val:expr ),+ $(,)?
-        }
-    ) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum $name {
-            $( $(#[$vm])* $var, )+
-            /// A value this crate does not name; kept verbatim so it round-trips.
-            Unknown($ty),
-        }
-
-        impl From<$ty> for $name {
-            fn from(v: $ty) -> Self {
-                match v {
-                    $( $val => $name::$var, )+
-                    other => $name::Unknown(other),
-                }
-            }
-        }
-
-        impl From<$name> for $ty {
-            fn from(v: $name) -> $ty {
-                match v {
-                    $( $name::$var => $val, )+
-                    $name::Unknown(other) => other,
-                }
-            }
-        }
-    };
-}
-pub(crate) use enum_with_unknown;
