@@ -30,11 +30,7 @@ use crate::{BranchId, Class};
 /// needing more is classified without ports (still safe, just a coarser flow).
 pub const MAX_IPV6_EXT_HEADERS: usize = 8;
 
-/// IP protocol numbers with 16-bit source and destination ports in their first 4 bytes: TCP (6),
-/// UDP (17), SCTP (132), UDP-Lite (136).
-pub fn has_ports(protocol: u8) -> bool {
-    matches!(protocol, 6 | 17 | 132 | 136)
-}
+pub use crate::ip::has_ports;
 
 /// Why a packet could not be classified (untrusted input from the LAN: drop and count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]

@@ -1028,7 +1028,7 @@ impl Config {
             }
             if let Some(proto) = rule.ip_protocol {
                 let has_ports = !rule.src_ports.is_empty() || !rule.dst_ports.is_empty();
-                if has_ports && !crate::classifier::has_ports(proto) {
+                if has_ports && !crate::ip::has_ports(proto) {
                     p.push(
                         format!("{key}.ip_protocol"),
                         format!("protocol {proto} has no ports, but the rule matches ports"),

@@ -19,6 +19,7 @@
 //! - [`keepalive`]: connection liveness timers (keepalive frames, dead connections).
 //! - [`write_size`]: how many bytes one write to a tunnel connection carries (unequal subflows).
 //! - [`gwchan`]: the gateway ⇄ controller channel: messages and their length-prefixed JSON codec.
+//! - [`ip`]: IP protocol facts shared by the classifier and the config's rule validation.
 //! - [`uplink_lb`]: per-flow uplink selection for external (Type III) traffic (seed 004 §5).
 //!
 //! Call order for one packet from TUN (sender side): [`agent::Agent::route`] (=
@@ -35,6 +36,7 @@ pub mod config;
 pub mod flow_table;
 pub mod framing;
 pub mod gwchan;
+pub mod ip;
 pub mod keepalive;
 pub mod path_group;
 pub mod queue;
