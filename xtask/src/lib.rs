@@ -6,6 +6,7 @@
 //! vSwitch per gateway), [`bench`] (`bench controller`: ssc programming real OVS), [`bench_tunnel`] (`bench tunnel`: mmsg against end-to-end MPTCP), [`baseline`] (the single-path VXLAN baseline), [`demo`] (the 2x2 demo), [`demo_paper`] (`cargo xtask demo`: the paper system), [`mdi`] (`experiment mdi`: seed 001 Fig. 3), [`e2e`] (the whole system on the paper testbed: OVS, `ssc`, five `mmsg`), [`deps`] (system packages), [`uplink_lb`] (`experiment uplink-lb`: seed 004's load balancing experiment), [`sh`] (running commands).
 
 pub mod adaptive;
+pub mod arch;
 pub mod baseline;
 pub mod bench;
 pub mod bench_tunnel;
