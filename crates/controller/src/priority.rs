@@ -14,20 +14,14 @@
 //! Type II. The source OFS entry of a member path matches the mark and rewrites DSCP to
 //! [`dscp`]`(class, hops)` of that member path; transits keep it.
 //!
-//! | class   | WAN hops | DSCP      | band |
-//! |---------|----------|-----------|------|
-//! | Type I  | 1        | 46 (EF)   | 0    |
-//! | Type I  | 2        | 34 (AF41) | 1    |
-//! | Type II | 1        | 18 (AF21) | 2    |
-//! | Type II | 2        | 10 (AF11) | 3    |
-//! | other (Type III, unmarked) | - | any | 4 |
+//! The table of (class, WAN hops) → DSCP → band is `mms_types::dscp` (the gateways read the same
+//! one for their egress qdiscs); this module re-exports it as the PM's functions.
 //!
 //! OpenFlow priorities: swap entries `SWAP_BASE + 100 × (3 − hops)` (direct 1200, one transit
 //! 1100), Type I source entries one above their Type II sibling, patch flows [`PATCH_PRIORITY`].
 //! Swap matches are disjoint, so flow priority does not change forwarding; it orders dumps and
 //! statistics, and keeps a more specific Type I entry above the catch-all of its member path.
 
-use mms_types::dscp;
 /// The internal traffic classes that travel through the swap flows are [`Class::TypeI`] and
 /// [`Class::TypeII`] (Type III bypasses them).
 pub use mms_types::Class;
@@ -36,7 +30,7 @@ pub use mms_types::Class;
 pub const TYPE_I_MARK: u8 = mms_types::dscp::EF;
 
 /// Most WAN hops the tables distinguish; longer paths share the last value.
-pub const MAX_PRIORITY_HOPS: usize = 2;
+pub const MAX_PRIORITY_HOPS: usize = mms_types::dscp::MAX_HOPS;
 
 /// OpenFlow priority of the patch flows between `mpa_k` and `wan_k` (below every swap entry,
 /// above the table-miss priority 0).
@@ -51,39 +45,13 @@ fn clamp_hops(wan_hops: usize) -> u16 {
 }
 
 /// The DSCP of a member path with `wan_hops` WAN hops carrying `class`.
-pub fn dscp(class: Class, wan_hops: usize) -> u8 {
-    match (class, clamp_hops(wan_hops)) {
-        (Class::TypeI, 1) => dscp::EF,
-        (Class::TypeI, _) => dscp::AF41,
-        (Class::TypeII, 1) => dscp::AF21,
-        (Class::TypeII, _) => dscp::AF11,
-        // Type III never enters the swap flows: routed straight out a WAN port, unmarked.
-        (Class::TypeIII, _) => dscp::BEST_EFFORT,
-    }
-}
+pub use mms_types::dscp::mark as dscp;
 
-/// The strict-priority band (0 = served first) of `class` on a path of `wan_hops` hops; Type III
-/// (never tunnelled) gets the last band, 4, as any unmarked packet.
-pub fn band(class: Class, wan_hops: usize) -> u8 {
-    let class_rank = match class {
-        Class::TypeI => 0,
-        Class::TypeII => 1,
-        Class::TypeIII => return 4,
-    };
-    // clamp_hops is 1..=2, so this is 0..=3.
-    class_rank * 2 + u8::try_from(clamp_hops(wan_hops) - 1).unwrap_or(1)
-}
+/// The strict-priority band (0 = served first) of `class` on a path of `wan_hops` hops.
+pub use mms_types::dscp::band;
 
-/// The band of a packet carrying `dscp` on a WAN egress: the table above, 4 for anything else.
-pub fn band_for_dscp(dscp_value: u8) -> u8 {
-    match dscp_value {
-        dscp::EF => 0,
-        dscp::AF41 => 1,
-        dscp::AF21 => 2,
-        dscp::AF11 => 3,
-        _ => 4,
-    }
-}
+/// The band of a packet carrying `dscp` on a WAN egress: the table, 4 for anything else.
+pub use mms_types::dscp::band_of as band_for_dscp;
 
 /// OpenFlow priority of a swap entry on a member path of `wan_hops` hops; `type_i` for the source
 /// entry that matches [`TYPE_I_MARK`].
