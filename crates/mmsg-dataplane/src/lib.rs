@@ -10,7 +10,8 @@
 //! - [`tunnel`]: TUN reader, per-connection writer/reader tasks, subflow management.
 //! - [`reseq`]: the receive side of striping: sequenced frames through the shared resequencer.
 //! - [`tun`]: the TUN device with virtio-net header offload.
-//! - [`pm`] / [`genl`]: the MPTCP userspace path manager over generic netlink.
+//! - [`mptcp_pm`] / [`genl`]: the MPTCP userspace path manager over generic netlink (not the
+//!   paper's PM, priority management: that is [`qos`] here and the controller's `priority`).
 //! - [`ovs`]: with `[ovs]`, the gateway's Open vSwitch bridge and the WAN addresses on `mpa{k}`.
 //! - [`qos`]: strict-priority egress shaping by DSCP on the WAN ports (the gateway's half of the PM).
 //! - [`secure`]: with `[tls]`, TLS 1.3 on every tunnel connection (credentials, reload, rekey).
@@ -18,7 +19,7 @@
 //! - [`control`] / [`stats`]: the control socket of `mmsg status` and the counters it shows.
 //! - [`uplink_lb`]: with `[internet]`, per-flow load balancing of external traffic over the
 //!   uplinks with SNAT (nftables + fwmark rules, seed 004 §5).
-//! - [`ctlchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
+//! - [`gwchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
 //! - [`enrol`]: the gateway's certificate from `ssc`: enrolment with a one-time token, renewal
 //!   over mutual TLS, and the connection to the controller (`tls:`, `tcp:`, `unix:`).
 //! - [`sys`]: the only `unsafe` (ioctls, socket options).
@@ -27,12 +28,12 @@
 #![deny(unsafe_code)]
 
 pub mod control;
-pub mod ctlchan;
 pub mod daemon;
 pub mod enrol;
 pub mod genl;
+pub mod gwchan;
+pub mod mptcp_pm;
 pub mod ovs;
-pub mod pm;
 pub mod qos;
 pub mod reseq;
 pub mod secure;

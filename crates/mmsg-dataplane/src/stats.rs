@@ -357,7 +357,7 @@ pub struct TlsStatus {
     pub reloads: u64,
 }
 
-/// The gateway channel to the controller (`crate::ctlchan`, `docs/gwchan.md`).
+/// The gateway channel to the controller (`crate::gwchan`, `docs/gwchan.md`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControllerStatus {
     /// The controller's address (`tcp:HOST:PORT` or `unix:/PATH`).

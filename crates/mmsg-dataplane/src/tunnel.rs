@@ -40,7 +40,7 @@ use tokio::sync::{mpsc, Notify};
 use tracing::{debug, info, trace, warn};
 
 use crate::genl::SubflowCreate;
-use crate::pm::PathManager;
+use crate::mptcp_pm::MptcpPathManager;
 use crate::secure::{self, Rekey, TlsState};
 use crate::stats::{ConnStatus, Stats, SubflowStatus};
 use crate::sys;
@@ -93,7 +93,7 @@ pub struct SocketOpts {
 #[derive(Debug, Clone)]
 pub enum PathManagement {
     /// Userspace PM: `SUBFLOW_CREATE` for every missing (local, remote) pair.
-    Userspace(Arc<PathManager>),
+    Userspace(Arc<MptcpPathManager>),
     /// In-kernel PM (endpoints/limits set up elsewhere); we only observe.
     Kernel,
 }
@@ -1021,11 +1021,12 @@ pub fn wanted_pairs(
 /// egress queues by it (`qos`). Type II sockets keep DSCP 0.
 pub const TYPE_I_DSCP: u8 = mms_types::dscp::EF;
 
-/// Marks the socket of a Type I connection with [`TYPE_I_DSCP`] (a failure is logged, not fatal).
+/// Marks the socket of a connection with its class's DSCP (`Class::socket_dscp`: Type I gets
+/// [`TYPE_I_DSCP`]; a failure is logged, not fatal).
 fn mark_class(fd: &impl AsFd, class: Class) {
-    if class == Class::TypeI {
-        if let Err(e) = sys::set_dscp(fd, TYPE_I_DSCP) {
-            warn!(error = %e, "could not set DSCP 46 on a Type I socket");
+    if let Some(dscp) = class.socket_dscp() {
+        if let Err(e) = sys::set_dscp(fd, dscp) {
+            warn!(error = %e, dscp, class = %class, "could not set the DSCP of a tunnel socket");
         }
     }
 }
@@ -1443,7 +1444,9 @@ async fn manage_subflows(
                 Stats::inc(&sh.stats.subflow_create_ok);
                 debug!(conn = name, %local, %remote, "subflow requested");
             }
-            Ok(Err(crate::pm::PmError::Refused { errno, .. })) if errno == -libc::ENOTCONN => {
+            Ok(Err(crate::mptcp_pm::MptcpPmError::Refused { errno, .. }))
+                if errno == -libc::ENOTCONN =>
+            {
                 // The connection is not fully established yet (the peer's first DATA_ACK is
                 // pending): ask again at the next check, without backing off.
                 debug!(conn = name, %local, %remote, "connection not fully established yet");
