@@ -267,7 +267,7 @@ async fn run_inner(
     );
     if let Some(r) = &sh.reseq {
         // Hold-time releases of the striping resequencer (`crate::reseq`).
-        tokio::spawn(Arc::clone(r).run_timer(Arc::clone(&sh)));
+        tokio::spawn(Arc::clone(r).run_timer(Arc::clone(&sh.tun), Arc::clone(&sh.stats)));
         info!(params = ?r.params(), "resequencing striped flows");
     }
     // Listeners and outbound connections, keyed so a new config can start/stop exactly those

@@ -9,6 +9,7 @@
 //! - [`daemon`]: `mmsg run`: set-up, then the tasks.
 //! - [`tunnel`]: TUN reader, per-connection writer/reader tasks, subflow management.
 //! - [`reseq`]: the receive side of striping: sequenced frames through the shared resequencer.
+//! - [`deliver`]: received IP packets to TUN (used by the tunnel readers and the resequencer).
 //! - [`tun`]: the TUN device with virtio-net header offload.
 //! - [`mptcp_pm`] / [`genl`]: the MPTCP userspace path manager over generic netlink (not the
 //!   paper's PM, priority management: that is [`qos`] here and the controller's `priority`).
@@ -16,7 +17,8 @@
 //! - [`qos`]: strict-priority egress shaping by DSCP on the WAN ports (the gateway's half of the PM).
 //! - [`secure`]: with `[tls]`, TLS 1.3 on every tunnel connection (credentials, reload, rekey).
 //! - [`setup`]: sysctls, policy routing, TUN routes (idempotent, undone on exit).
-//! - [`control`] / [`stats`]: the control socket of `mmsg status` and the counters it shows.
+//! - [`control`] / [`stats`] / [`status`]: the control socket of `mmsg status`, the counters and
+//!   connection registry, and the report it shows.
 //! - [`uplink_lb`]: with `[internet]`, per-flow load balancing of external traffic over the
 //!   uplinks with SNAT (nftables + fwmark rules, seed 004 §5).
 //! - [`gwchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
@@ -29,6 +31,7 @@
 
 pub mod control;
 pub mod daemon;
+pub mod deliver;
 pub mod enrol;
 pub mod genl;
 pub mod gwchan;
@@ -39,6 +42,7 @@ pub mod reseq;
 pub mod secure;
 pub mod setup;
 pub mod stats;
+pub mod status;
 #[allow(unsafe_code)] // STYLE §5: the one module with unsafe, each block with `// SAFETY:`.
 pub mod sys;
 pub mod tun;
