@@ -11,7 +11,7 @@ use mpa::BranchId;
 use tracing::{error, info, warn};
 
 use crate::control::{self, ReportSource};
-use crate::pm::PathManager;
+use crate::mptcp_pm::MptcpPathManager;
 use crate::secure::TlsState;
 use crate::setup::{self, Undo};
 use crate::stats::{Stats, TlsStatus};
@@ -219,8 +219,8 @@ async fn run_inner(
         .filter(crate::ovs::wants_ssl)
         .map(|o| (o, own));
     // `[controller]`: remotes from the file, else the cache, else none until the controller
-    // sends them (crate::ctlchan).
-    let (config, source, version) = crate::ctlchan::initial_config(config);
+    // sends them (crate::gwchan).
+    let (config, source, version) = crate::gwchan::initial_config(config);
     if !opts.no_setup {
         setup::ensure_path_manager(undo, opts.pm == PmMode::Userspace)
             .context("set the MPTCP path manager")?;
@@ -241,7 +241,7 @@ async fn run_inner(
     }
     let pm = match opts.pm {
         PmMode::Userspace => {
-            let pm = PathManager::open().context("open the MPTCP userspace path manager")?;
+            let pm = MptcpPathManager::open().context("open the MPTCP userspace path manager")?;
             pm.spawn_event_listener(Arc::clone(&stats))
                 .context("subscribe to MPTCP path manager events")?;
             info!("MPTCP userspace path manager ready");
@@ -267,12 +267,12 @@ async fn run_inner(
     );
     if let Some(r) = &sh.reseq {
         // Hold-time releases of the striping resequencer (`crate::reseq`).
-        tokio::spawn(Arc::clone(r).run_timer(Arc::clone(&sh)));
+        tokio::spawn(Arc::clone(r).run_timer(Arc::clone(&sh.tun), Arc::clone(&sh.stats)));
         info!(params = ?r.params(), "resequencing striped flows");
     }
     // Listeners and outbound connections, keyed so a new config can start/stop exactly those
     // that change.
-    let mut topology = crate::ctlchan::Topology::start(&sh)?;
+    let mut topology = crate::gwchan::Topology::start(&sh)?;
     let (updates_tx, mut updates) = tokio::sync::mpsc::channel(4);
     if let (Some(ctl), Some(state)) = (&controller, &tls) {
         if ctl.address.starts_with("tls:") && ctl.renew_below_percent > 0 {
@@ -288,7 +288,7 @@ async fn run_inner(
     // A CRL pushed by the controller asks for a reload as SIGHUP does.
     let crl_reload = Arc::new(tokio::sync::Notify::new());
     if let Some(ctl) = controller {
-        tokio::spawn(crate::ctlchan::run_client(
+        tokio::spawn(crate::gwchan::run_client(
             Arc::clone(&sh),
             ctl,
             source,

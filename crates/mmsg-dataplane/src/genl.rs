@@ -1,5 +1,5 @@
 //! Generic netlink messages for the MPTCP userspace path manager (`mptcp_pm`, uapi
-//! `linux/mptcp.h`), built and parsed as plain bytes: no IO here (see [`crate::pm`]).
+//! `linux/mptcp.h`), built and parsed as plain bytes: no IO here (see [`crate::mptcp_pm`]).
 //!
 //! ```text
 //! nlmsghdr (16)          genlmsghdr (4)        attributes (TLV, 4-byte aligned)

@@ -9,16 +9,19 @@
 //! - [`daemon`]: `mmsg run`: set-up, then the tasks.
 //! - [`tunnel`]: TUN reader, per-connection writer/reader tasks, subflow management.
 //! - [`reseq`]: the receive side of striping: sequenced frames through the shared resequencer.
+//! - [`deliver`]: received IP packets to TUN (used by the tunnel readers and the resequencer).
 //! - [`tun`]: the TUN device with virtio-net header offload.
-//! - [`pm`] / [`genl`]: the MPTCP userspace path manager over generic netlink.
+//! - [`mptcp_pm`] / [`genl`]: the MPTCP userspace path manager over generic netlink (not the
+//!   paper's PM, priority management: that is [`qos`] here and the controller's `priority`).
 //! - [`ovs`]: with `[ovs]`, the gateway's Open vSwitch bridge and the WAN addresses on `mpa{k}`.
 //! - [`qos`]: strict-priority egress shaping by DSCP on the WAN ports (the gateway's half of the PM).
 //! - [`secure`]: with `[tls]`, TLS 1.3 on every tunnel connection (credentials, reload, rekey).
 //! - [`setup`]: sysctls, policy routing, TUN routes (idempotent, undone on exit).
-//! - [`control`] / [`stats`]: the control socket of `mmsg status` and the counters it shows.
+//! - [`control`] / [`stats`] / [`status`]: the control socket of `mmsg status`, the counters and
+//!   connection registry, and the report it shows.
 //! - [`uplink_lb`]: with `[internet]`, per-flow load balancing of external traffic over the
 //!   uplinks with SNAT (nftables + fwmark rules, seed 004 §5).
-//! - [`ctlchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
+//! - [`gwchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
 //! - [`enrol`]: the gateway's certificate from `ssc`: enrolment with a one-time token, renewal
 //!   over mutual TLS, and the connection to the controller (`tls:`, `tcp:`, `unix:`).
 //! - [`sys`]: the only `unsafe` (ioctls, socket options).
@@ -27,17 +30,19 @@
 #![deny(unsafe_code)]
 
 pub mod control;
-pub mod ctlchan;
 pub mod daemon;
+pub mod deliver;
 pub mod enrol;
 pub mod genl;
+pub mod gwchan;
+pub mod mptcp_pm;
 pub mod ovs;
-pub mod pm;
 pub mod qos;
 pub mod reseq;
 pub mod secure;
 pub mod setup;
 pub mod stats;
+pub mod status;
 #[allow(unsafe_code)] // STYLE §5: the one module with unsafe, each block with `// SAFETY:`.
 pub mod sys;
 pub mod tun;

@@ -121,7 +121,7 @@ pub fn configure_ssl(ovs: &OvsConfig, files: &TlsFiles, own: BranchId) -> anyhow
 }
 
 /// The internal OVS port (and kernel interface) that carries WAN port k's address.
-pub fn mpa_port(k: usize) -> String {
+pub fn mpa_iface(k: usize) -> String {
     format!("mpa{k}")
 }
 
@@ -151,7 +151,7 @@ pub fn bridge_args(config: &Config, ovs: &OvsConfig) -> Vec<String> {
         let k32 = u32::try_from(k).unwrap_or(u32::MAX - MPA_OFPORT_BASE);
         let wan_of = format!("ofport_request={}", WAN_OFPORT_BASE + k32);
         let mpa_of = format!("ofport_request={}", MPA_OFPORT_BASE + k32);
-        let mpa = mpa_port(k);
+        let mpa = mpa_iface(k);
         push(&["--", "--may-exist", "add-port", br, &w.name]);
         push(&["--", "set", "interface", &w.name, &wan_of]);
         push(&["--", "--may-exist", "add-port", br, &mpa]);
@@ -272,7 +272,7 @@ pub fn setup(
 
     let mut moved = config.clone();
     for (k, w) in config.wan.iter().enumerate() {
-        let mpa = mpa_port(k);
+        let mpa = mpa_iface(k);
         wait_for_interface(&mpa)?;
         let addr = w.address.to_string();
         let gw = w.gateway.to_string();
@@ -398,6 +398,6 @@ controller = "unix:/run/x/ssc.sock"
     #[test]
     fn names() {
         assert_eq!(datapath_id(3), "0000000000000003");
-        assert_eq!(mpa_port(1), "mpa1");
+        assert_eq!(mpa_iface(1), "mpa1");
     }
 }

@@ -36,6 +36,7 @@
 //! is deleted on exit ([`Undo`]).
 
 use anyhow::Context;
+use mms_types::dscp;
 use mpa::config::Config;
 use tracing::{debug, info};
 
@@ -46,7 +47,12 @@ pub const BANDS: u8 = 5;
 /// The band of packets without one of the PM's marks.
 pub const DEFAULT_BAND: u8 = BANDS - 1;
 /// The PM's DSCP marks and their bands (`controller::priority::band_for_dscp`).
-pub const MARKS: [(u8, u8); 4] = [(46, 0), (34, 1), (18, 2), (10, 3)];
+pub const MARKS: [(u8, u8); 4] = [
+    (dscp::EF, 0),
+    (dscp::AF41, 1),
+    (dscp::AF21, 2),
+    (dscp::AF11, 3),
+];
 /// Each band's assured rate is the shaped rate divided by this (1 %): a floor so that a
 /// saturated higher band never starves a lower one completely; 5 bands take 5 % in all.
 pub const FLOOR_DIVISOR: u64 = 100;
@@ -318,7 +324,7 @@ gateway = "198.18.11.1"
 
     #[test]
     fn bands_follow_the_pm_table() {
-        assert_eq!(band_for_dscp(46), 0);
+        assert_eq!(band_for_dscp(dscp::EF), 0);
         assert_eq!(band_for_dscp(34), 1);
         assert_eq!(band_for_dscp(18), 2);
         assert_eq!(band_for_dscp(10), 3);

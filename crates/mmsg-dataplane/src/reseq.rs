@@ -7,23 +7,31 @@
 //! so one flow key never mixes two source branches, and the key stays the same whichever
 //! connection (path group, class, direction) a frame of the flow came in on.
 //!
+//! Lanes: every connection has its own id (`tunnel`'s `ConnCounters::lane`, never reused), so a
+//! reconnected connection is a new lane.
+//!
+//! Dependencies run one way: the tunnel's readers call in here; released frames go to TUN through
+//! [`crate::deliver`], never back into the tunnel.
+//!
 //! Locking: one `std::sync::Mutex` around the core; frames are handed in and written to TUN while
 //! it is held, so two connection readers cannot interleave a flow's releases. The TUN write is a
 //! non-blocking syscall; the lock is never held across an `.await`.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mpa::classifier::{parse, FlowKey};
 use mpa::config::{Auto, StripingConfig};
-use mpa::framing::Frame;
+use mpa::framing::VIRTIO_NET_HDR_LEN;
 use mpa::resequencer::{Delivery, Params, Resequencer, Threshold};
 use tokio::sync::Notify;
 use tracing::{debug, trace};
 
-use crate::stats::Stats;
-use crate::tunnel::Shared;
+use crate::deliver::ToTun;
+use crate::stats::{ConnState, Stats};
+use crate::tun::Tun;
 
 /// The timer task's sleep when nothing is buffered (it is woken early when a frame is held).
 const IDLE_TICK: Duration = Duration::from_secs(1);
@@ -31,9 +39,29 @@ const IDLE_TICK: Duration = Duration::from_secs(1);
 /// once a second too).
 const AUTO_INTERVAL: Duration = Duration::from_secs(1);
 
-/// A frame whose payload was copied out of the connection's receive buffer: a held 1.4 KB frame
-/// must not pin the 128 KiB receive chunk it was split from (S frames could pin S chunks).
-type Held = Frame;
+/// A frame's payload (virtio header, if any, then the IP packet) copied out of the connection's
+/// receive buffer: a held 1.4 KB frame must not pin the 128 KiB receive chunk it was split from
+/// (S frames could pin S chunks).
+#[derive(Debug)]
+struct Held {
+    payload: Bytes,
+    /// The payload starts with a virtio header ([`VIRTIO_NET_HDR_LEN`] bytes).
+    virtio: bool,
+}
+
+impl Held {
+    /// The virtio header (if any) and the IP packet, as the reader found them.
+    fn parts(&self) -> (Option<&[u8]>, &[u8]) {
+        match self
+            .virtio
+            .then(|| self.payload.split_at_checked(VIRTIO_NET_HDR_LEN))
+        {
+            Some(Some((v, ip))) => (Some(v), ip),
+            // Not virtio; or (never: checked when it was received) too short for a header.
+            _ => (None, &self.payload),
+        }
+    }
+}
 
 struct Inner {
     rs: Resequencer<FlowKey, Held>,
@@ -79,27 +107,32 @@ impl Reseq {
             .params()
     }
 
-    /// One sequenced IP frame from a tunnel, received on connection `lane` (any id unique among the
-    /// live connections): resequence it and write whatever is released to TUN. A frame whose inner
-    /// packet does not parse has no flow: it goes straight to TUN.
-    pub fn handle(&self, sh: &Shared, frame: &Frame, lane: u64, seq: u32) {
-        let key = frame
-            .ip_packet()
-            .and_then(|(_, ip)| parse(ip).ok())
-            .map(|i| i.flow);
-        let Some(key) = key else {
-            crate::tunnel::write_to_tun(sh, frame);
+    /// One sequenced IP frame from a tunnel (its `payload`, and in it the virtio header `vnet`
+    /// and the IP packet `ip`), received on connection `lane` (an id unique for the life of the
+    /// process): resequence it and write whatever is released to TUN. A frame whose inner packet
+    /// does not parse has no flow: it goes straight to TUN.
+    pub fn handle(
+        &self,
+        to_tun: ToTun<'_>,
+        payload: &[u8],
+        vnet: Option<&[u8]>,
+        ip: &[u8],
+        lane: u64,
+        seq: u32,
+    ) {
+        let Some(key) = parse(ip).ok().map(|i| i.flow) else {
+            to_tun.write(vnet, ip);
             return;
         };
-        let held = Frame {
-            header: frame.header,
-            payload: Bytes::copy_from_slice(&frame.payload),
+        let held = Held {
+            payload: Bytes::copy_from_slice(payload),
+            virtio: vnet.is_some(),
         };
         let len = held.payload.len();
         let now = Instant::now();
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner.rs.handle_frame_on(now, key, lane, seq, held, len);
-        drain(sh, &mut inner.rs);
+        drain(to_tun, &mut inner.rs);
         // Wake the timer when a new, earlier deadline appeared.
         let due = inner.rs.poll_timeout();
         if due.is_some_and(|d| inner.armed.is_none_or(|a| d < a)) {
@@ -110,7 +143,11 @@ impl Reseq {
 
     /// Runs the hold-time releases and the idle sweep forever (spawned once by `mmsg run`), and
     /// sizes an "auto" `T` every [`AUTO_INTERVAL`].
-    pub async fn run_timer(self: Arc<Self>, sh: Arc<Shared>) {
+    pub async fn run_timer(self: Arc<Self>, tun: Arc<Tun>, stats: Arc<Stats>) {
+        let to_tun = ToTun {
+            tun: &tun,
+            stats: &stats,
+        };
         let mut auto = tokio::time::interval(AUTO_INTERVAL);
         auto.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last = (0u64, 0u64);
@@ -126,13 +163,13 @@ impl Reseq {
                 _ = tokio::time::sleep_until(until.into()) => {}
                 _ = self.wake.notified() => continue,
                 _ = auto.tick() => {
-                    self.size_auto(&sh, &mut last);
+                    self.size_auto(&stats, &mut last);
                     continue;
                 }
             }
             let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             inner.rs.handle_timeout(Instant::now());
-            drain(&sh, &mut inner.rs);
+            drain(to_tun, &mut inner.rs);
         }
     }
 }
@@ -142,23 +179,26 @@ impl Reseq {
     /// smoothed RTT of every established subflow of every connection that is up; Σc = the rate at
     /// which frames were written to TUN over the last interval (what arrives while a gap waits);
     /// the frame size = the mean over that interval. Idle (nothing written): unchanged.
-    fn size_auto(&self, sh: &Shared, last: &mut (u64, u64)) {
+    fn size_auto(&self, stats: &Stats, last: &mut (u64, u64)) {
         if !self.auto_frames && !self.auto_hold {
             return;
         }
-        let report = sh.stats.report(0, false, "");
-        let bytes = report.counters.get("tun_tx_bytes").copied().unwrap_or(0);
-        let packets = report.counters.get("tun_tx_packets").copied().unwrap_or(0);
+        let bytes = stats.tun_tx_bytes.load(Ordering::Relaxed);
+        let packets = stats.tun_tx_packets.load(Ordering::Relaxed);
         let (d_bytes, d_packets) = (bytes.saturating_sub(last.0), packets.saturating_sub(last.1));
         *last = (bytes, packets);
-        let delays: Vec<Duration> = report
-            .connections
-            .iter()
-            .filter(|c| c.state == "up")
-            .flat_map(|c| c.subflows.iter())
-            .filter(|sf| sf.state == "established" && sf.rtt_us > 0)
-            .map(|sf| Duration::from_micros(u64::from(sf.rtt_us) / 2))
-            .collect();
+        let mut delays: Vec<Duration> = Vec::new();
+        stats.for_each_conn(|c| {
+            if c.state != ConnState::Up {
+                return;
+            }
+            delays.extend(
+                c.subflows
+                    .iter()
+                    .filter(|sf| sf.is_established() && sf.rtt_us > 0)
+                    .map(|sf| Duration::from_micros(u64::from(sf.rtt_us) / 2)),
+            );
+        });
         if d_packets == 0 || delays.is_empty() {
             return;
         }
@@ -191,13 +231,14 @@ impl Reseq {
 }
 
 /// Writes every released frame to TUN, in order, and publishes the counters.
-fn drain(sh: &Shared, rs: &mut Resequencer<FlowKey, Held>) {
+fn drain(to_tun: ToTun<'_>, rs: &mut Resequencer<FlowKey, Held>) {
     while let Some(Delivery { packet, seq, .. }) = rs.poll_deliver() {
         trace!(seq, "resequenced frame to TUN");
-        crate::tunnel::write_to_tun(sh, &packet);
+        let (vnet, ip) = packet.parts();
+        to_tun.write(vnet, ip);
     }
     let s = rs.stats();
-    let c = &sh.stats;
+    let c = to_tun.stats;
     Stats::set(&c.reseq_in_order, s.in_order);
     Stats::set(&c.reseq_buffered, s.buffered);
     Stats::set(&c.reseq_released_in_order, s.released_in_order);

@@ -40,11 +40,11 @@ use anyhow::{bail, Context};
 use ipnet::{IpNet, Ipv4Net};
 use mpa::config::{Config, UplinkPolicy};
 use mpa::uplink_lb::Balancer;
-use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use crate::setup::{self, Undo, TABLE_BASE};
 use crate::stats::Stats;
+pub use crate::status::{InternetStatus, UplinkStatus};
 
 /// The nftables table (family `ip`).
 pub const TABLE: &str = "mms_lb";
@@ -364,40 +364,6 @@ fn iface_bytes(dev: &str) -> Option<(u64, u64)> {
             .ok()
     };
     Some((read("rx_bytes")?, read("tx_bytes")?))
-}
-
-/// `[internet]` in `mmsg status`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InternetStatus {
-    /// The policy.
-    pub policy: String,
-    /// Per uplink.
-    pub uplinks: Vec<UplinkStatus>,
-    /// Times the `pick` chain was rewritten after the weights changed.
-    pub reprogrammed: u64,
-}
-
-/// One uplink in [`InternetStatus`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UplinkStatus {
-    /// WAN port index.
-    pub port: usize,
-    /// Interface.
-    pub dev: String,
-    /// SNAT address.
-    pub address: String,
-    /// Configured capacity, Mbit/s.
-    pub capacity_mbit: u32,
-    /// Current available-bandwidth estimate, kbit/s.
-    pub available_kbit: u64,
-    /// Current weight (share of new flows, of 100).
-    pub weight: u32,
-    /// New flows assigned so far (kernel counter).
-    pub flows: u64,
-    /// Bytes received / sent by balanced flows on this uplink.
-    pub rx_bytes: u64,
-    /// Bytes sent by balanced flows on this uplink.
-    pub tx_bytes: u64,
 }
 
 /// Installs the table, the fwmark rules and the sysctls; records their removal in `undo`.

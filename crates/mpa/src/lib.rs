@@ -18,6 +18,8 @@
 //! - [`framing`]: the connection hello and the tunnel frame codec (`docs/wire.md`).
 //! - [`keepalive`]: connection liveness timers (keepalive frames, dead connections).
 //! - [`write_size`]: how many bytes one write to a tunnel connection carries (unequal subflows).
+//! - [`conn_report`]: what the gateway measures on its connections, per path group (window,
+//!   in-flight and queued bytes, the busiest connection's report, measured group rates).
 //! - [`gwchan`]: the gateway ⇄ controller channel: messages and their length-prefixed JSON codec.
 //! - [`ip`]: IP protocol facts shared by the classifier and the config's rule validation.
 //! - [`uplink_lb`]: per-flow uplink selection for external (Type III) traffic (seed 004 §5).
@@ -33,6 +35,7 @@
 pub mod agent;
 pub mod classifier;
 pub mod config;
+pub mod conn_report;
 pub mod flow_table;
 pub mod framing;
 pub mod gwchan;

@@ -24,7 +24,7 @@ const NL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a path manager command failed.
 #[derive(Debug, thiserror::Error)]
-pub enum PmError {
+pub enum MptcpPmError {
     /// Socket IO failed.
     #[error("netlink io: {0}")]
     Io(#[from] io::Error),
@@ -52,7 +52,7 @@ fn nl_socket() -> io::Result<Socket> {
 }
 
 /// Sends `msg` and waits for the reply with `seq`; returns its messages' (type, payload).
-fn transact(sock: &Socket, seq: u32, msg: &[u8]) -> Result<Vec<(u16, Vec<u8>)>, PmError> {
+fn transact(sock: &Socket, seq: u32, msg: &[u8]) -> Result<Vec<(u16, Vec<u8>)>, MptcpPmError> {
     sock.send(msg)?;
     let mut buf = vec![0u8; NL_BUF];
     loop {
@@ -66,7 +66,7 @@ fn transact(sock: &Socket, seq: u32, msg: &[u8]) -> Result<Vec<(u16, Vec<u8>)>, 
             if m.ty == genl::NLMSG_ERROR {
                 if let Some((errno, msg)) = genl::parse_error(m.payload) {
                     if errno != 0 {
-                        return Err(PmError::Refused { errno, msg });
+                        return Err(MptcpPmError::Refused { errno, msg });
                     }
                 }
                 done = true;
@@ -90,7 +90,7 @@ struct Family {
     events: Option<u32>,
 }
 
-fn resolve(sock: &Socket, seq: u32) -> Result<Family, PmError> {
+fn resolve(sock: &Socket, seq: u32) -> Result<Family, MptcpPmError> {
     let reply = transact(sock, seq, &genl::get_family(seq, genl::MPTCP_PM_NAME))?;
     for (_, payload) in reply {
         if let Some((id, groups)) = genl::parse_family(&payload) {
@@ -101,26 +101,26 @@ fn resolve(sock: &Socket, seq: u32) -> Result<Family, PmError> {
             return Ok(Family { id, events });
         }
     }
-    Err(PmError::NoFamily(genl::MPTCP_PM_NAME))
+    Err(MptcpPmError::NoFamily(genl::MPTCP_PM_NAME))
 }
 
 /// A command socket to the userspace path manager.
 #[derive(Debug)]
-pub struct PathManager {
+pub struct MptcpPathManager {
     sock: Mutex<Socket>,
     family: u16,
     events_group: Option<u32>,
     seq: AtomicU32,
 }
 
-impl PathManager {
+impl MptcpPathManager {
     /// Opens the command socket and resolves the `mptcp_pm` family.
-    pub fn open() -> Result<Self, PmError> {
+    pub fn open() -> Result<Self, MptcpPmError> {
         let sock = nl_socket()?;
         // Best effort: without it, errors carry no text.
         let _ = sys::netlink_ext_ack(&sock);
         let fam = resolve(&sock, 1)?;
-        Ok(PathManager {
+        Ok(MptcpPathManager {
             sock: Mutex::new(sock),
             family: fam.id,
             events_group: fam.events,
@@ -129,7 +129,7 @@ impl PathManager {
     }
 
     /// Creates one subflow (blocking; call from `spawn_blocking`).
-    pub fn subflow_create(&self, s: &SubflowCreate) -> Result<(), PmError> {
+    pub fn subflow_create(&self, s: &SubflowCreate) -> Result<(), MptcpPmError> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let msg = genl::subflow_create(self.family, seq, s);
         let sock = self
@@ -141,10 +141,10 @@ impl PathManager {
 
     /// Starts a thread that listens to the PM events (logs at DEBUG, counts subflow events). The
     /// subscription is what makes the kernel accept incoming joins under the userspace PM.
-    pub fn spawn_event_listener(&self, stats: Arc<Stats>) -> Result<(), PmError> {
+    pub fn spawn_event_listener(&self, stats: Arc<Stats>) -> Result<(), MptcpPmError> {
         let group = self
             .events_group
-            .ok_or(PmError::NoFamily(genl::MPTCP_PM_EV_GRP_NAME))?;
+            .ok_or(MptcpPmError::NoFamily(genl::MPTCP_PM_EV_GRP_NAME))?;
         let sock = Socket::new(
             Domain::from(libc::AF_NETLINK),
             Type::from(libc::SOCK_RAW),
@@ -155,7 +155,7 @@ impl PathManager {
         std::thread::Builder::new()
             .name("mptcp-pm-events".into())
             .spawn(move || event_loop(&sock, &stats))
-            .map_err(PmError::Io)?;
+            .map_err(MptcpPmError::Io)?;
         Ok(())
     }
 }

@@ -1,0 +1,293 @@
+//! What `mmsg status` shows: the report the control socket answers with ([`StatusReport`], JSON)
+//! and its text form. Plain serialisable types, filled by [`crate::stats::Stats`] (connections,
+//! counters), the controller channel, TLS and the `[internet]` balancer ([`InternetStatus`]); this
+//! module depends on none of them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One subflow of a connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubflowStatus {
+    /// Local address:port.
+    pub local: String,
+    /// Remote address:port.
+    pub remote: String,
+    /// TCP state name (`established`, `syn-sent`, `closed`, ...), empty if unknown.
+    #[serde(default)]
+    pub state: String,
+    /// Smoothed RTT in microseconds (MPTCP_TCPINFO).
+    #[serde(default)]
+    pub rtt_us: u32,
+    /// Congestion window in segments.
+    #[serde(default)]
+    pub cwnd: u32,
+    /// Bytes acknowledged by the peer.
+    #[serde(default)]
+    pub bytes_acked: u64,
+    /// Bytes received.
+    #[serde(default)]
+    pub bytes_received: u64,
+    /// Bytes retransmitted.
+    #[serde(default)]
+    pub bytes_retrans: u64,
+}
+
+impl SubflowStatus {
+    /// The [`SubflowStatus::state`] of an established subflow.
+    pub const ESTABLISHED: &'static str = "established";
+
+    /// Whether the subflow is established.
+    pub fn is_established(&self) -> bool {
+        self.state == Self::ESTABLISHED
+    }
+}
+
+/// The state of a tunnel connection (`connecting`, `up`, `backoff` in the report).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnState {
+    /// Outbound: the first connection attempt is under way.
+    #[default]
+    Connecting,
+    /// Established (hello sent or accepted).
+    Up,
+    /// Outbound: lost or failed; waiting before the next attempt.
+    Backoff,
+}
+
+impl std::fmt::Display for ConnState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConnState::Connecting => "connecting",
+            ConnState::Up => "up",
+            ConnState::Backoff => "backoff",
+        })
+    }
+}
+
+/// One tunnel connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnStatus {
+    /// `out` (we connected) or `in` (accepted).
+    pub direction: String,
+    /// The remote branch.
+    pub remote_branch: u8,
+    /// The path group.
+    pub path_group: u8,
+    /// `type1` or `type2`.
+    pub class: String,
+    /// `connecting`, `up`, `backoff`.
+    pub state: ConnState,
+    /// The MPTCP token (0 if unknown).
+    pub token: u32,
+    /// Whether the connection fell back to plain TCP.
+    pub fallback: bool,
+    /// Subflows in use (from MPTCP_SUBFLOW_ADDRS).
+    pub subflows: Vec<SubflowStatus>,
+    /// Subflows wanted (n × m for outbound connections, 0 if not managed here).
+    pub subflows_wanted: usize,
+    /// Frames sent.
+    pub frames_tx: u64,
+    /// Frames received.
+    pub frames_rx: u64,
+    /// Payload bytes sent.
+    pub bytes_tx: u64,
+    /// Payload bytes received.
+    pub bytes_rx: u64,
+    /// MPTCP-level bytes retransmitted (MPTCP_INFO).
+    pub bytes_retrans: u64,
+    /// Times this connection was (re-)established.
+    pub established: u64,
+    /// `[tls]`, inbound: the serial number of the peer's certificate.
+    #[serde(default)]
+    pub peer_serial: Option<u64>,
+}
+
+/// What `mmsg status` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// Our branch id.
+    pub branch: u8,
+    /// Whether TUN offload (virtio header, GSO) is on.
+    pub offload: bool,
+    /// `userspace` or `kernel`.
+    pub path_manager: String,
+    /// Every tunnel connection.
+    pub connections: Vec<ConnStatus>,
+    /// The counters.
+    pub counters: BTreeMap<String, u64>,
+    /// The controller channel (`None` without `[controller]` in the config).
+    #[serde(default)]
+    pub controller: Option<ControllerStatus>,
+    /// The TLS credentials in use (`None`: clear tunnel).
+    #[serde(default)]
+    pub tls: Option<TlsStatus>,
+    /// `[internet]`: external traffic load balancing (`None`: policy off).
+    #[serde(default)]
+    pub internet: Option<InternetStatus>,
+}
+
+/// The TLS credentials in use (docs/security.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsStatus {
+    /// The serial number of our certificate.
+    pub serial: u64,
+    /// Successful reloads since start.
+    pub reloads: u64,
+}
+
+/// The gateway channel to the controller (`crate::gwchan`, `docs/gwchan.md`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerStatus {
+    /// The controller's address (`tcp:HOST:PORT` or `unix:/PATH`).
+    pub address: String,
+    /// `connecting`, `connected`, `backoff`, or `waiting for controller` (no remotes yet).
+    pub state: String,
+    /// Whether a session is established now.
+    pub connected: bool,
+    /// The version of the config in use (0: from the file).
+    pub config_version: u64,
+    /// Where the remotes in use came from: `file`, `cache`, `controller`, or `none`.
+    pub source: String,
+    /// Configs received and applied since start.
+    pub configs_applied: u64,
+    /// Configs refused (invalid) since start.
+    pub configs_refused: u64,
+    /// The last problem: a refused config, an error from the controller, a failed connect.
+    pub last_error: Option<String>,
+}
+
+impl StatusReport {
+    /// Human-readable text.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "branch {}  offload {}  path manager {}",
+            self.branch,
+            if self.offload { "on" } else { "off" },
+            self.path_manager
+        );
+        if let Some(c) = &self.controller {
+            let _ = writeln!(
+                s,
+                "controller {}  {}  config version {}  source {}  applied {}  refused {}{}",
+                c.address,
+                c.state,
+                c.config_version,
+                c.source,
+                c.configs_applied,
+                c.configs_refused,
+                c.last_error
+                    .as_deref()
+                    .map(|e| format!("  last error: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+        match &self.tls {
+            Some(t) => {
+                let _ = writeln!(
+                    s,
+                    "tls on  certificate serial {}  reloads {}",
+                    t.serial, t.reloads
+                );
+            }
+            None => {
+                let _ = writeln!(s, "tls OFF (clear tunnel)");
+            }
+        }
+        if let Some(i) = &self.internet {
+            let _ = writeln!(
+                s,
+                "internet policy {}  reprogrammed {}",
+                i.policy, i.reprogrammed
+            );
+            for u in &i.uplinks {
+                let _ = writeln!(
+                    s,
+                    "  wan[{}] {} {}  capacity {} Mbit/s  available {} kbit/s  weight {}  flows {}  rx {} B  tx {} B",
+                    u.port, u.dev, u.address, u.capacity_mbit, u.available_kbit, u.weight, u.flows, u.rx_bytes, u.tx_bytes
+                );
+            }
+        }
+        let _ = writeln!(s, "connections: {}", self.connections.len());
+        for c in &self.connections {
+            let _ = writeln!(
+                s,
+                "  {:3} branch {} group {} {}  {}  token {:#010x}{}  subflows {}/{}  tx {} frames {} B  rx {} frames {} B",
+                c.direction,
+                c.remote_branch,
+                c.path_group,
+                c.class,
+                c.state,
+                c.token,
+                if c.fallback { "  FALLBACK TO TCP" } else { "" },
+                c.subflows
+                    .iter()
+                    .filter(|sf| sf.state.is_empty() || sf.is_established())
+                    .count(),
+                c.subflows_wanted,
+                c.frames_tx,
+                c.bytes_tx,
+                c.frames_rx,
+                c.bytes_rx
+            );
+            for sf in &c.subflows {
+                let _ = writeln!(
+                    s,
+                    "      subflow {} -> {}  {}  rtt {:.1} ms  cwnd {}  acked {} B  received {} B  retrans {} B",
+                    sf.local,
+                    sf.remote,
+                    sf.state,
+                    f64::from(sf.rtt_us) / 1000.0,
+                    sf.cwnd,
+                    sf.bytes_acked,
+                    sf.bytes_received,
+                    sf.bytes_retrans
+                );
+            }
+        }
+        let _ = writeln!(s, "counters:");
+        for (k, v) in &self.counters {
+            let _ = writeln!(s, "  {k} {v}");
+        }
+        s
+    }
+}
+
+/// `[internet]` in `mmsg status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InternetStatus {
+    /// The policy.
+    pub policy: String,
+    /// Per uplink.
+    pub uplinks: Vec<UplinkStatus>,
+    /// Times the `pick` chain was rewritten after the weights changed.
+    pub reprogrammed: u64,
+}
+
+/// One uplink in [`InternetStatus`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UplinkStatus {
+    /// WAN port index.
+    pub port: usize,
+    /// Interface.
+    pub dev: String,
+    /// SNAT address.
+    pub address: String,
+    /// Configured capacity, Mbit/s.
+    pub capacity_mbit: u32,
+    /// Current available-bandwidth estimate, kbit/s.
+    pub available_kbit: u64,
+    /// Current weight (share of new flows, of 100).
+    pub weight: u32,
+    /// New flows assigned so far (kernel counter).
+    pub flows: u64,
+    /// Bytes received / sent by balanced flows on this uplink.
+    pub rx_bytes: u64,
+    /// Bytes sent by balanced flows on this uplink.
+    pub tx_bytes: u64,
+}

@@ -1,0 +1,329 @@
+//! Inbound connections: the MPTCP listener of each path group on our `0xA00G`, accept, with
+//! `[tls]` the handshake (client certificate from our CA, not revoked, of a branch), the hello
+//! (checked against the certificate and [`hello_policy`]: the listener's group, a configured
+//! source), then reader + keepalive writer until the end. A peer that fails is counted and closed,
+//! never read further.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use mpa::config::Config;
+use mpa::framing::{Hello, Inbound, InboundConnection, InboundError};
+use mpa::keepalive::Liveness;
+use mpa::{BranchId, PathGroupId};
+use socket2::SockAddr;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tracing::{info, warn};
+
+use super::conn_io::{
+    keepalive_or_wait, peer_invalidated, reader, ConnCounters, ConnEnd, Decoder, RX_CHUNK,
+};
+use super::socket::{apply_lowat, check_fallback, mark_class, mptcp_socket};
+use super::subflows::{subflow_status, SUBFLOW_CHECK};
+use super::{conn_name, Shared};
+use crate::secure::{self, Rekey};
+use crate::stats::{ConnState, ConnStatus, Stats};
+use crate::sys;
+
+/// How long an accepted connection may take to send its hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens the MPTCP listener of path group `group` on our port `0xA00G`.
+pub fn listen(sh: &Shared, group: PathGroupId) -> anyhow::Result<TcpListener> {
+    let port = mms_types::listen_port(sh.own, group);
+    let s = mptcp_socket(&sh.opts)?;
+    s.set_reuse_address(true)?;
+    s.bind(&SockAddr::from(SocketAddrV4::new(
+        Ipv4Addr::UNSPECIFIED,
+        port,
+    )))?;
+    s.listen(128)?;
+    apply_lowat(&s, &sh.opts);
+    let l = TcpListener::from_std(std::net::TcpListener::from(s))?;
+    info!(
+        port = format_args!("{port:#06x}"),
+        pg = group.get(),
+        "listening"
+    );
+    Ok(l)
+}
+
+/// Accepts connections of path group `group` forever.
+pub async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, group: PathGroupId) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let sh = Arc::clone(&sh);
+                tokio::spawn(async move { serve_inbound(sh, stream, peer, group).await });
+            }
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn read_hello<R: AsyncRead + Unpin>(
+    r: &mut R,
+    ic: &mut InboundConnection,
+    buf: &mut BytesMut,
+) -> Result<Hello, ConnEnd> {
+    loop {
+        match ic.decode(buf) {
+            Ok(Some(Inbound::Hello(h))) => return Ok(h),
+            Ok(Some(Inbound::Frame(_))) => {
+                return Err(ConnEnd::Invalid(InboundError::Hello(
+                    mpa::framing::HelloError::BadMagic,
+                )))
+            }
+            Ok(None) => {}
+            Err(e) => return Err(ConnEnd::Invalid(e)),
+        }
+        buf.reserve(mpa::framing::MAX_HELLO_LEN);
+        if r.read_buf(buf).await? == 0 {
+            return Err(ConnEnd::Eof);
+        }
+    }
+}
+
+/// Checks the hello beyond the wire format: the path group must be the listener's and the source
+/// a configured remote branch.
+fn hello_policy(config: &Config, h: &Hello, group: PathGroupId) -> Result<(), String> {
+    if h.path_group != group {
+        return Err(format!(
+            "hello for path group {} on the port of group {}",
+            h.path_group, group
+        ));
+    }
+    let known = config
+        .remote
+        .iter()
+        .any(|r| r.id == h.src_branch.get() && r.path_groups.iter().any(|g| g.id == group.get()));
+    if !known {
+        return Err(format!(
+            "hello from branch {} which is not configured with group {}",
+            h.src_branch, group
+        ));
+    }
+    Ok(())
+}
+
+/// Counts and logs (once: one line per refused connection) a failed inbound TLS handshake.
+fn reject_handshake(sh: &Shared, peer: SocketAddr, group: PathGroupId, e: &io::Error) {
+    let st = &sh.stats;
+    let (counter, why) = match secure::rustls_error(e).map(pki::tls::classify) {
+        Some(pki::tls::Rejection::Revoked) => (&st.tls_revoked, "revoked certificate"),
+        Some(pki::tls::Rejection::UnknownCa) => (&st.tls_unknown_ca, "certificate not from our CA"),
+        Some(pki::tls::Rejection::Handshake) | None => {
+            (&st.tls_handshake_failed, "TLS handshake failed")
+        }
+    };
+    Stats::inc(counter);
+    warn!(%peer, pg = group.get(), error = %e, "inbound connection refused: {why}");
+}
+
+/// An accepted connection: with `[tls]` the handshake first (client certificate from our CA,
+/// not revoked, carrying a branch identity), then the hello inside TLS.
+async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, group: PathGroupId) {
+    apply_lowat(&stream, &sh.opts);
+    let fd = match stream.as_fd().try_clone_to_owned() {
+        Ok(fd) => fd,
+        Err(_) => return,
+    };
+    let Some(tls) = sh.tls.as_ref().map(|t| t.current()) else {
+        let (r, w) = stream.into_split();
+        serve_inbound_halves(sh, (r, w, None), None, fd, peer, group).await;
+        return;
+    };
+    let st = &sh.stats;
+    let s = match tokio::time::timeout(
+        secure::HANDSHAKE_TIMEOUT,
+        tls.acceptor.accept(secure::buffered(stream)),
+    )
+    .await
+    {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            reject_handshake(&sh, peer, group, &e);
+            return;
+        }
+        Err(_) => {
+            Stats::inc(&st.tls_handshake_failed);
+            warn!(%peer, pg = group.get(), "inbound connection refused: no TLS handshake in time");
+            return;
+        }
+    };
+    let cert = s
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| {
+            (
+                pki::identity_of(c),
+                pki::serial_of(c),
+                c.clone().into_owned(),
+            )
+        });
+    let Some((Ok(identity), Ok(serial), cert)) = cert else {
+        Stats::inc(&st.tls_wrong_branch);
+        warn!(%peer, pg = group.get(), "inbound connection refused: certificate without a branch identity");
+        return;
+    };
+    Stats::inc(&st.tls_handshakes_in);
+    let (r, w, rekey) = secure::split(s);
+    serve_inbound_halves(
+        Arc::clone(&sh),
+        (r, w, Some(rekey)),
+        Some((identity, serial, cert)),
+        fd,
+        peer,
+        group,
+    )
+    .await;
+}
+
+/// The rest of an accepted connection: hello (checked against the certificate's identity with
+/// TLS), then reader + keepalive writer until the end.
+async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    sh: Arc<Shared>,
+    (mut r, mut w, mut rekey): (R, W, Option<Rekey>),
+    peer_id: Option<(BranchId, u64, rustls::pki_types::CertificateDer<'static>)>,
+    fd: std::os::fd::OwnedFd,
+    peer: SocketAddr,
+    group: PathGroupId,
+) {
+    let st = &sh.stats;
+    let mut ic = InboundConnection::new(sh.own);
+    let mut buf = BytesMut::with_capacity(RX_CHUNK);
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_hello(&mut r, &mut ic, &mut buf))
+        .await
+    {
+        Ok(Ok(h)) => h,
+        Ok(Err(e)) => {
+            Stats::inc(&st.hello_rejected);
+            warn!(%peer, pg = group.get(), reason = %e, "inbound connection refused: bad hello");
+            return;
+        }
+        Err(_) => {
+            Stats::inc(&st.hello_rejected);
+            warn!(%peer, pg = group.get(), "inbound connection refused: no hello in time");
+            return;
+        }
+    };
+    if let Some((identity, serial, _)) = &peer_id {
+        let (identity, serial) = (*identity, *serial);
+        if identity != hello.src_branch {
+            Stats::inc(&st.tls_wrong_branch);
+            warn!(%peer, pg = group.get(), cert_branch = identity.get(), cert_serial = serial,
+                hello_branch = hello.src_branch.get(),
+                "inbound connection refused: certificate of another branch than the hello's");
+            return;
+        }
+    }
+    if let Err(why) = hello_policy(&sh.config(), &hello, group) {
+        Stats::inc(&st.hello_rejected);
+        warn!(%peer, reason = %why, "inbound connection refused");
+        return;
+    }
+    Stats::inc(&st.accepts);
+    let key = (hello.src_branch, hello.path_group, hello.class);
+    mark_class(&fd, hello.class);
+    let name = format!("{} from {peer}", conn_name("in", key));
+    info!(conn = %name, "inbound tunnel connection up");
+    let mut reported = false;
+    let fallback = check_fallback(&sh, &fd, &name, &mut reported);
+    sh.stats.set_conn(
+        &name,
+        ConnStatus {
+            direction: "in".into(),
+            remote_branch: hello.src_branch.get(),
+            path_group: hello.path_group.get(),
+            class: hello.class.to_string(),
+            state: ConnState::Up,
+            fallback,
+            established: 1,
+            peer_serial: peer_id.as_ref().map(|(_, s, _)| *s),
+            ..ConnStatus::default()
+        },
+    );
+    let peer_check = peer_id
+        .as_ref()
+        .map(|(_, _, c)| (c.clone(), pki::tls::PeerRole::Client));
+    let liveness = Mutex::new(Liveness::new(Instant::now()));
+    let cc = ConnCounters::new(&sh);
+    let keepalives = async {
+        loop {
+            if let Err(e) =
+                keepalive_or_wait(&mut w, rekey.as_mut(), None, hello.class, &liveness, st).await
+            {
+                return e;
+            }
+        }
+    };
+    let report = async {
+        loop {
+            let fb = check_fallback(&sh, &fd, &name, &mut reported);
+            let present = sys::mptcp_subflow_addrs(&fd).unwrap_or_default();
+            let info = sys::mptcp_info(&fd).unwrap_or_default();
+            sh.stats.update_conn(&name, |c| {
+                c.token = info.token;
+                c.fallback = fb;
+                c.bytes_retrans = info.bytes_retrans;
+                c.subflows = subflow_status(&fd, &present);
+                c.frames_rx = cc.frames_rx.load(Ordering::Relaxed);
+                c.bytes_rx = cc.bytes_rx.load(Ordering::Relaxed);
+            });
+            tokio::time::sleep(SUBFLOW_CHECK).await;
+        }
+    };
+    let end: ConnEnd = tokio::select! {
+        r = reader(&sh, &mut r, Decoder::In(ic), buf, &liveness, &cc) => r.err().unwrap_or(ConnEnd::Eof),
+        e = keepalives => e,
+        () = report => ConnEnd::Eof,
+        e = peer_invalidated(&sh, &name, peer_check.as_ref()) => e,
+    };
+    if matches!(end, ConnEnd::Dead(_)) {
+        Stats::inc(&st.conn_dead);
+    }
+    info!(conn = %name, reason = %end, "inbound tunnel connection closed");
+    sh.stats.remove_conn(&name);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use mpa::Class;
+
+    use super::*;
+    use crate::tunnel::example_config as config;
+
+    #[test]
+    fn hello_policy_checks_group_and_source() {
+        let c = config(false);
+        let b = |n| BranchId::new(n).unwrap();
+        let g = |n| PathGroupId::new(n).unwrap();
+        let hello = |src, pg| Hello {
+            src_branch: b(src),
+            dst_branch: b(1),
+            path_group: g(pg),
+            class: Class::TypeII,
+            auth: Vec::new(),
+        };
+        assert!(hello_policy(&c, &hello(2, 0), g(0)).is_ok());
+        assert!(hello_policy(&c, &hello(2, 1), g(1)).is_ok());
+        // Group of the hello differs from the listener's port.
+        assert!(hello_policy(&c, &hello(2, 1), g(0)).is_err());
+        // Unknown source branch.
+        assert!(hello_policy(&c, &hello(3, 0), g(0)).is_err());
+        // A group the remote is not configured with.
+        assert!(hello_policy(&c, &hello(2, 5), g(5)).is_err());
+    }
+}

@@ -1,0 +1,293 @@
+//! Subflow management of an outbound connection and its once-a-second transport sample.
+//!
+//! A connection of class c to a remote branch should have a subflow on every (uplink of c, remote
+//! WAN address) pair, n × m ([`wanted_pairs`]). With the userspace path manager, every missing
+//! pair is requested (`MPTCP_PM_CMD_SUBFLOW_CREATE`), each pair with its own backoff; with the
+//! in-kernel one, we only observe. Each round also samples the subflows (`MPTCP_TCPINFO`,
+//! `TIOCOUTQ`) into the connection's [`OutQueue`] figures (computed by [`mpa::conn_report`]) and
+//! its `mmsg status` entry.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mpa::config::Config;
+use mpa::conn_report::{self, SubflowSample};
+use mpa::Class;
+use tracing::{debug, warn};
+
+use super::conn_io::ConnCounters;
+use super::socket::check_fallback;
+use super::{OutQueue, PathManagement, Shared};
+use crate::genl::SubflowCreate;
+use crate::stats::{Stats, SubflowStatus};
+use crate::sys;
+
+/// Subflow check period (MPTCP_SUBFLOW_ADDRS, MPTCP_INFO) and the first retry of a missing pair.
+pub(super) const SUBFLOW_CHECK: Duration = Duration::from_secs(1);
+/// First retry of a subflow that was requested but is not there yet: longer than a SYN
+/// retransmission (1 s), so a slow join is not requested twice.
+const SUBFLOW_RETRY_MIN: Duration = Duration::from_secs(3);
+/// Cap of the per-pair subflow retry backoff.
+const SUBFLOW_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// The (local, remote) address pairs a connection of `class` to `remote` should have a subflow
+/// on: every uplink of the class × every remote WAN address (n × m), with the local port index.
+pub fn wanted_pairs(
+    config: &Config,
+    class: Class,
+    remote: &[Ipv4Addr],
+) -> Vec<(usize, Ipv4Addr, Ipv4Addr)> {
+    let mut out = Vec::new();
+    for k in config.uplinks_for(class) {
+        let Some(w) = config.wan.get(k) else { continue };
+        for r in remote {
+            out.push((k, w.address.addr(), *r));
+        }
+    }
+    out
+}
+
+/// Manages the subflows of a running outbound connection and samples them, forever (until the
+/// connection's other halves end): every [`SUBFLOW_CHECK`], or four times as often while pairs
+/// are missing.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run(
+    sh: &Shared,
+    name: &str,
+    fd: &OwnedFd,
+    pairs: &[(usize, Ipv4Addr, Ipv4Addr)],
+    port: u16,
+    oq: &OutQueue,
+    cc: &ConnCounters,
+    fallback_reported: bool,
+) {
+    let mut retry: BTreeMap<(Ipv4Addr, Ipv4Addr), (Instant, Duration)> = BTreeMap::new();
+    let mut reported = fallback_reported;
+    loop {
+        let fb = check_fallback(sh, fd, name, &mut reported);
+        let present = sys::mptcp_subflow_addrs(fd).unwrap_or_default();
+        let info = sys::mptcp_info(fd).unwrap_or_default();
+        let live = live_subflows(fd, &present);
+        if !fb {
+            manage_subflows(sh, name, info.token, &live, pairs, port, &mut retry).await;
+        }
+        let complete = live.len() >= pairs.len();
+        let tcpinfo = sys::mptcp_subflow_tcpinfo(fd).unwrap_or_default();
+        let samples: Vec<SubflowSample> = tcpinfo.iter().map(sample).collect();
+        oq.window_bps
+            .store(conn_report::window_rate_bps(&samples), Ordering::Relaxed);
+        oq.inflight_bps
+            .store(conn_report::inflight_rate_bps(&samples), Ordering::Relaxed);
+        oq.acked_bytes.store(
+            tcpinfo.iter().map(|t| t.bytes_acked).sum(),
+            Ordering::Relaxed,
+        );
+        oq.retrans_bytes.store(
+            tcpinfo.iter().map(|t| t.bytes_retrans).sum(),
+            Ordering::Relaxed,
+        );
+        let socket_unacked = sys::outq_bytes(fd).unwrap_or(0);
+        oq.queued_bytes.store(
+            conn_report::queued_bytes(socket_unacked, &samples),
+            Ordering::Relaxed,
+        );
+        sh.stats.update_conn(name, |c| {
+            c.token = info.token;
+            c.fallback = fb;
+            c.bytes_retrans = info.bytes_retrans;
+            c.subflows = subflow_status(fd, &present);
+            c.frames_tx = cc.frames_tx.load(Ordering::Relaxed);
+            c.bytes_tx = cc.bytes_tx.load(Ordering::Relaxed);
+            c.frames_rx = cc.frames_rx.load(Ordering::Relaxed);
+            c.bytes_rx = cc.bytes_rx.load(Ordering::Relaxed);
+        });
+        // Check often until the subflow set is complete, then once per SUBFLOW_CHECK.
+        let pause = if complete {
+            SUBFLOW_CHECK
+        } else {
+            SUBFLOW_CHECK / 4
+        };
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// One subflow's `tcp_info` as the plain numbers [`mpa::conn_report`] decides on.
+fn sample(t: &sys::SubflowTcpInfo) -> SubflowSample {
+    SubflowSample {
+        established: t.state == sys::TCP_ESTABLISHED,
+        unacked: t.unacked,
+        cwnd: t.cwnd,
+        mss: t.snd_mss,
+        srtt_us: t.rtt_us,
+    }
+}
+
+/// The subflows of a connection with their TCP state. `MPTCP_TCPINFO` walks the subflows in the
+/// same order as `MPTCP_SUBFLOW_ADDRS`; when a subflow came or went between the two calls (counts
+/// differ) the TCP fields are left at 0 for this round.
+pub(super) fn subflow_status(
+    fd: &impl AsFd,
+    present: &[(SocketAddrV4, SocketAddrV4)],
+) -> Vec<SubflowStatus> {
+    let infos = sys::mptcp_subflow_tcpinfo(fd).unwrap_or_default();
+    let infos_match = infos.len() == present.len();
+    present
+        .iter()
+        .enumerate()
+        .map(|(i, (l, r))| {
+            let t = if infos_match {
+                infos.get(i).copied().unwrap_or_default()
+            } else {
+                sys::SubflowTcpInfo::default()
+            };
+            SubflowStatus {
+                local: l.to_string(),
+                remote: r.to_string(),
+                state: if infos_match {
+                    tcp_state_name(t.state).to_owned()
+                } else {
+                    String::new()
+                },
+                rtt_us: t.rtt_us,
+                cwnd: t.cwnd,
+                bytes_acked: t.bytes_acked,
+                bytes_received: t.bytes_received,
+                bytes_retrans: t.bytes_retrans,
+            }
+        })
+        .collect()
+}
+
+fn tcp_state_name(s: u8) -> &'static str {
+    match s {
+        1 => SubflowStatus::ESTABLISHED,
+        2 => "syn-sent",
+        3 => "syn-recv",
+        4 => "fin-wait1",
+        5 => "fin-wait2",
+        6 => "time-wait",
+        7 => "closed",
+        8 => "close-wait",
+        9 => "last-ack",
+        11 => "closing",
+        _ => "unknown",
+    }
+}
+
+/// The subflows that count as present for subflow management: established or still connecting.
+/// A dead subflow can stay in the list (the initial one does until the connection closes), so
+/// when the states are known, only live ones count; when they are not, all do (never duplicate).
+fn live_subflows(
+    fd: &impl AsFd,
+    all: &[(SocketAddrV4, SocketAddrV4)],
+) -> Vec<(SocketAddrV4, SocketAddrV4)> {
+    let infos = sys::mptcp_subflow_tcpinfo(fd).unwrap_or_default();
+    if infos.len() != all.len() {
+        return all.to_vec();
+    }
+    all.iter()
+        .zip(&infos)
+        .filter(|(_, t)| t.state == sys::TCP_ESTABLISHED || t.state == sys::TCP_SYN_SENT)
+        .map(|(p, _)| *p)
+        .collect()
+}
+
+/// Requests a subflow for every wanted pair that has none, each pair with its own backoff.
+async fn manage_subflows(
+    sh: &Shared,
+    name: &str,
+    token: u32,
+    present: &[(SocketAddrV4, SocketAddrV4)],
+    pairs: &[(usize, Ipv4Addr, Ipv4Addr)],
+    port: u16,
+    retry: &mut BTreeMap<(Ipv4Addr, Ipv4Addr), (Instant, Duration)>,
+) {
+    let PathManagement::Userspace(pm) = &sh.pm else {
+        return;
+    };
+    if token == 0 {
+        return;
+    }
+    let now = Instant::now();
+    for &(k, local, remote) in pairs {
+        if present
+            .iter()
+            .any(|(l, r)| *l.ip() == local && *r.ip() == remote)
+        {
+            retry.remove(&(local, remote));
+            continue;
+        }
+        let entry = retry
+            .entry((local, remote))
+            .or_insert((now, SUBFLOW_RETRY_MIN));
+        if now < entry.0 {
+            continue;
+        }
+        let if_index = sh
+            .config()
+            .wan
+            .get(k)
+            .map(|w| sys::if_index(&w.name))
+            .unwrap_or(0);
+        let req = SubflowCreate {
+            token,
+            local_id: u8::try_from(k + 1).unwrap_or(u8::MAX),
+            local,
+            if_index,
+            remote,
+            remote_port: port,
+        };
+        let pm = Arc::clone(pm);
+        let res = tokio::task::spawn_blocking(move || pm.subflow_create(&req)).await;
+        match res {
+            Ok(Ok(())) => {
+                Stats::inc(&sh.stats.subflow_create_ok);
+                debug!(conn = name, %local, %remote, "subflow requested");
+            }
+            Ok(Err(crate::mptcp_pm::MptcpPmError::Refused { errno, .. }))
+                if errno == -libc::ENOTCONN =>
+            {
+                // The connection is not fully established yet (the peer's first DATA_ACK is
+                // pending): ask again at the next check, without backing off.
+                debug!(conn = name, %local, %remote, "connection not fully established yet");
+                continue;
+            }
+            Ok(Err(e)) => {
+                Stats::inc(&sh.stats.subflow_create_err);
+                warn!(conn = name, %local, %remote, error = %e, "subflow request refused");
+            }
+            Err(e) => warn!(error = %e, "subflow request task failed"),
+        }
+        // Next try (if it still is missing then) after the current delay, doubling up to a cap.
+        entry.0 = now + entry.1;
+        entry.1 = (entry.1 * 2).min(SUBFLOW_RETRY_MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use crate::tunnel::example_config as config;
+
+    #[test]
+    fn subflow_pairs_are_n_times_m() {
+        let remote = [Ipv4Addr::new(198, 18, 20, 2), Ipv4Addr::new(198, 18, 21, 2)];
+        let c = config(false);
+        let p = wanted_pairs(&c, Class::TypeII, &remote);
+        assert_eq!(p.len(), 4);
+        assert_eq!(p[0], (0, Ipv4Addr::new(198, 18, 10, 2), remote[0]));
+        assert_eq!(p[3], (1, Ipv4Addr::new(198, 18, 11, 2), remote[1]));
+        assert_eq!(wanted_pairs(&c, Class::TypeI, &remote).len(), 4);
+        assert!(wanted_pairs(&c, Class::TypeIII, &remote).is_empty());
+        let l = config(true);
+        let p1 = wanted_pairs(&l, Class::TypeI, &remote);
+        assert_eq!(p1.len(), 2, "Type I only on the leased line: {p1:?}");
+        assert!(p1.iter().all(|(k, _, _)| *k == 1));
+        assert_eq!(wanted_pairs(&l, Class::TypeII, &remote).len(), 4);
+    }
+}
