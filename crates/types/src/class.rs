@@ -48,14 +48,6 @@ impl Class {
         !matches!(self, Class::TypeIII)
     }
 
-    /// The DSCP the MPA marks on this class's tunnel sockets (`None`: leave the default).
-    pub const fn socket_dscp(self) -> Option<u8> {
-        match self {
-            Class::TypeI => Some(crate::dscp::EF),
-            Class::TypeII | Class::TypeIII => None,
-        }
-    }
-
     /// `type1`, `type2`, `type3`.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -115,6 +107,5 @@ mod tests {
             serde_json::from_str::<Class>("\"TypeI\"").unwrap(),
             Class::TypeI
         );
-        assert_eq!(Class::TypeI.socket_dscp(), Some(46));
     }
 }

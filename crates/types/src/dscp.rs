@@ -35,6 +35,15 @@ pub const AF11: u8 = 10;
 /// Best effort (default forwarding): Type III and anything unmarked.
 pub const BEST_EFFORT: u8 = 0;
 
+/// The DSCP the MPA marks on the tunnel sockets of `class` (`None`: leave the default): Type I
+/// sockets carry [`EF`], which the source switch's Type I swap entries match.
+pub const fn socket_mark(class: Class) -> Option<u8> {
+    match class {
+        Class::TypeI => Some(EF),
+        Class::TypeII | Class::TypeIII => None,
+    }
+}
+
 /// Most WAN hops the table distinguishes; longer member paths share the last row.
 pub const MAX_HOPS: usize = 2;
 
@@ -95,6 +104,8 @@ mod tests {
         assert!(band(TypeII, 1) < band(TypeII, 2));
         assert_eq!(band(TypeIII, 1), LAST_BAND);
         assert_eq!(mark(TypeI, 1), EF);
+        assert_eq!(socket_mark(TypeI), Some(EF));
+        assert_eq!(socket_mark(TypeII), None);
         assert_eq!(mark(TypeI, 3), AF41, "longer paths share the last row");
         assert_eq!(band_of(0), LAST_BAND);
         assert_eq!(tos(EF), 0xb8);

@@ -35,7 +35,7 @@ impl fmt::Display for MacAddr {
 
 /// A MAC address that is not six `:`-separated hex octets.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid MAC address {0:?}: expected six hex octets like \"02:00:c6:12:0a:02\"")]
+#[error("invalid MAC address {0:?}: not a MAC address like 02:00:c6:12:0a:02 (six hex octets)")]
 pub struct MacParseError(pub String);
 
 impl FromStr for MacAddr {

@@ -303,7 +303,7 @@ mod tests {
     use mpa::Class;
 
     use super::*;
-    use crate::tunnel::example_config as config;
+    use crate::tunnel::shared::example_config as config;
 
     #[test]
     fn hello_policy_checks_group_and_source() {

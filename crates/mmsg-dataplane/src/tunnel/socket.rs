@@ -50,10 +50,10 @@ pub(super) fn apply_lowat(s: &impl AsFd, opts: &SocketOpts) {
 /// egress queues by it (`qos`). Type II sockets keep DSCP 0.
 pub const TYPE_I_DSCP: u8 = mms_types::dscp::EF;
 
-/// Marks the socket of a connection with its class's DSCP (`Class::socket_dscp`: Type I gets
+/// Marks the socket of a connection with its class's DSCP (`mms_types::dscp::socket_mark`: Type I gets
 /// [`TYPE_I_DSCP`]; a failure is logged, not fatal).
 pub(super) fn mark_class(fd: &impl AsFd, class: Class) {
-    if let Some(dscp) = class.socket_dscp() {
+    if let Some(dscp) = mms_types::dscp::socket_mark(class) {
         if let Err(e) = sys::set_dscp(fd, dscp) {
             warn!(error = %e, dscp, class = %class, "could not set the DSCP of a tunnel socket");
         }

@@ -272,7 +272,7 @@ async fn manage_subflows(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
-    use crate::tunnel::example_config as config;
+    use crate::tunnel::shared::example_config as config;
 
     #[test]
     fn subflow_pairs_are_n_times_m() {

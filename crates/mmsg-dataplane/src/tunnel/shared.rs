@@ -1,0 +1,303 @@
+//! The state every task of the tunnel shares: the config, the per-connection queues
+//! ([`OutQueue`], keyed by [`ConnKey`]), the event channel to the TUN task, and [`build`],
+//! which makes it all from a validated config.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use mpa::config::Config;
+use mpa::conn_report::{self, ConnSample};
+use mpa::framing::FrameType;
+use mpa::queue::{AqmConfig, PriorityQueue};
+use mpa::{BranchId, Class, PathGroupId};
+use tokio::sync::{mpsc, Notify};
+
+use crate::mptcp_pm::MptcpPathManager;
+use crate::secure::TlsState;
+use crate::stats::Stats;
+use crate::tun::Tun;
+
+/// Options of the tunnel sockets.
+#[derive(Debug, Clone, Copy)]
+pub struct SocketOpts {
+    /// TCP_MAXSEG pinned on the MPTCP sockets (0: kernel default).
+    pub mss: u16,
+    /// TCP_NOTSENT_LOWAT in bytes (0: not set).
+    pub notsent_lowat: u32,
+    /// SO_SNDBUF and SO_RCVBUF of the tunnel sockets in bytes (0: kernel autotuning).
+    pub buffer: u32,
+    /// Data per write at the connection's measured rate ([`mpa::write_size`]); zero: every write
+    /// carries a whole batch.
+    pub write_chunk: Duration,
+}
+
+/// How subflows are managed.
+#[derive(Debug, Clone)]
+pub enum PathManagement {
+    /// Userspace PM: `SUBFLOW_CREATE` for every missing (local, remote) pair.
+    Userspace(Arc<MptcpPathManager>),
+    /// In-kernel PM (endpoints/limits set up elsewhere); we only observe.
+    Kernel,
+}
+
+/// A connection's identity: (remote branch, path group, class).
+pub type ConnKey = (BranchId, PathGroupId, Class);
+
+/// The queue in front of one outbound connection.
+#[derive(Debug)]
+pub struct OutQueue {
+    pub(super) q: Mutex<PriorityQueue<(BytesMut, FrameType, Option<u32>)>>,
+    pub(super) notify: Notify,
+    pub(super) up: AtomicBool,
+    /// Frame bytes written by this connection's writer (for the group's rate estimate).
+    pub(super) sent_bytes: AtomicU64,
+    /// Microseconds the writer spent blocked in socket writes (and TLS flushes): near the whole
+    /// time when the connection's paths are what limits it (reported to the controller as the
+    /// group's `busy_us`, its capacity signal).
+    pub(super) busy_us: AtomicU64,
+    /// The rate its congestion windows allow now, bit/s: Σ over established subflows of
+    /// `cwnd · mss / srtt` ([`conn_report::window_rate_bps`]), refreshed every
+    /// [`subflows::SUBFLOW_CHECK`]; 0 while down.
+    pub(super) window_bps: AtomicU64,
+    /// The rate of what its subflows have in flight now, bit/s
+    /// ([`conn_report::inflight_rate_bps`]), refreshed with `window_bps`; 0 while down.
+    pub(super) inflight_bps: AtomicU64,
+    /// Σ `tcpi_bytes_acked` and Σ `tcpi_bytes_retrans` of its subflows now (refreshed with
+    /// `window_bps`; they go backwards when a subflow closes): the group's loss ratio.
+    pub(super) acked_bytes: AtomicU64,
+    pub(super) retrans_bytes: AtomicU64,
+    /// Bytes its MPTCP socket holds that are not in flight ([`conn_report::queued_bytes`] of
+    /// `TIOCOUTQ` and its subflows); refreshed with `window_bps`.
+    pub(super) queued_bytes: AtomicU64,
+}
+
+impl OutQueue {
+    fn new(aqm: AqmConfig) -> Self {
+        OutQueue {
+            q: Mutex::new(PriorityQueue::new(aqm)),
+            notify: Notify::new(),
+            up: AtomicBool::new(false),
+            sent_bytes: AtomicU64::new(0),
+            busy_us: AtomicU64::new(0),
+            window_bps: AtomicU64::new(0),
+            inflight_bps: AtomicU64::new(0),
+            acked_bytes: AtomicU64::new(0),
+            retrans_bytes: AtomicU64::new(0),
+            queued_bytes: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A connection went up or down (to the TUN task, which owns the agent).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnEvent {
+    pub(super) key: ConnKey,
+    pub(super) up: bool,
+}
+
+/// What the TUN task (owner of the agent) is told.
+#[derive(Debug, Clone)]
+pub enum TunEvent {
+    /// A connection went up or down.
+    Conn(ConnEvent),
+    /// New WRR weights of existing path groups (the controller published them): the schedulers
+    /// change in place, no flow moves.
+    Weights(Vec<(BranchId, PathGroupId, u32)>),
+    /// Remotes, groups or classifier changed ([`Shared::config`] and the queues are already
+    /// replaced): the agent is rebuilt from the new config, the up state of the connections
+    /// that still exist is kept. Flows are re-assigned on their next packet.
+    Reload,
+}
+
+/// Everything the tasks share.
+#[derive(Debug)]
+pub struct Shared {
+    /// The validated configuration; replaced as a whole when the controller pushes a new one
+    /// (read it with [`Shared::config`]).
+    config: RwLock<Arc<Config>>,
+    /// Our branch.
+    pub own: BranchId,
+    /// The TUN device (shared with the resequencer's timer task).
+    pub tun: Arc<Tun>,
+    /// Counters and registry.
+    pub stats: Arc<Stats>,
+    /// Subflow management.
+    pub pm: PathManagement,
+    /// Socket options.
+    pub opts: SocketOpts,
+    /// `[tls]` in mode `tls`: the credentials every connection is authenticated with; `None`:
+    /// clear tunnel (docs/security.md).
+    pub tls: Option<Arc<TlsState>>,
+    /// Outbound queues (the TUN task keeps its own copy, refreshed on [`TunEvent::Reload`]).
+    queues: RwLock<BTreeMap<ConnKey, Arc<OutQueue>>>,
+    events: mpsc::UnboundedSender<TunEvent>,
+    /// With `[striping]`: the resequencer of sequenced frames from all peers (parameters from the
+    /// start-up config).
+    pub reseq: Option<Arc<crate::reseq::Reseq>>,
+    /// The next connection id (`conn_io::ConnCounters::lane`): the resequencer's lane of a
+    /// connection, unique for the life of the process.
+    next_lane: AtomicU64,
+}
+
+impl Shared {
+    /// The configuration in use.
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.config.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The outbound queues.
+    pub fn queues(&self) -> BTreeMap<ConnKey, Arc<OutQueue>> {
+        self.queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(super) fn queue(&self, key: &ConnKey) -> Option<Arc<OutQueue>> {
+        self.queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
+    /// Replaces the configuration and the set of outbound queues (queues of connections that
+    /// stay are kept, new ones are created, others dropped). Tell the TUN task with
+    /// [`Shared::send`]`(`[`TunEvent::Reload`]`)` afterwards.
+    pub fn replace_config(&self, config: Config) {
+        let aqm = AqmConfig::from(&config.queue);
+        let wanted = conn_keys(&config);
+        {
+            let mut q = self.queues.write().unwrap_or_else(PoisonError::into_inner);
+            q.retain(|k, _| wanted.contains(k));
+            for k in wanted {
+                q.entry(k).or_insert_with(|| Arc::new(OutQueue::new(aqm)));
+            }
+        }
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
+    }
+
+    /// Only the weights changed: stores the new config (same remotes, groups, classifier).
+    pub fn replace_weights(&self, config: Config) {
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
+    }
+
+    /// A new connection id (a resequencer lane), never given out before.
+    pub(super) fn new_lane(&self) -> u64 {
+        self.next_lane.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends an event to the TUN task.
+    pub fn send(&self, ev: TunEvent) {
+        let _ = self.events.send(ev);
+    }
+
+    /// Per path group (remote branch, group): tunnel bytes written so far and whether all its
+    /// connections are up; then connections up and connections configured
+    /// ([`conn_report::group_report`]: sums, and the busiest connection's transport figures).
+    pub fn group_report(&self) -> (Vec<mpa::gwchan::GroupReport>, u32, u32) {
+        let samples = self.queues().into_iter().map(|((b, g, _), oq)| ConnSample {
+            branch: b,
+            group: g,
+            up: oq.up.load(Ordering::Relaxed),
+            sent_bytes: oq.sent_bytes.load(Ordering::Relaxed),
+            busy_us: oq.busy_us.load(Ordering::Relaxed),
+            queued_bytes: oq.queued_bytes.load(Ordering::Relaxed),
+            window_bps: oq.window_bps.load(Ordering::Relaxed),
+            inflight_bps: oq.inflight_bps.load(Ordering::Relaxed),
+            acked_bytes: oq.acked_bytes.load(Ordering::Relaxed),
+            retrans_bytes: oq.retrans_bytes.load(Ordering::Relaxed),
+        });
+        let r = conn_report::group_report(samples);
+        (r.groups, r.conns_up, r.conns_total)
+    }
+}
+
+/// Every outbound connection a config asks for: (remote branch, path group, class).
+pub fn conn_keys(config: &Config) -> BTreeSet<ConnKey> {
+    let mut out = BTreeSet::new();
+    for r in &config.remote {
+        let Some(b) = BranchId::new(r.id).ok() else {
+            continue;
+        };
+        for g in &r.path_groups {
+            let Some(g) = PathGroupId::new(g.id).ok() else {
+                continue;
+            };
+            for c in CLASSES {
+                out.insert((b, g, c));
+            }
+        }
+    }
+    out
+}
+
+/// The classes that get a connection per path group.
+pub const CLASSES: [Class; 2] = [Class::TypeI, Class::TypeII];
+
+/// Builds the shared state; returns it and the receiver of connection events for [`tun_loop`].
+pub fn build(
+    config: Config,
+    own: BranchId,
+    tun: Tun,
+    stats: Arc<Stats>,
+    pm: PathManagement,
+    opts: SocketOpts,
+    tls: Option<Arc<TlsState>>,
+) -> (Arc<Shared>, mpsc::UnboundedReceiver<TunEvent>) {
+    let aqm = AqmConfig::from(&config.queue);
+    let queues = conn_keys(&config)
+        .into_iter()
+        .map(|k| (k, Arc::new(OutQueue::new(aqm))))
+        .collect();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let reseq = config
+        .striping
+        .as_ref()
+        .map(|st| Arc::new(crate::reseq::Reseq::new(st)));
+    (
+        Arc::new(Shared {
+            config: RwLock::new(Arc::new(config)),
+            own,
+            tun: Arc::new(tun),
+            stats,
+            pm,
+            opts,
+            tls,
+            queues: RwLock::new(queues),
+            events: tx,
+            reseq,
+            next_lane: AtomicU64::new(0),
+        }),
+        rx,
+    )
+}
+
+/// The registry name of a connection in `mmsg status`, e.g. `out b2 g0 type1`.
+pub fn conn_name(dir: &str, key: ConnKey) -> String {
+    format!("{dir} b{} g{} {}", key.0, key.1, key.2)
+}
+
+/// The example config of branch 1 (`examples/mmsg-branch1.toml`); `leased`: its port 1 is a
+/// leased line (Type I uses only it).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(super) fn example_config(leased: bool) -> Config {
+    let mut text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/mmsg-branch1.toml"
+    ))
+    .unwrap();
+    if leased {
+        // Port 1 becomes a leased line: Type I uses only it.
+        text = text.replacen(
+            "name = \"wan1\"\naddress = \"198.18.11.2/24\"\ngateway = \"198.18.11.1\"\nkind = \"internet\"",
+            "name = \"wan1\"\naddress = \"198.18.11.2/24\"\ngateway = \"198.18.11.1\"\nkind = \"leased\"",
+            1,
+        );
+    }
+    Config::parse(&text).unwrap()
+}
