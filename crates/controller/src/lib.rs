@@ -43,6 +43,7 @@
 pub mod adaptive;
 pub mod authority;
 pub mod capacity;
+pub mod catalog;
 pub mod gwc;
 pub mod inventory;
 pub mod listen;

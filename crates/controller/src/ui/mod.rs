@@ -3,7 +3,8 @@
 //! A thin driver over the pure [`crate::inventory`], [`crate::path_group`] and [`crate::swap`]
 //! cores and the [`crate::store`] database:
 //! - [`config`]: the `ssc` TOML configuration (`[api]`, `[database]`).
-//! - [`api`]: the REST API (axum, JSON, bearer token), one table of routes ([`api::ROUTES`]).
+//! - [`routes`]: the one table of routes ([`routes::ROUTES`]) that `api` and `openapi` share.
+//! - [`api`]: the REST API (axum, JSON, bearer token), one submodule per resource.
 //! - [`openapi`]: the OpenAPI 3 document built from that table, served at `/openapi.json`.
 //! - [`client`]: the blocking HTTP client behind the `ssc` CLI subcommands.
 //! - the WRR weights ([`crate::wrr`]) are served at `/api/v1/weights`; `ssc run` feeds them the
@@ -15,6 +16,7 @@ pub mod api;
 pub mod client;
 pub mod config;
 pub mod openapi;
+pub mod routes;
 
 use std::future::Future;
 use std::sync::Arc;

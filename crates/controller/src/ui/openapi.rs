@@ -1,10 +1,11 @@
-//! The OpenAPI 3 document of the REST API, built from [`super::api::ROUTES`] (so every route is
+//! UI (seed 000 §IV): the OpenAPI 3 document of the REST API, built from [`super::routes::ROUTES`] (so every route is
 //! in it, with its method, parameters, bodies and statuses) plus hand-written schemas of the JSON
 //! forms, which follow the serde types of [`crate::inventory`], [`crate::path_group`],
 //! [`crate::store`] and [`crate::swap`].
 use serde_json::{json, Map, Value};
 
-use super::api::{Route, ROUTES};
+pub use super::routes::path_params;
+use super::routes::{Route, ROUTES};
 
 fn param_schema(name: &str) -> Value {
     match name {
@@ -17,13 +18,6 @@ fn param_schema(name: &str) -> Value {
         "port" => json!({"type": "string", "pattern": "^[a-h]$", "description": "WAN port letter"}),
         _ => json!({"type": "string"}),
     }
-}
-
-/// The `{name}` parameters of a path template, in order.
-pub fn path_params(path: &str) -> Vec<&str> {
-    path.split('/')
-        .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-        .collect()
 }
 
 fn schema_ref(name: &str) -> Value {
