@@ -32,25 +32,30 @@ pub struct Catalog {
 /// Changes to a branch's own fields (its ports have their own operations). Absent fields stay.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct BranchPatch {
     /// A new name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// New LAN prefixes (replace the old list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<String>>)]
     pub lan: Option<Vec<ipnet::Ipv4Net>>,
 }
 
 /// A WAN port to add; `port` may be left out to take the next free letter.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct NewPort {
     /// The port letter; must be the next one (ports are `a`, `b`, ... without gaps).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<PortIndex>,
     /// Address with prefix length.
+    #[schema(value_type = String, example = "198.18.10.2/24")]
     pub address: ipnet::Ipv4Net,
     /// Next-hop gateway.
+    #[schema(value_type = String, format = Ipv4)]
     pub gateway: std::net::Ipv4Addr,
     /// MAC of the gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,12 +74,15 @@ pub struct NewPort {
 /// re-add the port for that).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct PortPatch {
     /// New address with prefix length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     pub address: Option<ipnet::Ipv4Net>,
     /// New gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = Ipv4)]
     pub gateway: Option<std::net::Ipv4Addr>,
     /// New gateway MAC.
     #[serde(default, skip_serializing_if = "Option::is_none")]

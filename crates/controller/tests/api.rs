@@ -16,7 +16,7 @@ use controller::path_group::PathGroups;
 use controller::store::Store;
 use controller::swap;
 use controller::ui::api::{router, AppState, ROUTES};
-use controller::ui::openapi::{document, path_params};
+use controller::ui::openapi::{derived_schemas, document, path_params};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
@@ -122,7 +122,8 @@ async fn every_route_is_in_the_openapi_document() {
         .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(doc, document());
-    assert_eq!(doc["openapi"], "3.0.3");
+    // 3.1: the schemas derived with utoipa 5 are JSON Schema 2020-12.
+    assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
     let mut documented = 0;
     for (path, ops) in paths {
@@ -920,4 +921,164 @@ async fn reads_from_the_in_memory_catalog_equal_a_reopened_database() {
         assert_eq!(b, a, "{} differs after reopening", b.0);
         assert_eq!(b.2.to_string(), a.2.to_string(), "{} bytes differ", b.0);
     }
+}
+
+/// The property names of schema `name` in `doc` (following one `$ref`), and its required ones.
+fn properties(doc: &Value, name: &str) -> (Vec<String>, Vec<String>) {
+    let schema = &doc["components"]["schemas"][name];
+    assert!(schema.is_object(), "no schema {name}");
+    let mut props: Vec<String> = schema["properties"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{name} has no properties: {schema}"))
+        .keys()
+        .cloned()
+        .collect();
+    props.sort();
+    let mut required: Vec<String> = schema["required"]
+        .as_array()
+        .map(|a| a.iter().map(|r| r.as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default();
+    required.sort();
+    (props, required)
+}
+
+/// `example` (a serialized value of the schema's type with every optional field set) has
+/// exactly the schema's properties, and every required one.
+fn assert_schema_matches(doc: &Value, name: &str, example: &Value) {
+    let (props, required) = properties(doc, name);
+    let mut keys: Vec<String> = example
+        .as_object()
+        .unwrap_or_else(|| panic!("{name} example is not an object: {example}"))
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    assert_eq!(props, keys, "schema {name} drifted from its serde type");
+    for r in &required {
+        assert!(keys.contains(r), "{name}: required {r} not serialized");
+    }
+}
+
+#[tokio::test]
+async fn derived_schemas_match_serialized_examples() {
+    let doc = document();
+    let derived = derived_schemas();
+    for name in [
+        "Health",
+        "Branch",
+        "WanPort",
+        "InventoryFile",
+        "BranchPatch",
+        "NewPort",
+        "PortPatch",
+        "GroupsFile",
+        "GroupEntry",
+        "Import",
+        "Summary",
+        "PathGroup",
+        "Member",
+        "Transit",
+        "StructuredMember",
+        "SetPathGroup",
+    ] {
+        assert_eq!(
+            doc["components"]["schemas"][name], derived[name],
+            "{name} is derived"
+        );
+    }
+
+    let api = Api::new();
+    api.import_paper().await;
+    // Responses of the running API (every optional field present in the paper topology).
+    let (_, health) = api
+        .raw(Request::get("/health").body(Body::empty()).unwrap())
+        .await;
+    assert_schema_matches(&doc, "Health", &health);
+    let (_, inventory) = api.get("/api/v1/inventory").await;
+    assert_schema_matches(&doc, "InventoryFile", &inventory);
+    let branch = &inventory["branches"][2];
+    assert_schema_matches(&doc, "Branch", branch);
+    assert_schema_matches(&doc, "WanPort", &branch["wan"][0]);
+    let (_, groups) = api.get("/api/v1/path-groups").await;
+    let transit_group = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| {
+            g["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["transits"].as_array().is_some_and(|t| !t.is_empty()))
+        })
+        .expect("the paper's Table II has a transit member");
+    assert_schema_matches(&doc, "PathGroup", transit_group);
+    let member = transit_group["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| !m["transits"].as_array().unwrap().is_empty())
+        .unwrap();
+    assert_schema_matches(&doc, "Member", member);
+    assert_schema_matches(&doc, "Transit", &member["transits"][0]);
+    let (_, summary) = api
+        .call(
+            Method::POST,
+            "/api/v1/import",
+            Some(json!({"inventory": inventory, "groups": {"groups": []}})),
+        )
+        .await;
+    assert_schema_matches(&doc, "Summary", &summary);
+
+    // Request bodies: serialize the types themselves with every optional field set.
+    let groups_file = PathGroups::from_toml(&Inventory::from_toml(INVENTORY).unwrap(), PATHS)
+        .unwrap()
+        .to_file();
+    let groups_json = serde_json::to_value(&groups_file).unwrap();
+    assert_schema_matches(&doc, "GroupsFile", &groups_json);
+    assert_schema_matches(&doc, "GroupEntry", &groups_json["groups"][0]);
+    let import = controller::ui::api::Import {
+        inventory: serde_json::from_value(inventory.clone()).unwrap(),
+        groups: groups_file,
+        settings: Some(Default::default()),
+    };
+    assert_schema_matches(&doc, "Import", &serde_json::to_value(&import).unwrap());
+    let mac: controller::inventory::MacAddr = "02:00:00:00:01:0a".parse().unwrap();
+    let new_port = controller::store::NewPort {
+        port: Some("b".to_owned().try_into().unwrap()),
+        address: "198.18.12.2/24".parse().unwrap(),
+        gateway: "198.18.12.1".parse().unwrap(),
+        gateway_mac: Some(mac),
+        mac: Some(mac),
+        kind: controller::inventory::WanKind::Leased,
+        capacity_mbps: 5,
+    };
+    assert_schema_matches(&doc, "NewPort", &serde_json::to_value(&new_port).unwrap());
+    let port_patch = controller::store::PortPatch {
+        address: Some(new_port.address),
+        gateway: Some(new_port.gateway),
+        gateway_mac: Some(mac),
+        mac: Some(mac),
+        kind: Some(new_port.kind),
+        capacity_mbps: Some(5),
+    };
+    assert_schema_matches(
+        &doc,
+        "PortPatch",
+        &serde_json::to_value(&port_patch).unwrap(),
+    );
+    let branch_patch = controller::store::BranchPatch {
+        name: Some("x".into()),
+        lan: Some(vec!["10.9.0.0/16".parse().unwrap()]),
+    };
+    assert_schema_matches(
+        &doc,
+        "BranchPatch",
+        &serde_json::to_value(&branch_patch).unwrap(),
+    );
+    let structured = json!({"source": "1b", "transits": [{"ingress": "4a", "egress": "4b"}], "destination": "2a"});
+    assert_schema_matches(&doc, "StructuredMember", &structured);
+    let set: controller::ui::api::SetGroup =
+        serde_json::from_value(json!({"members": ["1a>2a", structured]})).unwrap();
+    assert_schema_matches(&doc, "SetPathGroup", &serde_json::to_value(&set).unwrap());
 }

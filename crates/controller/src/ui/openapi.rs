@@ -1,8 +1,15 @@
-//! UI (seed 000 §IV): the OpenAPI 3 document of the REST API, built from [`super::routes::ROUTES`] (so every route is
-//! in it, with its method, parameters, bodies and statuses) plus hand-written schemas of the JSON
-//! forms, which follow the serde types of [`crate::inventory`], [`crate::path_group`],
-//! [`crate::store`] and [`crate::swap`].
+//! UI (seed 000 §IV): the OpenAPI 3.1 document of the REST API, built from
+//! [`super::routes::ROUTES`] (so every route is in it, with its method, parameters, bodies and
+//! statuses) plus the JSON schemas of the bodies.
+//!
+//! The schemas of the inventory, path group and import bodies are derived from their serde
+//! types with `utoipa` ([`derived_schemas`]), so they cannot drift from them (a test compares
+//! each with a serialized example). The others are still written by hand below, because their
+//! types live in modules this one does not annotate yet (`path_config::Settings`, the SDC, WRR,
+//! adaptive and `swap` views, the gateway channel's `gwc` and the CA's `authority` types).
 use serde_json::{json, Map, Value};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::ToSchema;
 
 pub use super::routes::path_params;
 use super::routes::{Route, ROUTES};
@@ -85,14 +92,6 @@ fn operation(r: &Route) -> Value {
 
 fn schemas() -> Value {
     let branch_id = json!({"type": "integer", "minimum": 1, "maximum": 15});
-    let port_letter = json!({"type": "string", "pattern": "^[a-h]$"});
-    let port_name = json!({"type": "string", "pattern": "^[0-9]{1,2}[a-h]$", "example": "4a"});
-    let ipv4_net = json!({"type": "string", "example": "198.18.10.2/24"});
-    let ipv4 = json!({"type": "string", "format": "ipv4"});
-    let mac = json!({"type": "string", "pattern": "^([0-9a-f]{2}:){5}[0-9a-f]{2}$"});
-    let kind = json!({"type": "string", "enum": ["internet", "leased"], "default": "internet"});
-    let member = json!({"type": "string", "example": "1a>4a>4b>2a",
-        "description": "member path in the paper's notation: branch number + port letter, hops separated by `>`"});
     let settings = json!({"type": "object", "additionalProperties": false, "properties": {
         "groups_per_pair": {"type": "integer", "minimum": 1, "maximum": 16, "default": 4},
         "mdi_threshold": {"type": "number", "minimum": 0, "maximum": 0.5, "default": 0.4},
@@ -113,63 +112,7 @@ fn schemas() -> Value {
             "limited_hold_s": {"type": "number", "minimum": 0, "default": 4}}}}});
     let mut schemas = json!({
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
-        "Health": {"type": "object", "required": ["status", "schema_version", "openflow"], "properties": {
-            "status": {"type": "string", "enum": ["ok"]},
-            "schema_version": {"type": "integer"},
-            "openflow": {"type": "boolean", "description": "whether the OpenFlow server (OFC) runs in this process"}}},
-        "WanPort": {"type": "object", "additionalProperties": false,
-            "required": ["port", "address", "gateway", "capacity_mbps"], "properties": {
-            "port": port_letter, "address": ipv4_net, "gateway": ipv4, "gateway_mac": mac, "mac": mac,
-            "kind": kind, "capacity_mbps": {"type": "integer", "minimum": 1}}},
-        "NewPort": {"type": "object", "additionalProperties": false,
-            "required": ["address", "gateway", "capacity_mbps"], "properties": {
-            "port": {"type": "string", "pattern": "^[a-h]$", "description": "must be the next letter; default: the next letter"},
-            "address": ipv4_net, "gateway": ipv4, "gateway_mac": mac, "mac": mac,
-            "kind": kind, "capacity_mbps": {"type": "integer", "minimum": 1}}},
-        "PortPatch": {"type": "object", "additionalProperties": false, "properties": {
-            "address": ipv4_net, "gateway": ipv4, "gateway_mac": mac, "mac": mac, "kind": kind,
-            "capacity_mbps": {"type": "integer", "minimum": 1}}},
-        "Branch": {"type": "object", "additionalProperties": false, "required": ["id", "name", "wan"], "properties": {
-            "id": branch_id,
-            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
-            "lan": {"type": "array", "items": ipv4_net},
-            "wan": {"type": "array", "minItems": 1, "maxItems": 8, "items": schema_ref("WanPort")}}},
-        "BranchPatch": {"type": "object", "additionalProperties": false, "properties": {
-            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
-            "lan": {"type": "array", "items": ipv4_net}}},
         "BranchList": {"type": "array", "items": schema_ref("Branch")},
-        "InventoryFile": {"type": "object", "additionalProperties": false, "properties": {
-            "branches": {"type": "array", "items": schema_ref("Branch")}}},
-        "GroupEntry": {"type": "object", "additionalProperties": false,
-            "required": ["source", "destination", "id", "members"], "properties": {
-            "source": branch_id, "destination": branch_id,
-            "id": {"type": "integer", "minimum": 0, "maximum": 15},
-            "members": {"type": "array", "items": member}}},
-        "GroupsFile": {"type": "object", "additionalProperties": false, "properties": {
-            "groups": {"type": "array", "items": schema_ref("GroupEntry")}}},
-        "Import": {"type": "object", "additionalProperties": false, "required": ["inventory"], "properties": {
-            "inventory": schema_ref("InventoryFile"),
-            "groups": schema_ref("GroupsFile"),
-            "settings": schema_ref("Settings")}},
-        "Summary": {"type": "object", "properties": {
-            "branches": {"type": "integer"}, "ports": {"type": "integer"},
-            "groups": {"type": "integer"}, "flows": {"type": "integer"}}},
-        "Transit": {"type": "object", "additionalProperties": false, "required": ["ingress", "egress"], "properties": {
-            "ingress": port_name, "egress": port_name}},
-        "StructuredMember": {"type": "object", "additionalProperties": false, "required": ["source", "destination"], "properties": {
-            "source": port_name, "transits": {"type": "array", "maxItems": 1, "items": schema_ref("Transit")},
-            "destination": port_name}},
-        "SetPathGroup": {"type": "object", "additionalProperties": false, "required": ["members"], "properties": {
-            "members": {"type": "array", "minItems": 1, "maxItems": 15, "items": {"oneOf": [member, schema_ref("StructuredMember")]}}}},
-        "Member": {"type": "object", "properties": {
-            "id": {"type": "integer", "minimum": 1, "maximum": 15}, "path": member,
-            "code": {"type": "string", "example": "0x2114", "description": "path code 0xBASG"},
-            "wan_hops": {"type": "integer"},
-            "source": port_name, "transits": {"type": "array", "items": schema_ref("Transit")}, "destination": port_name}},
-        "PathGroup": {"type": "object", "properties": {
-            "source": branch_id, "destination": branch_id, "id": {"type": "integer"},
-            "listen_port": {"type": "string", "example": "0x2004"},
-            "members": {"type": "array", "items": schema_ref("Member")}}},
         "PathGroupList": {"type": "array", "items": schema_ref("PathGroup")},
         "Settings": settings,
         "Flow": {"type": "object", "description": "one OpenFlow 1.3 flow of table 0 (see docs/controller.md §4)", "properties": {
@@ -184,7 +127,80 @@ fn schemas() -> Value {
     if let (Value::Object(all), Value::Object(more)) = (&mut schemas, stats_schemas(&branch_id)) {
         all.extend(more);
     }
+    to_3_1(&mut schemas);
     schemas
+}
+
+/// Rewrites the hand-written schemas' OpenAPI 3.0 forms into 3.1 (JSON Schema 2020-12), the
+/// version `utoipa` 5 emits: `nullable: true` becomes a `null` type (or a `oneOf` with it), a
+/// boolean `exclusiveMinimum` becomes the bound itself.
+fn to_3_1(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if o.remove("nullable") == Some(Value::Bool(true)) {
+                match o.get("type").cloned() {
+                    Some(Value::String(t)) => {
+                        o.insert("type".into(), json!([t, "null"]));
+                    }
+                    _ => {
+                        let inner = Value::Object(std::mem::take(o));
+                        o.insert("oneOf".into(), json!([{"type": "null"}, inner]));
+                    }
+                }
+            }
+            if o.get("exclusiveMinimum") == Some(&Value::Bool(true)) {
+                let bound = o.remove("minimum").unwrap_or(json!(0));
+                o.insert("exclusiveMinimum".into(), bound);
+            }
+            o.values_mut().for_each(to_3_1);
+        }
+        Value::Array(a) => a.iter_mut().for_each(to_3_1),
+        _ => {}
+    }
+}
+
+/// The field schema of `Import::settings`: a reference to the hand-written `Settings` schema
+/// (`path_config::Settings` has no `ToSchema` yet).
+pub fn settings_ref() -> utoipa::openapi::Ref {
+    utoipa::openapi::Ref::from_schema_name("Settings")
+}
+
+/// Adds `T`'s schema and every schema it refers to.
+fn add<T: ToSchema>(out: &mut Vec<(String, RefOr<Schema>)>) {
+    out.push((T::name().into_owned(), T::schema()));
+    T::schemas(out);
+}
+
+/// The schemas derived from the serde types with `utoipa` (by schema name).
+pub fn derived_schemas() -> Map<String, Value> {
+    use super::api;
+    use crate::catalog::{BranchPatch, NewPort, PortPatch};
+    use crate::inventory::{Branch, InventoryFile, WanPort};
+    use crate::path_group::GroupsFile;
+
+    let mut all = Vec::new();
+    add::<api::Health>(&mut all);
+    add::<Branch>(&mut all);
+    add::<WanPort>(&mut all);
+    add::<InventoryFile>(&mut all);
+    add::<BranchPatch>(&mut all);
+    add::<NewPort>(&mut all);
+    add::<PortPatch>(&mut all);
+    add::<GroupsFile>(&mut all);
+    add::<api::Import>(&mut all);
+    add::<api::Summary>(&mut all);
+    add::<api::GroupView>(&mut all);
+    add::<api::MemberView>(&mut all);
+    add::<api::StructuredTransit>(&mut all);
+    add::<api::StructuredMember>(&mut all);
+    add::<api::SetGroup>(&mut all);
+    all.into_iter()
+        .map(|(name, schema)| {
+            let v = serde_json::to_value(schema)
+                .unwrap_or_else(|e| json!({"description": format!("unserialisable: {e}")}));
+            (name, v)
+        })
+        .collect()
 }
 
 /// The SDC's schemas (`GET /api/v1/stats`).
@@ -320,6 +336,15 @@ fn stats_schemas(branch_id: &Value) -> Value {
     })
 }
 
+/// The derived schemas, then the hand-written ones (none has the name of a derived one).
+fn all_schemas() -> Value {
+    let mut all = derived_schemas();
+    if let Value::Object(hand) = schemas() {
+        all.extend(hand);
+    }
+    Value::Object(all)
+}
+
 /// The document served at `/openapi.json`.
 pub fn document() -> Value {
     let mut paths = Map::new();
@@ -332,7 +357,7 @@ pub fn document() -> Value {
         }
     }
     json!({
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {
             "title": "MMS SD-WAN controller (ssc) API",
             "version": env!("CARGO_PKG_VERSION"),
@@ -342,7 +367,7 @@ pub fn document() -> Value {
         "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": schemas(),
+            "schemas": all_schemas(),
         },
     })
 }

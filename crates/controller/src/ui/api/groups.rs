@@ -12,7 +12,7 @@ use crate::inventory::PortRef;
 use crate::path_group::{MemberPath, PathGroup, Transit};
 
 /// A member path, structured.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StructuredMember {
     /// First port, e.g. `1a`.
@@ -25,8 +25,9 @@ pub struct StructuredMember {
 }
 
 /// One transit, structured.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = Transit)]
 pub struct StructuredTransit {
     /// Where the path arrives, e.g. `4a`.
     pub ingress: String,
@@ -35,7 +36,8 @@ pub struct StructuredTransit {
 }
 
 /// One member in a response: both forms plus its path code.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Member)]
 pub struct MemberView {
     /// Member id S (1..=15).
     pub id: u8,
@@ -54,7 +56,8 @@ pub struct MemberView {
 }
 
 /// One path group in a response.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = PathGroup)]
 pub struct GroupView {
     /// Source branch A.
     pub source: u8,
@@ -104,11 +107,24 @@ impl GroupView {
 
 /// `PUT /api/v1/path-groups/{source}/{destination}/{group}`: `members` holds strings in the
 /// paper's notation or [`StructuredMember`] objects (mixed is fine).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = SetPathGroup)]
 pub struct SetGroup {
     /// Member paths; the first is member 1.
+    #[schema(value_type = Vec<MemberForm>, min_items = 1, max_items = 15)]
     pub members: Vec<Value>,
+}
+
+/// A member path in `PUT` bodies: the paper's notation or [`StructuredMember`] (OpenAPI only).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // only its schema is used
+enum MemberForm {
+    /// The paper's notation, `1a>4a>4b>2a`: branch number + port letter, hops separated by `>`.
+    Notation(String),
+    /// `{source, transits, destination}`.
+    Structured(StructuredMember),
 }
 
 fn member_from_value(i: usize, v: Value) -> Result<MemberPath, ApiError> {

@@ -11,7 +11,7 @@ use crate::path_config::Settings;
 use crate::path_group::GroupsFile;
 
 /// Counts after an import.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Summary {
     /// Branches.
     pub branches: usize,
@@ -35,7 +35,7 @@ impl Summary {
 }
 
 /// `POST /api/v1/import`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Import {
     /// All branches.
@@ -45,6 +45,7 @@ pub struct Import {
     pub groups: GroupsFile,
     /// New settings (kept if absent).
     #[serde(default)]
+    #[schema(schema_with = crate::ui::openapi::settings_ref)]
     pub settings: Option<Settings>,
 }
 

@@ -368,7 +368,7 @@ fn snapshot(state: &AppState) -> Arc<Catalog> {
 }
 
 /// `GET /health`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Health {
     /// Always `"ok"` when the database answers.
     pub status: String,
