@@ -1029,6 +1029,7 @@ async fn derived_schemas_match_serialized_examples() {
         )
         .await;
     assert_schema_matches(&doc, "Summary", &summary);
+    api.import_paper().await;
 
     // Request bodies: serialize the types themselves with every optional field set.
     let groups_file = PathGroups::from_toml(&Inventory::from_toml(INVENTORY).unwrap(), PATHS)
@@ -1081,4 +1082,142 @@ async fn derived_schemas_match_serialized_examples() {
     let set: controller::ui::api::SetGroup =
         serde_json::from_value(json!({"members": ["1a>2a", structured]})).unwrap();
     assert_schema_matches(&doc, "SetPathGroup", &serde_json::to_value(&set).unwrap());
+
+    // WRR weights (configured: no measured rate, no estimate; those fields are optional).
+    let (_, weights) = api.get("/api/v1/weights").await;
+    assert_schema_matches(&doc, "WeightList", &weights);
+    assert_schema_matches(&doc, "PairWeights", &weights["pairs"][0]);
+    assert_schema_covers(&doc, "GroupWeight", &weights["pairs"][0]["groups"][0]);
+    let (_, adaptive) = api.get("/api/v1/adaptive").await;
+    assert_schema_matches(&doc, "AdaptiveList", &adaptive);
+    let pair = controller::adaptive::PairView {
+        zeta_bps: Some(1.0),
+        last_action: Some("added".into()),
+        ..Default::default()
+    };
+    assert_schema_matches(&doc, "AdaptivePair", &serde_json::to_value(&pair).unwrap());
+    let (_, tokens) = api.get("/api/v1/tokens").await;
+    assert_schema_matches(&doc, "ApiTokenList", &tokens);
+    let new_token = controller::ui::api::NewApiToken {
+        name: "ci".into(),
+        role: controller::store::creds::Role::ReadOnly,
+        ttl_s: Some(60),
+        never_expires: false,
+    };
+    assert_schema_matches(
+        &doc,
+        "NewApiToken",
+        &serde_json::to_value(&new_token).unwrap(),
+    );
+    let (s, token) = api
+        .call(
+            Method::POST,
+            "/api/v1/tokens",
+            Some(json!({"name": "ci", "role": "admin"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_schema_matches(&doc, "ApiToken", &token);
+    let (_, tokens) = api.get("/api/v1/tokens").await;
+    assert_schema_matches(&doc, "ApiTokenInfo", &tokens["tokens"][0]);
+    let enrol = controller::ui::api::NewEnrolToken {
+        branch: 1,
+        ttl_s: Some(60),
+    };
+    assert_schema_matches(
+        &doc,
+        "NewEnrolToken",
+        &serde_json::to_value(&enrol).unwrap(),
+    );
+    let revoke = controller::ui::api::RevokeRequest {
+        branch: Some(1),
+        serial: Some(2),
+    };
+    assert_schema_matches(&doc, "Revoke", &serde_json::to_value(&revoke).unwrap());
+    let cert = controller::store::creds::CertRow {
+        serial: 1,
+        branch: 1,
+        not_after: 2,
+        revoked: Some(3),
+    };
+    let certs = controller::ui::api::CertificateList {
+        certificates: vec![cert],
+    };
+    let certs = serde_json::to_value(&certs).unwrap();
+    assert_schema_matches(&doc, "CertificateList", &certs);
+    assert_schema_matches(&doc, "Certificate", &certs["certificates"][0]);
+    let revoked = controller::ui::api::Revoked { revoked: vec![1] };
+    assert_schema_matches(&doc, "Revoked", &serde_json::to_value(&revoked).unwrap());
+    // SDC: the flattened `Traffic` is an `allOf` part of the pair, group and member schemas.
+    let traffic = serde_json::to_value(controller::sdc::Traffic::default()).unwrap();
+    assert_schema_matches(&doc, "Traffic", &traffic);
+    for (name, extra) in [
+        ("PairStats", json!({"source": 1, "destination": 2})),
+        (
+            "GroupStats",
+            json!({"source": 1, "destination": 2, "group": 0}),
+        ),
+        (
+            "MemberStats",
+            json!({"code": "0x2114", "source": 1, "destination": 2, "group": 1, "member": 4}),
+        ),
+    ] {
+        let mut example = traffic.clone();
+        example
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let schema = &doc["components"]["schemas"][name];
+        let mut props: Vec<String> = Vec::new();
+        for part in schema["allOf"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: {schema}"))
+        {
+            let part = match part["$ref"].as_str() {
+                Some(r) => {
+                    &doc["components"]["schemas"][r.trim_start_matches("#/components/schemas/")]
+                }
+                None => part,
+            };
+            props.extend(part["properties"].as_object().unwrap().keys().cloned());
+        }
+        props.sort();
+        let mut keys: Vec<String> = example.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        assert_eq!(props, keys, "schema {name} drifted from its serde type");
+        let v: serde_json::Value = serde_json::to_value(match name {
+            "PairStats" => serde_json::to_value(
+                serde_json::from_value::<controller::sdc::PairStats>(example.clone()).unwrap(),
+            )
+            .unwrap(),
+            "GroupStats" => serde_json::to_value(
+                serde_json::from_value::<controller::sdc::GroupStats>(example.clone()).unwrap(),
+            )
+            .unwrap(),
+            _ => serde_json::to_value(
+                serde_json::from_value::<controller::sdc::MemberStats>(example.clone()).unwrap(),
+            )
+            .unwrap(),
+        })
+        .unwrap();
+        assert_eq!(v, example, "{name} example round-trips");
+    }
+}
+
+/// `example` (a serialized value, optional fields may be absent) has only the schema's
+/// properties and every required one.
+fn assert_schema_covers(doc: &Value, name: &str, example: &Value) {
+    let (props, required) = properties(doc, name);
+    let keys = example
+        .as_object()
+        .unwrap_or_else(|| panic!("{name}: {example}"));
+    for k in keys.keys() {
+        assert!(
+            props.contains(k),
+            "{name}: serialized field {k} is not in the schema"
+        );
+    }
+    for r in &required {
+        assert!(keys.contains_key(r), "{name}: required {r} not serialized");
+    }
 }

@@ -2,11 +2,12 @@
 //! [`super::routes::ROUTES`] (so every route is in it, with its method, parameters, bodies and
 //! statuses) plus the JSON schemas of the bodies.
 //!
-//! The schemas of the inventory, path group and import bodies are derived from their serde
-//! types with `utoipa` ([`derived_schemas`]), so they cannot drift from them (a test compares
-//! each with a serialized example). The others are still written by hand below, because their
-//! types live in modules this one does not annotate yet (`path_config::Settings`, the SDC, WRR,
-//! adaptive and `swap` views, the gateway channel's `gwc` and the CA's `authority` types).
+//! The schemas of the inventory, path group, import, SDC, WRR, adaptive, CA and token bodies are
+//! derived from their serde types with `utoipa` ([`derived_schemas`]), so they cannot drift from
+//! them (a test compares each with a serialized example). The others are still written by hand below, because their
+//! types live in modules this change does not annotate (`path_config::Settings`, `swap`'s flow
+//! IR, the gateway channel's `gwc` views, the CA's `authority::NewToken`), or the body is not
+//! one serde type (`Stats` is `sdc::StatsView` or a fixed "not available" answer).
 use serde_json::{json, Map, Value};
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::ToSchema;
@@ -194,6 +195,19 @@ pub fn derived_schemas() -> Map<String, Value> {
     add::<api::StructuredTransit>(&mut all);
     add::<api::StructuredMember>(&mut all);
     add::<api::SetGroup>(&mut all);
+    add::<crate::sdc::BranchStats>(&mut all);
+    add::<crate::sdc::PairStats>(&mut all);
+    add::<crate::sdc::GroupStats>(&mut all);
+    add::<crate::sdc::MemberStats>(&mut all);
+    add::<api::WeightList>(&mut all);
+    add::<api::AdaptiveList>(&mut all);
+    add::<api::NewEnrolToken>(&mut all);
+    add::<api::CertificateList>(&mut all);
+    add::<api::RevokeRequest>(&mut all);
+    add::<api::Revoked>(&mut all);
+    add::<api::NewApiToken>(&mut all);
+    add::<api::ApiToken>(&mut all);
+    add::<api::ApiTokenList>(&mut all);
     all.into_iter()
         .map(|(name, schema)| {
             let v = serde_json::to_value(schema)
@@ -206,33 +220,6 @@ pub fn derived_schemas() -> Map<String, Value> {
 /// The SDC's schemas (`GET /api/v1/stats`).
 fn stats_schemas(branch_id: &Value) -> Value {
     json!({
-        "Traffic": {"type": "object", "description": "forward = A's source entries (A → B), reverse = B's source entries on the same member paths (B → A); rates over the last sampling interval", "properties": {
-            "forward_packets": {"type": "integer"}, "forward_bytes": {"type": "integer"}, "forward_bits_per_s": {"type": "number"},
-            "reverse_packets": {"type": "integer"}, "reverse_bytes": {"type": "integer"}, "reverse_bits_per_s": {"type": "number"}}},
-        "FlowCounters": {"type": "object", "properties": {
-            "cookie": {"type": "string", "example": "0x4d4d010021141100"}, "what": {"type": "string", "example": "0x2114 forward source"},
-            "packets": {"type": "integer"}, "bytes": {"type": "integer"},
-            "packets_per_s": {"type": "number"}, "bits_per_s": {"type": "number"}}},
-        "PortCounters": {"type": "object", "properties": {
-            "port": {"type": "integer", "description": "OpenFlow port: wan{k} = 1+k, mpa{k} = 101+k"},
-            "rx_packets": {"type": "integer"}, "rx_bytes": {"type": "integer"}, "rx_bits_per_s": {"type": "number"},
-            "tx_packets": {"type": "integer"}, "tx_bytes": {"type": "integer"}, "tx_bits_per_s": {"type": "number"},
-            "rx_dropped": {"type": "integer"}, "tx_dropped": {"type": "integer"}}},
-        "BranchStats": {"type": "object", "description": "one gateway switch", "properties": {
-            "branch": branch_id, "connected": {"type": "boolean"}, "datapath_id": {"type": "string"},
-            "peer": {"type": "string"}, "flows_compiled": {"type": "integer"}, "flows_reported": {"type": "integer"},
-            "reconciles": {"type": "integer"}, "last_reconcile_ms": {"type": "number", "nullable": true},
-            "sample_age_ms": {"type": "integer", "nullable": true},
-            "packets": {"type": "integer"}, "bytes": {"type": "integer"},
-            "flows": {"type": "array", "items": schema_ref("FlowCounters")},
-            "ports": {"type": "array", "items": schema_ref("PortCounters")}}},
-        "PairStats": {"allOf": [schema_ref("Traffic"), {"type": "object", "properties": {
-            "source": branch_id, "destination": branch_id}}]},
-        "GroupStats": {"allOf": [schema_ref("Traffic"), {"type": "object", "properties": {
-            "source": branch_id, "destination": branch_id, "group": {"type": "integer"}}}]},
-        "MemberStats": {"allOf": [schema_ref("Traffic"), {"type": "object", "properties": {
-            "code": {"type": "string", "example": "0x2114"}, "source": branch_id, "destination": branch_id,
-            "group": {"type": "integer"}, "member": {"type": "integer"}}}]},
         "Stats": {"type": "object", "description": "collected by the SDC from every connected switch (multipart FLOW by cookie, PORT_STATS); `available` is false when the OpenFlow server does not run in this process", "properties": {
             "available": {"type": "boolean"}, "note": {"type": "string"},
             "last_push": {"type": "object", "nullable": true, "description": "the last change pushed to the switches", "properties": {
@@ -242,32 +229,6 @@ fn stats_schemas(branch_id: &Value) -> Value {
             "pairs": {"type": "array", "items": schema_ref("PairStats")},
             "groups": {"type": "array", "items": schema_ref("GroupStats")},
             "members": {"type": "array", "items": schema_ref("MemberStats")}}},
-        "GroupWeight": {"type": "object", "properties": {
-            "group": {"type": "integer", "minimum": 0, "maximum": 15},
-            "weight": {"type": "integer", "minimum": 1, "description": "integer WRR weight; a pair's weights sum to its `scale`"},
-            "configured_kbps": {"type": "integer", "description": "max-flow over the members' port capacities"},
-            "measured_bps": {"type": "number", "nullable": true, "description": "smoothed (EWMA) forward rate from the SDC; null if not measured"}}},
-        "PairWeights": {"type": "object", "description": "WRR weights of one ordered pair (seed 001 §III-C: w = c / sum c); published only when a weight moves by more than the hysteresis", "properties": {
-            "source": branch_id, "destination": branch_id,
-            "scale": {"type": "integer", "example": 1000},
-            "basis": {"type": "string", "enum": ["measured", "configured", "equal"], "description": "measured: every group measured and the pair not idle; configured: capacities from the inventory; equal: nothing known"},
-            "groups": {"type": "array", "items": schema_ref("GroupWeight")}}},
-        "AdaptivePair": {"type": "object", "description": "one ordered pair under adaptive path groups", "properties": {
-            "source": branch_id, "destination": branch_id,
-            "groups": {"type": "array", "items": {"type": "integer"}},
-            "xi_bps": {"type": "number", "description": "achieved rate ξ (smoothed sum of what its groups carried), bit/s"},
-            "zeta_bps": {"type": "number", "description": "achievable rate ζ (max-flow over every candidate member path), bit/s; computed while saturated"},
-            "saturated": {"type": "boolean"},
-            "status": {"type": "string", "enum": ["no_reports", "ok", "short", "settling", "backoff", "at_max", "no_new_path", "calm"]},
-            "added": {"type": "integer"}, "retired": {"type": "integer"},
-            "last_action": {"type": "string"}}},
-        "AdaptiveList": {"type": "object", "properties": {
-            "enabled": {"type": "boolean"},
-            "pairs": {"type": "array", "items": schema_ref("AdaptivePair")}}},
-        "WeightList": {"type": "object", "properties": {
-            "scale": {"type": "integer", "example": 1000},
-            "measured": {"type": "boolean", "description": "whether the SDC runs in this process and can feed measured rates"},
-            "pairs": {"type": "array", "items": schema_ref("PairWeights")}}},
         "GatewayReport": {"type": "object", "description": "a gateway's periodic report (docs/gwchan.md)", "properties": {
             "healthy": {"type": "boolean"},
             "config_version": {"type": "integer"},
@@ -302,37 +263,10 @@ fn stats_schemas(branch_id: &Value) -> Value {
                 "refused_unknown": {"type": "integer"}, "refused_used": {"type": "integer"},
                 "refused_expired": {"type": "integer"}, "refused_wrong_branch": {"type": "integer"},
                 "refused_other": {"type": "integer"}}}}},
-        "NewEnrolToken": {"type": "object", "required": ["branch"], "properties": {
-            "branch": branch_id, "ttl_s": {"type": "integer", "minimum": 1, "maximum": 604800, "default": 3600}}},
         "EnrolToken": {"type": "object", "description": "shown once: only its SHA-256 is stored", "properties": {
             "token": {"type": "string", "description": "64 hex digits (256 random bits)"},
             "branch": branch_id, "expires": {"type": "integer", "description": "Unix seconds"},
             "ca_fingerprint": {"type": "string", "description": "SHA-256 of the CA certificate (DER), hex"}}},
-        "Certificate": {"type": "object", "properties": {
-            "serial": {"type": "integer"}, "branch": {"type": "integer", "description": "0: the controller's own ssc.mms"},
-            "not_after": {"type": "integer"}, "revoked": {"type": "integer", "nullable": true}}},
-        "CertificateList": {"type": "object", "properties": {
-            "certificates": {"type": "array", "items": schema_ref("Certificate")}}},
-        "Revoke": {"type": "object", "description": "exactly one of branch and serial", "properties": {
-            "branch": branch_id, "serial": {"type": "integer"}}},
-        "NewApiToken": {"type": "object", "required": ["name", "role"], "properties": {
-            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
-            "role": {"type": "string", "enum": ["read-only", "admin"]},
-            "ttl_s": {"type": "integer", "minimum": 1, "maximum": 31622400, "default": 2592000,
-                      "description": "lifetime in seconds (default 30 days); not with never_expires"},
-            "never_expires": {"type": "boolean", "default": false}}},
-        "ApiToken": {"type": "object", "description": "shown once: only its SHA-256 is stored", "properties": {
-            "name": {"type": "string"}, "role": {"type": "string", "enum": ["read-only", "admin"]},
-            "token": {"type": "string", "description": "64 hex digits"},
-            "expires": {"type": "integer", "nullable": true, "description": "Unix seconds; null: never"}}},
-        "ApiTokenList": {"type": "object", "properties": {
-            "tokens": {"type": "array", "items": {"type": "object", "properties": {
-                "name": {"type": "string"}, "role": {"type": "string", "enum": ["read-only", "admin"]},
-                "created": {"type": "integer"},
-                "expires": {"type": "integer", "nullable": true, "description": "Unix seconds; null: never"},
-                "expired": {"type": "boolean", "description": "refused (401) since expires"}}}}}},
-        "Revoked": {"type": "object", "properties": {
-            "revoked": {"type": "array", "items": {"type": "integer"}}}},
     })
 }
 

@@ -12,7 +12,7 @@ use super::{blocking, snapshot, ApiError, AppState};
 use crate::inventory::BranchId;
 
 /// `POST /api/v1/enrol-tokens`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewEnrolToken {
     /// The branch the token enrols.
@@ -23,8 +23,9 @@ pub struct NewEnrolToken {
 }
 
 /// `POST /api/v1/revoke`: exactly one of the two.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = Revoke)]
 pub struct RevokeRequest {
     /// Every certificate of this branch.
     #[serde(default)]
@@ -35,14 +36,14 @@ pub struct RevokeRequest {
 }
 
 /// The answer of `POST /api/v1/revoke`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Revoked {
     /// The serials revoked by this call (empty: already revoked or unknown).
     pub revoked: Vec<u64>,
 }
 
 /// `GET /api/v1/certificates`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CertificateList {
     /// Every certificate the CA issued (branch 0: the controller's own).
     pub certificates: Vec<crate::store::creds::CertRow>,

@@ -32,7 +32,7 @@ pub(super) async fn stats(State(state): State<AppState>) -> Json<Value> {
 }
 
 /// `GET /api/v1/adaptive`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AdaptiveList {
     /// Whether the settings switch it on.
     pub enabled: bool,
@@ -56,7 +56,7 @@ pub(super) async fn adaptive(
 }
 
 /// `GET /api/v1/weights`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WeightList {
     /// Sum of the weights of each pair.
     pub scale: u32,

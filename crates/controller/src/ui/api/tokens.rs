@@ -10,7 +10,7 @@ use super::{blocking, ApiError, AppState};
 use crate::store::creds::Role;
 
 /// `POST /api/v1/tokens`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewApiToken {
     /// A unique name, 1..=64 characters of `[A-Za-z0-9._-]`.
@@ -34,7 +34,7 @@ pub const DEFAULT_API_TOKEN_TTL_S: u64 = 30 * 24 * 3600;
 pub const MAX_API_TOKEN_TTL_S: u64 = 366 * 24 * 3600;
 
 /// One entry of `GET /api/v1/tokens`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApiTokenInfo {
     /// Its name.
     pub name: String,
@@ -49,7 +49,7 @@ pub struct ApiTokenInfo {
 }
 
 /// The answer of `POST /api/v1/tokens`: the token, shown once.
-#[derive(Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApiToken {
     /// Its name.
     pub name: String,
@@ -71,7 +71,7 @@ impl std::fmt::Debug for ApiToken {
 }
 
 /// `GET /api/v1/tokens`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApiTokenList {
     /// Every stored token's name, role, expiry and whether it expired (the config's
     /// bootstrap token is not listed).
