@@ -15,8 +15,10 @@ use controller::inventory::{BranchId, Inventory};
 use controller::path_group::PathGroups;
 use controller::store::Store;
 use controller::swap;
-use controller::ui::api::{router, AppState, ROUTES};
-use controller::ui::openapi::{derived_schemas, document, path_params};
+use controller::ui::api::{
+    derived_schemas, openapi_document as document, router, AppState, ROUTES,
+};
+use controller::ui::openapi::path_params;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 

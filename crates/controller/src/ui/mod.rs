@@ -5,7 +5,10 @@
 //! - [`config`]: the `ssc` TOML configuration (`[api]`, `[database]`).
 //! - [`routes`]: the one table of routes ([`routes::ROUTES`]) that `api` and `openapi` share.
 //! - [`api`]: the REST API (axum, JSON, bearer token), one submodule per resource.
-//! - [`openapi`]: the OpenAPI 3 document built from that table, served at `/openapi.json`.
+//! - [`openapi`]: the OpenAPI 3.1 document built from that table and the schemas `api` derives
+//!   from its types ([`api::openapi_document`]), served at `/openapi.json`.
+//!
+//! Imports point down only: `api` → `openapi` → `routes`.
 //! - [`client`]: the blocking HTTP client behind the `ssc` CLI subcommands.
 //! - the WRR weights ([`crate::wrr`]) are served at `/api/v1/weights`; `ssc run` feeds them the
 //!   SDC's group rates ([`api::AppState::with_wrr`]).

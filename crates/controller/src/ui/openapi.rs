@@ -3,8 +3,9 @@
 //! statuses) plus the JSON schemas of the bodies.
 //!
 //! The schemas of the inventory, path group, import, SDC, WRR, adaptive, CA and token bodies are
-//! derived from their serde types with `utoipa` ([`derived_schemas`]), so they cannot drift from
-//! them (a test compares each with a serialized example). The others are still written by hand below, because their
+//! derived from their serde types with `utoipa` (`api::derived_schemas`, passed in: this module
+//! imports only [`super::routes`], never `api`), so they cannot drift from them (a test compares
+//! each with a serialized example). The others are still written by hand below, because their
 //! types live in modules this change does not annotate (`path_config::Settings`, `swap`'s flow
 //! IR, the gateway channel's `gwc` views, the CA's `authority::NewToken`), or the body is not
 //! one serde type (`Stats` is `sdc::StatsView` or a fixed "not available" answer).
@@ -166,49 +167,16 @@ pub fn settings_ref() -> utoipa::openapi::Ref {
     utoipa::openapi::Ref::from_schema_name("Settings")
 }
 
-/// Adds `T`'s schema and every schema it refers to.
-fn add<T: ToSchema>(out: &mut Vec<(String, RefOr<Schema>)>) {
+/// Adds `T`'s schema and every schema it refers to (for [`document`]'s `derived` map).
+pub fn add<T: ToSchema>(out: &mut Vec<(String, RefOr<Schema>)>) {
     out.push((T::name().into_owned(), T::schema()));
     T::schemas(out);
 }
 
-/// The schemas derived from the serde types with `utoipa` (by schema name).
-pub fn derived_schemas() -> Map<String, Value> {
-    use super::api;
-    use crate::catalog::{BranchPatch, NewPort, PortPatch};
-    use crate::inventory::{Branch, InventoryFile, WanPort};
-    use crate::path_group::GroupsFile;
-
-    let mut all = Vec::new();
-    add::<api::Health>(&mut all);
-    add::<Branch>(&mut all);
-    add::<WanPort>(&mut all);
-    add::<InventoryFile>(&mut all);
-    add::<BranchPatch>(&mut all);
-    add::<NewPort>(&mut all);
-    add::<PortPatch>(&mut all);
-    add::<GroupsFile>(&mut all);
-    add::<api::Import>(&mut all);
-    add::<api::Summary>(&mut all);
-    add::<api::GroupView>(&mut all);
-    add::<api::MemberView>(&mut all);
-    add::<api::StructuredTransit>(&mut all);
-    add::<api::StructuredMember>(&mut all);
-    add::<api::SetGroup>(&mut all);
-    add::<crate::sdc::BranchStats>(&mut all);
-    add::<crate::sdc::PairStats>(&mut all);
-    add::<crate::sdc::GroupStats>(&mut all);
-    add::<crate::sdc::MemberStats>(&mut all);
-    add::<api::WeightList>(&mut all);
-    add::<api::AdaptiveList>(&mut all);
-    add::<api::NewEnrolToken>(&mut all);
-    add::<api::CertificateList>(&mut all);
-    add::<api::RevokeRequest>(&mut all);
-    add::<api::Revoked>(&mut all);
-    add::<api::NewApiToken>(&mut all);
-    add::<api::ApiToken>(&mut all);
-    add::<api::ApiTokenList>(&mut all);
-    all.into_iter()
+/// The JSON form of schemas collected with [`add`], by name.
+pub fn to_map(schemas: Vec<(String, RefOr<Schema>)>) -> Map<String, Value> {
+    schemas
+        .into_iter()
         .map(|(name, schema)| {
             let v = serde_json::to_value(schema)
                 .unwrap_or_else(|e| json!({"description": format!("unserialisable: {e}")}));
@@ -271,16 +239,18 @@ fn stats_schemas(branch_id: &Value) -> Value {
 }
 
 /// The derived schemas, then the hand-written ones (none has the name of a derived one).
-fn all_schemas() -> Value {
-    let mut all = derived_schemas();
+fn all_schemas(derived: Map<String, Value>) -> Value {
+    let mut all = derived;
     if let Value::Object(hand) = schemas() {
         all.extend(hand);
     }
     Value::Object(all)
 }
 
-/// The document served at `/openapi.json`.
-pub fn document() -> Value {
+/// The document served at `/openapi.json`: every route of [`ROUTES`], the `derived` schemas
+/// (the serde types' own, collected by [`crate::ui::api::derived_schemas`]) and the hand-written
+/// ones.
+pub fn document(derived: Map<String, Value>) -> Value {
     let mut paths = Map::new();
     for r in ROUTES {
         let entry = paths
@@ -301,7 +271,7 @@ pub fn document() -> Value {
         "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": all_schemas(),
+            "schemas": all_schemas(derived),
         },
     })
 }

@@ -2,7 +2,7 @@
 //! [`crate::catalog`] and [`crate::store`].
 //!
 //! Every route is one row of [`ROUTES`] ([`super::routes`]); the router ([`router`]) and the
-//! OpenAPI document ([`super::openapi::document`]) are both built from that table, so they cannot
+//! OpenAPI document ([`openapi_document`], built by [`super::openapi`]) are both built from that table, so they cannot
 //! disagree. Reads are served from the store's in-memory catalog ([`Store::snapshot`], no
 //! database read, no recompiling); writes run one store operation on a blocking thread (redb
 //! writes fsync). [`crate::catalog::CatalogError`] and [`StoreError`] map to a status: 404
@@ -37,6 +37,7 @@ pub mod branches;
 pub mod ca;
 pub mod groups;
 pub mod inventory;
+pub mod schemas;
 pub mod telemetry;
 pub mod tokens;
 
@@ -45,6 +46,7 @@ pub use branches::{FlowView, FlowsView};
 pub use ca::{CertificateList, NewEnrolToken, RevokeRequest, Revoked};
 pub use groups::{GroupView, MemberView, SetGroup, StructuredMember, StructuredTransit};
 pub use inventory::{Import, Summary};
+pub use schemas::{derived_schemas, openapi_document};
 pub use telemetry::{AdaptiveList, WeightList};
 pub use tokens::{
     ApiToken, ApiTokenInfo, ApiTokenList, NewApiToken, DEFAULT_API_TOKEN_TTL_S,
@@ -388,7 +390,7 @@ async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError>
 }
 
 async fn openapi() -> Json<Value> {
-    Json(super::openapi::document())
+    Json(openapi_document())
 }
 
 #[cfg(test)]
