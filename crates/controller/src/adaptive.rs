@@ -180,7 +180,7 @@ pub enum Action {
 }
 
 /// Where a pair stands (shown by `GET /api/v1/adaptive`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PairStatus {
     /// No fresh report of any of its groups.
@@ -203,7 +203,8 @@ pub enum PairStatus {
 }
 
 /// One pair's state, for display.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = AdaptivePair)]
 pub struct PairView {
     /// A.
     pub source: u8,

@@ -46,6 +46,8 @@ pub const MAX_NAME_LEN: usize = 64;
 /// The index of a WAN port on its branch: 0 for `a`, 1 for `b`, ... (below [`MAX_WAN_PORTS`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String, example = "a")]
 pub struct PortIndex(u8);
 
 impl PortIndex {
@@ -163,12 +165,15 @@ pub enum IdError {
 /// One WAN port of a branch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct WanPort {
     /// The port letter; ports of a branch are `a`, `b`, ... in order.
     pub port: PortIndex,
     /// The port's address with its prefix length (`198.18.10.2/24`); the MPA binds subflows to it.
+    #[schema(value_type = String, example = "198.18.10.2/24")]
     pub address: Ipv4Net,
     /// The next-hop gateway (ISP router, or the far end of a leased line).
+    #[schema(value_type = String, format = Ipv4)]
     pub gateway: Ipv4Addr,
     /// The gateway's MAC, if known. Needed where this port is the egress of a transit hop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -194,6 +199,7 @@ impl WanPort {
 /// One branch and its gateway.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct Branch {
     /// The branch id, 1..=15.
     pub id: BranchId,
@@ -201,6 +207,7 @@ pub struct Branch {
     pub name: String,
     /// LAN prefixes behind the gateway (inter-branch destinations); no host bits, no overlaps.
     #[serde(default)]
+    #[schema(value_type = Vec<String>)]
     pub lan: Vec<Ipv4Net>,
     /// WAN ports `a`, `b`, ...: at least one, at most [`MAX_WAN_PORTS`].
     pub wan: Vec<WanPort>,
@@ -209,6 +216,7 @@ pub struct Branch {
 /// The serde form of an inventory file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct InventoryFile {
     /// All branches.
     #[serde(default)]

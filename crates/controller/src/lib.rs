@@ -20,10 +20,14 @@
 //!   the SDC's measured rates (seed 001 §III-C, seed 004 Alg. 2), smoothed, with fallbacks, as
 //!   integers for the gateways' weighted round robin.
 //!
+//! - [`catalog`] (UI + PC): the whole inventory as one always-valid value (branches, path
+//!   groups, settings, compiled flows); every change is validated through the types above (and
+//!   `swap::compile`) before it exists.
+//!
 //! Drivers (IO):
-//! - [`store`] (UI): the inventory, path groups and settings in an embedded database (redb),
-//!   schema migrations; its [`store::Catalog`] is a pure core that validates every change through
-//!   the types above (and `swap::compile`) before anything is written.
+//! - [`store`] (UI): persists the [`catalog::Catalog`] in an embedded database (redb): schema
+//!   migrations, one write transaction per change, the last committed catalog kept in memory
+//!   for readers ([`store::Store::snapshot`]).
 //! - [`ui`] (UI): configuration, the REST API (axum, bearer token, OpenAPI) and its CLI client.
 //! - [`ofc`] (OFC): the OpenFlow 1.3 server; its pure parts are the IR → FLOW_MOD conversion
 //!   ([`ofc::flowmod`]) and the reconcile diff and install order ([`ofc::reconcile`]).
@@ -43,6 +47,7 @@
 pub mod adaptive;
 pub mod authority;
 pub mod capacity;
+pub mod catalog;
 pub mod gwc;
 pub mod inventory;
 pub mod listen;

@@ -453,6 +453,7 @@ pub enum LoadError {
 /// The serde form of one group (member ids are positions from 1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct GroupEntry {
     /// Source branch A.
     pub source: BranchId,
@@ -461,12 +462,14 @@ pub struct GroupEntry {
     /// Group id G (0..=15).
     pub id: PathGroupId,
     /// Member paths in notation; the first is member 1.
+    #[schema(value_type = Vec<String>, example = json!(["1a>4a>4b>2a"]))]
     pub members: Vec<MemberPath>,
 }
 
 /// The serde form of a path group file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct GroupsFile {
     /// All groups.
     #[serde(default)]

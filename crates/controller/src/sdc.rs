@@ -65,7 +65,7 @@ pub struct Sdc {
 }
 
 /// The last change the OFC pushed to the switches.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PushReport {
     /// Connected switches whose table changed.
     pub switches: usize,
@@ -344,7 +344,7 @@ fn describe(info: Option<CookieInfo>) -> String {
 }
 
 /// Traffic of a member path, group or pair: forward (A → B) and reverse (B → A).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Traffic {
     /// Packets A sent into the path(s).
     pub forward_packets: u64,
@@ -405,7 +405,7 @@ pub struct StatsView {
 }
 
 /// One switch.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BranchStats {
     /// Branch id (= datapath id).
     pub branch: u8,
@@ -436,7 +436,7 @@ pub struct BranchStats {
 }
 
 /// One flow's counters.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FlowCounters {
     /// Cookie, hex (u64 does not fit a JSON number exactly).
     pub cookie: String,
@@ -453,7 +453,7 @@ pub struct FlowCounters {
 }
 
 /// One port's counters.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PortCounters {
     /// OpenFlow port number (`wan{k}` = 1 + k, `mpa{k}` = 101 + k, LOCAL = 0xfffffffe).
     pub port: u32,
@@ -476,7 +476,7 @@ pub struct PortCounters {
 }
 
 /// One ordered branch pair.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PairStats {
     /// A.
     pub source: u8,
@@ -488,7 +488,7 @@ pub struct PairStats {
 }
 
 /// One path group.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupStats {
     /// A.
     pub source: u8,
@@ -502,7 +502,7 @@ pub struct GroupStats {
 }
 
 /// One member path.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MemberStats {
     /// `0xBASG`.
     pub code: String,

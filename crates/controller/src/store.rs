@@ -2,11 +2,9 @@
 //! path groups per ordered branch pair, and settings, kept in an embedded database.
 //!
 //! Two layers, as STYLE §1 asks:
-//! - [`Catalog`] is the pure core: the whole inventory as one always-valid value. Every operation
-//!   (add a branch, modify a port, set a path group, ...) builds a new catalog and validates it
-//!   through the existing pure types ([`Inventory::new`], [`PathGroups::new`], [`swap::compile`])
-//!   before it is accepted, so a catalog that would give no flow table never exists.
-//! - [`Store`] is the driver: a [redb](https://docs.rs/redb) database file. An update is one write
+//! - [`Catalog`] ([`crate::catalog`], re-exported here) is the pure core: the whole inventory as
+//!   one always-valid value, validated on every change.
+//! - [`Store`] (this module) is the driver: a [redb](https://docs.rs/redb) database file. An update is one write
 //!   transaction: read the catalog, apply the operation, validate, write, commit. redb serialises
 //!   writers and commits atomically (copy-on-write B-trees, fsync on commit), so a failed or
 //!   rejected update leaves nothing behind and readers never see half an update.
@@ -31,19 +29,17 @@
 //! A file newer than this binary is refused ([`StoreError::TooNew`]), never rewritten.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use crate::inventory::{
-    Branch, BranchId, Inventory, InventoryError, InventoryFile, MacAddr, PortIndex, PortRef,
-    WanKind, WanPort, MAX_WAN_PORTS,
+pub use crate::catalog::{
+    validate_settings, BranchPatch, Catalog, CatalogError, NewPort, PortPatch,
 };
+use crate::inventory::{Branch, BranchId, InventoryFile};
 use crate::path_config::Settings;
-use crate::path_group::{
-    GroupError, GroupsFile, MemberId, MemberPath, PathGroup, PathGroupId, PathGroups, MAX_GROUP_ID,
-};
-use crate::swap::{self, CompileError, FlowTables};
+use crate::path_group::{GroupsFile, MemberId, MemberPath, PathGroup, PathGroupId};
 
 pub mod creds;
 
@@ -58,152 +54,13 @@ const SETTINGS: TableDefinition<'static, &'static str, &'static str> =
 const VERSION_KEY: &str = "schema_version";
 const PATH_CONFIG_KEY: &str = "path_config";
 
-// ---------------------------------------------------------------------------------------------
-// Pure core
-// ---------------------------------------------------------------------------------------------
-
-/// The whole inventory of the controller, always valid: the branches form a valid [`Inventory`],
-/// the path groups fit it, the settings are in range, and [`swap::compile`] succeeds.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Catalog {
-    inventory: Inventory,
-    groups: PathGroups,
-    settings: Settings,
-    flows: FlowTables,
-}
-
-/// Changes to a branch's own fields (its ports have their own operations). Absent fields stay.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BranchPatch {
-    /// A new name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// New LAN prefixes (replace the old list).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lan: Option<Vec<ipnet::Ipv4Net>>,
-}
-
-/// A WAN port to add; `port` may be left out to take the next free letter.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NewPort {
-    /// The port letter; must be the next one (ports are `a`, `b`, ... without gaps).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<PortIndex>,
-    /// Address with prefix length.
-    pub address: ipnet::Ipv4Net,
-    /// Next-hop gateway.
-    pub gateway: std::net::Ipv4Addr,
-    /// MAC of the gateway.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway_mac: Option<MacAddr>,
-    /// MAC of the port's address (`mpa{k}`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac: Option<MacAddr>,
-    /// Internet or leased line.
-    #[serde(default)]
-    pub kind: WanKind,
-    /// Capacity in Mbit/s.
-    pub capacity_mbps: u32,
-}
-
-/// Changes to one WAN port. Absent fields stay; MACs can be set but not cleared here (remove and
-/// re-add the port for that).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PortPatch {
-    /// New address with prefix length.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<ipnet::Ipv4Net>,
-    /// New gateway.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway: Option<std::net::Ipv4Addr>,
-    /// New gateway MAC.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway_mac: Option<MacAddr>,
-    /// New own MAC.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac: Option<MacAddr>,
-    /// New kind.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<WanKind>,
-    /// New capacity in Mbit/s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity_mbps: Option<u32>,
-}
-
-/// Why an operation on the inventory was refused or failed. Variants up to
-/// [`StoreError::Setting`] are the operator's input (HTTP 4xx); the rest are IO or a damaged file.
+/// Why an operation on the inventory was refused or failed: the operator's input
+/// ([`StoreError::Catalog`], HTTP 4xx), or IO and a damaged file.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The branch does not exist.
-    #[error("branch {0} does not exist")]
-    NoBranch(BranchId),
-    /// The WAN port does not exist.
-    #[error("WAN port {0} does not exist")]
-    NoPort(PortRef),
-    /// The path group does not exist.
-    #[error("path group {source_branch}>{destination} #{group} does not exist")]
-    NoGroup {
-        /// Source branch.
-        source_branch: BranchId,
-        /// Destination branch.
-        destination: BranchId,
-        /// Group id.
-        group: PathGroupId,
-    },
-    /// A branch with this id exists already.
-    #[error("branch {0} exists already (modify it, or remove it first)")]
-    BranchExists(BranchId),
-    /// The port letter given for a new port is not the next free one.
-    #[error("branch {branch}: new WAN port must be `{expected}` (ports are a, b, c, ... without gaps), not `{given}`")]
-    PortNotNext {
-        /// The branch.
-        branch: BranchId,
-        /// The next free letter.
-        expected: PortIndex,
-        /// The letter given.
-        given: PortIndex,
-    },
-    /// The branch already has [`MAX_WAN_PORTS`] ports.
-    #[error("branch {0} has 8 WAN ports already, the most supported")]
-    PortsFull(BranchId),
-    /// Only the last port of a branch can be removed (ports are lettered without gaps).
-    #[error("branch {branch}: only the last WAN port `{last}` can be removed (ports are a, b, c, ... without gaps), not `{given}`")]
-    NotLastPort {
-        /// The branch.
-        branch: BranchId,
-        /// Its last port.
-        last: PortIndex,
-        /// The port asked for.
-        given: PortIndex,
-    },
-    /// A branch or port that path groups still use.
-    #[error("{what} is used by path groups {groups}; remove or change them first")]
-    InUse {
-        /// The branch or port, e.g. `branch 3` or `WAN port 3b`.
-        what: String,
-        /// The groups, e.g. `1>2 #0, 1>2 #1`.
-        groups: String,
-    },
-    /// The change would make the inventory invalid.
-    #[error("invalid inventory: {0}")]
-    Invalid(InventoryError),
-    /// The change would make the path groups invalid.
-    #[error("invalid path group: {0}")]
-    Groups(GroupError),
-    /// The flows cannot be compiled (e.g. a transit egress without MACs).
-    #[error("the flows cannot be compiled: {0}")]
-    Compile(CompileError),
-    /// A setting out of range.
-    #[error("settings.{field}: {reason}")]
-    Setting {
-        /// The field.
-        field: &'static str,
-        /// What is wrong.
-        reason: String,
-    },
+    /// The change was refused by the catalog (the operator's input).
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
     /// The database file does not exist (only [`Store::check`] refuses to create it).
     #[error("the database file does not exist (`ssc run` creates it)")]
     Missing(PathBuf),
@@ -233,7 +90,7 @@ pub enum StoreError {
     },
     /// The stored contents break a rule (written by another version, or edited by hand).
     #[error("database contents are invalid: {0}")]
-    StoredInvalid(Box<StoreError>),
+    StoredInvalid(CatalogError),
     /// The migration list is not 0→1→2→... (our bug).
     #[error("migration #{index} starts at version {from}, expected {index}")]
     BadMigrations {
@@ -267,26 +124,6 @@ impl StoreError {
     }
 }
 
-// The wrapped errors are part of the message, not a `source`, so that error chains printed with
-// `{:#}` (anyhow in `main`) do not repeat them.
-impl From<InventoryError> for StoreError {
-    fn from(e: InventoryError) -> Self {
-        Self::Invalid(e)
-    }
-}
-
-impl From<GroupError> for StoreError {
-    fn from(e: GroupError) -> Self {
-        Self::Groups(e)
-    }
-}
-
-impl From<CompileError> for StoreError {
-    fn from(e: CompileError) -> Self {
-        Self::Compile(e)
-    }
-}
-
 macro_rules! redb_error {
     ($($t:ty),*) => {$(
         impl From<$t> for StoreError {
@@ -304,321 +141,6 @@ redb_error!(
     redb::StorageError,
     redb::CommitError
 );
-
-/// Checks the PC settings.
-pub fn validate_settings(s: &Settings) -> Result<(), StoreError> {
-    let max_groups = MAX_GROUP_ID + 1;
-    if !(1..=max_groups).contains(&s.groups_per_pair) {
-        return Err(StoreError::Setting {
-            field: "groups_per_pair",
-            reason: format!("must be 1..=16, got {}", s.groups_per_pair),
-        });
-    }
-    if !(s.mdi_threshold.is_finite() && (0.0..=0.5).contains(&s.mdi_threshold)) {
-        return Err(StoreError::Setting {
-            field: "mdi_threshold",
-            reason: format!(
-                "must be 0.0..=0.5 (MDI is d_max/(d_max+d_min) - 0.5), got {}",
-                s.mdi_threshold
-            ),
-        });
-    }
-    if !(s.replace_margin.is_finite() && s.replace_margin >= 0.0) {
-        return Err(StoreError::Setting {
-            field: "replace_margin",
-            reason: format!("must be a number >= 0, got {}", s.replace_margin),
-        });
-    }
-    s.adaptive
-        .validate()
-        .map_err(|(field, reason)| StoreError::Setting { field, reason })?;
-    Ok(())
-}
-
-fn group_name(g: &PathGroup) -> String {
-    format!("{}>{} #{}", g.source, g.destination, g.id)
-}
-
-impl Catalog {
-    /// Validates everything and builds the catalog: the inventory rules, the path groups against
-    /// the inventory, the settings, and that the flows compile.
-    pub fn new(
-        branches: Vec<Branch>,
-        groups: Vec<PathGroup>,
-        settings: Settings,
-    ) -> Result<Self, StoreError> {
-        let inventory = Inventory::new(branches)?;
-        let groups = PathGroups::new(&inventory, groups)?;
-        validate_settings(&settings)?;
-        let flows = swap::compile(&inventory, &groups)?;
-        Ok(Self {
-            inventory,
-            groups,
-            settings,
-            flows,
-        })
-    }
-
-    /// Builds from the file forms (as `ssc import` sends them).
-    pub fn from_files(
-        inventory: InventoryFile,
-        groups: GroupsFile,
-        settings: Settings,
-    ) -> Result<Self, StoreError> {
-        let inv = Inventory::new(inventory.branches)?;
-        let groups = PathGroups::from_file(&inv, groups)?;
-        Self::new(
-            inv.to_file().branches,
-            groups.groups().cloned().collect(),
-            settings,
-        )
-    }
-
-    /// The inventory.
-    pub fn inventory(&self) -> &Inventory {
-        &self.inventory
-    }
-
-    /// The path groups.
-    pub fn groups(&self) -> &PathGroups {
-        &self.groups
-    }
-
-    /// The PC settings.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    /// The compiled flow tables of every gateway ([`swap::compile`] of this catalog).
-    pub fn flows(&self) -> &FlowTables {
-        &self.flows
-    }
-
-    fn branches(&self) -> Vec<Branch> {
-        self.inventory.to_file().branches
-    }
-
-    fn group_list(&self) -> Vec<PathGroup> {
-        self.groups.groups().cloned().collect()
-    }
-
-    fn with(
-        &self,
-        branches: Vec<Branch>,
-        groups: Vec<PathGroup>,
-        settings: Settings,
-    ) -> Result<Self, StoreError> {
-        Self::new(branches, groups, settings)
-    }
-
-    fn branch_index(branches: &[Branch], id: BranchId) -> Result<usize, StoreError> {
-        branches
-            .iter()
-            .position(|b| b.id == id)
-            .ok_or(StoreError::NoBranch(id))
-    }
-
-    fn groups_using(&self, uses: impl Fn(PortRef) -> bool) -> Vec<String> {
-        self.groups
-            .groups()
-            .filter(|g| {
-                g.members
-                    .values()
-                    .any(|m| m.hops().iter().any(|h| uses(h.from) || uses(h.to)))
-            })
-            .map(group_name)
-            .collect()
-    }
-
-    /// Adds a branch (with its WAN ports).
-    pub fn add_branch(&self, branch: Branch) -> Result<Self, StoreError> {
-        if self.inventory.branch(branch.id).is_some() {
-            return Err(StoreError::BranchExists(branch.id));
-        }
-        let mut branches = self.branches();
-        branches.push(branch);
-        self.with(branches, self.group_list(), self.settings.clone())
-    }
-
-    /// Changes a branch's name and/or LAN prefixes.
-    pub fn modify_branch(&self, id: BranchId, patch: BranchPatch) -> Result<Self, StoreError> {
-        let mut branches = self.branches();
-        let i = Self::branch_index(&branches, id)?;
-        if let Some(b) = branches.get_mut(i) {
-            if let Some(name) = patch.name {
-                b.name = name;
-            }
-            if let Some(lan) = patch.lan {
-                b.lan = lan;
-            }
-        }
-        self.with(branches, self.group_list(), self.settings.clone())
-    }
-
-    /// Removes a branch; refused while path groups use it.
-    pub fn remove_branch(&self, id: BranchId) -> Result<Self, StoreError> {
-        let mut branches = self.branches();
-        let i = Self::branch_index(&branches, id)?;
-        let users: Vec<String> = self
-            .groups
-            .groups()
-            .filter(|g| g.source == id || g.destination == id)
-            .map(group_name)
-            .chain(self.groups_using(|p| p.branch == id))
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        if !users.is_empty() {
-            return Err(StoreError::InUse {
-                what: format!("branch {id}"),
-                groups: users.join(", "),
-            });
-        }
-        branches.remove(i);
-        self.with(branches, self.group_list(), self.settings.clone())
-    }
-
-    /// Adds a WAN port to a branch (the next letter).
-    pub fn add_port(&self, id: BranchId, port: NewPort) -> Result<Self, StoreError> {
-        let mut branches = self.branches();
-        let i = Self::branch_index(&branches, id)?;
-        if let Some(b) = branches.get_mut(i) {
-            if b.wan.len() >= MAX_WAN_PORTS {
-                return Err(StoreError::PortsFull(id));
-            }
-            // `len < MAX_WAN_PORTS` (8) was checked above, so it is a valid index.
-            let expected = PortIndex::new(u8::try_from(b.wan.len()).unwrap_or(u8::MAX))
-                .map_err(|_| StoreError::PortsFull(id))?;
-            let letter = port.port.unwrap_or(expected);
-            if letter != expected {
-                return Err(StoreError::PortNotNext {
-                    branch: id,
-                    expected,
-                    given: letter,
-                });
-            }
-            b.wan.push(WanPort {
-                port: letter,
-                address: port.address,
-                gateway: port.gateway,
-                gateway_mac: port.gateway_mac,
-                mac: port.mac,
-                kind: port.kind,
-                capacity_mbps: port.capacity_mbps,
-            });
-        }
-        self.with(branches, self.group_list(), self.settings.clone())
-    }
-
-    /// Changes fields of one WAN port.
-    pub fn modify_port(&self, port: PortRef, patch: PortPatch) -> Result<Self, StoreError> {
-        let mut branches = self.branches();
-        let i = Self::branch_index(&branches, port.branch)?;
-        let w = branches
-            .get_mut(i)
-            .and_then(|b| b.wan.iter_mut().find(|w| w.port == port.port))
-            .ok_or(StoreError::NoPort(port))?;
-        if let Some(v) = patch.address {
-            w.address = v;
-        }
-        if let Some(v) = patch.gateway {
-            w.gateway = v;
-        }
-        if let Some(v) = patch.gateway_mac {
-            w.gateway_mac = Some(v);
-        }
-        if let Some(v) = patch.mac {
-            w.mac = Some(v);
-        }
-        if let Some(v) = patch.kind {
-            w.kind = v;
-        }
-        if let Some(v) = patch.capacity_mbps {
-            w.capacity_mbps = v;
-        }
-        self.with(branches, self.group_list(), self.settings.clone())
-    }
-
-    /// Removes the last WAN port of a branch; refused while path groups use it.
-    pub fn remove_port(&self, port: PortRef) -> Result<Self, StoreError> {
-        let mut branches = self.branches();
-        let i = Self::branch_index(&branches, port.branch)?;
-        let b = branches
-            .get_mut(i)
-            .ok_or(StoreError::NoBranch(port.branch))?;
-        let last = b
-            .wan
-            .last()
-            .map(|w| w.port)
-            .ok_or(StoreError::NoPort(port))?;
-        if !b.wan.iter().any(|w| w.port == port.port) {
-            return Err(StoreError::NoPort(port));
-        }
-        if last != port.port {
-            return Err(StoreError::NotLastPort {
-                branch: port.branch,
-                last,
-                given: port.port,
-            });
-        }
-        let users = self.groups_using(|p| p == port);
-        if !users.is_empty() {
-            return Err(StoreError::InUse {
-                what: format!("WAN port {port}"),
-                groups: users.join(", "),
-            });
-        }
-        b.wan.pop();
-        self.with(branches, self.group_list(), self.settings.clone())
-    }
-
-    /// Sets (adds or replaces) one path group; members get ids 1, 2, ... in order.
-    pub fn set_group(
-        &self,
-        source: BranchId,
-        destination: BranchId,
-        id: PathGroupId,
-        members: Vec<MemberPath>,
-    ) -> Result<Self, StoreError> {
-        let group = PathGroup::from_members(source, destination, id, members)?;
-        let mut groups: Vec<PathGroup> = self
-            .groups
-            .groups()
-            .filter(|g| !(g.source == source && g.destination == destination && g.id == id))
-            .cloned()
-            .collect();
-        groups.push(group);
-        self.with(self.branches(), groups, self.settings.clone())
-    }
-
-    /// Removes one path group.
-    pub fn remove_group(
-        &self,
-        source: BranchId,
-        destination: BranchId,
-        id: PathGroupId,
-    ) -> Result<Self, StoreError> {
-        if self.groups.group(source, destination, id).is_none() {
-            return Err(StoreError::NoGroup {
-                source_branch: source,
-                destination,
-                group: id,
-            });
-        }
-        let groups = self
-            .groups
-            .groups()
-            .filter(|g| !(g.source == source && g.destination == destination && g.id == id))
-            .cloned()
-            .collect();
-        self.with(self.branches(), groups, self.settings.clone())
-    }
-
-    /// Replaces the settings.
-    pub fn set_settings(&self, settings: Settings) -> Result<Self, StoreError> {
-        self.with(self.branches(), self.group_list(), settings)
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Migrations
@@ -806,36 +328,36 @@ fn load(
         Some(v) => from_json(|| format!("settings/{PATH_CONFIG_KEY}"), v.value())?,
         None => Settings::default(),
     };
-    Catalog::new(bs, gs, st).map_err(|e| StoreError::StoredInvalid(Box::new(e)))
+    Catalog::new(bs, gs, st).map_err(StoreError::StoredInvalid)
 }
 
 fn save(txn: &WriteTransaction, old: &Catalog, new: &Catalog) -> Result<(), StoreError> {
     let mut branches = txn.open_table(BRANCHES)?;
-    for b in old.inventory.branches() {
-        if new.inventory.branch(b.id).is_none() {
+    for b in old.inventory().branches() {
+        if new.inventory().branch(b.id).is_none() {
             branches.remove(b.id.get())?;
         }
     }
-    for b in new.inventory.branches() {
-        if old.inventory.branch(b.id) != Some(b) {
+    for b in new.inventory().branches() {
+        if old.inventory().branch(b.id) != Some(b) {
             branches.insert(b.id.get(), to_json(b)?.as_str())?;
         }
     }
     let mut groups = txn.open_table(GROUPS)?;
     let key = |g: &PathGroup| (g.source.get(), g.destination.get(), g.id.get());
-    for g in old.groups.groups() {
-        if new.groups.group(g.source, g.destination, g.id).is_none() {
+    for g in old.groups().groups() {
+        if new.groups().group(g.source, g.destination, g.id).is_none() {
             groups.remove(key(g))?;
         }
     }
-    for g in new.groups.groups() {
-        if old.groups.group(g.source, g.destination, g.id) != Some(g) {
+    for g in new.groups().groups() {
+        if old.groups().group(g.source, g.destination, g.id) != Some(g) {
             groups.insert(key(g), to_json(&g.members)?.as_str())?;
         }
     }
-    if old.settings != new.settings {
+    if old.settings() != new.settings() {
         txn.open_table(SETTINGS)?
-            .insert(PATH_CONFIG_KEY, to_json(&new.settings)?.as_str())?;
+            .insert(PATH_CONFIG_KEY, to_json(new.settings())?.as_str())?;
     }
     Ok(())
 }
@@ -875,7 +397,7 @@ pub struct Store {
     db: Database,
     path: PathBuf,
     /// The catalog after the last committed update (the OFC follows it).
-    changes: tokio::sync::watch::Sender<std::sync::Arc<Catalog>>,
+    changes: tokio::sync::watch::Sender<Arc<Catalog>>,
     /// Held from an update's write transaction until its catalog is published, so subscribers
     /// see the commits in order.
     publish: std::sync::Mutex<()>,
@@ -927,10 +449,10 @@ impl Store {
         let c = read_catalog(&db)?;
         Ok(CheckReport {
             schema_version: found,
-            branches: c.inventory.branches().count(),
-            ports: c.inventory.ports().count(),
-            groups: c.groups.len(),
-            flows: c.flows.len(),
+            branches: c.inventory().branches().count(),
+            ports: c.inventory().ports().count(),
+            groups: c.groups().len(),
+            flows: c.flows().len(),
         })
     }
 
@@ -938,13 +460,13 @@ impl Store {
         Self {
             db,
             path: path.to_owned(),
-            changes: tokio::sync::watch::Sender::new(std::sync::Arc::new(catalog)),
+            changes: tokio::sync::watch::Sender::new(Arc::new(catalog)),
             publish: std::sync::Mutex::new(()),
         }
     }
 
     /// Follows the catalog: the receiver sees the current one, then every committed update.
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<std::sync::Arc<Catalog>> {
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<Catalog>> {
         self.changes.subscribe()
     }
 
@@ -958,16 +480,24 @@ impl Store {
         read_version(&self.db)
     }
 
-    /// The current catalog (one read transaction: a consistent snapshot).
+    /// The catalog of the last committed update, from memory: no read transaction, no parsing,
+    /// no recompiling (the REST reads use it). It is replaced only after an update commits, so a
+    /// refused or failed update leaves the old one.
+    pub fn snapshot(&self) -> Arc<Catalog> {
+        Arc::clone(&self.changes.borrow())
+    }
+
+    /// The current catalog as stored (one read transaction: a consistent snapshot; parses every
+    /// row and recompiles the flows, see [`Store::snapshot`] for the cheap form).
     pub fn catalog(&self) -> Result<Catalog, StoreError> {
         read_catalog(&self.db)
     }
 
     /// Applies `op` to the current catalog in one write transaction and commits the result;
     /// if `op` refuses (or validation fails) nothing is written.
-    pub fn update(
+    pub fn update<E: Into<StoreError>>(
         &self,
-        op: impl FnOnce(&Catalog) -> Result<Catalog, StoreError>,
+        op: impl FnOnce(&Catalog) -> Result<Catalog, E>,
     ) -> Result<Catalog, StoreError> {
         // A poisoned lock guards no data, only the order of publication.
         let _order = self
@@ -981,10 +511,10 @@ impl Store {
             let settings = txn.open_table(SETTINGS)?;
             load(&branches, &groups, &settings)?
         };
-        let new = op(&old)?;
+        let new = op(&old).map_err(Into::into)?;
         save(&txn, &old, &new)?;
         txn.commit()?;
-        self.changes.send_replace(std::sync::Arc::new(new.clone()));
+        self.changes.send_replace(Arc::new(new.clone()));
         Ok(new)
     }
 
@@ -996,7 +526,7 @@ impl Store {
         settings: Option<Settings>,
     ) -> Result<Catalog, StoreError> {
         self.update(|old| {
-            let settings = settings.unwrap_or_else(|| old.settings.clone());
+            let settings = settings.unwrap_or_else(|| old.settings().clone());
             Catalog::from_files(inventory, groups, settings)
         })
     }
@@ -1005,6 +535,9 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inventory::{Inventory, InventoryError, PortIndex, PortRef, WanKind};
+    use crate::path_group::{GroupError, PathGroups};
+    use crate::swap;
 
     const INVENTORY: &str = include_str!("../../../examples/inventory-paper.toml");
     const PATHS: &str = include_str!("../../../examples/paths-paper-table2.toml");
@@ -1143,13 +676,19 @@ mod tests {
 
         // In use: neither the branch nor the port can go while the group uses them.
         let e = store.update(|c| c.remove_port(p2b)).unwrap_err();
-        assert!(matches!(e, StoreError::InUse { .. }), "{e}");
+        assert!(
+            matches!(e, StoreError::Catalog(CatalogError::InUse { .. })),
+            "{e}"
+        );
         assert_eq!(
             e.to_string(),
             "WAN port 2b is used by path groups 1>2 #3; remove or change them first"
         );
         let e = store.update(|c| c.remove_branch(b(1))).unwrap_err();
-        assert!(matches!(e, StoreError::InUse { .. }), "{e}");
+        assert!(
+            matches!(e, StoreError::Catalog(CatalogError::InUse { .. })),
+            "{e}"
+        );
         store
             .update(|c| c.remove_group(b(1), b(2), PathGroupId::new(3).unwrap()))
             .unwrap();
@@ -1182,7 +721,10 @@ mod tests {
         overlap.lan = vec!["198.19.0.0/16".parse().unwrap()];
         let e = store.update(|c| c.add_branch(overlap)).unwrap_err();
         assert!(
-            matches!(e, StoreError::Invalid(InventoryError::LanOverlap { .. })),
+            matches!(
+                e,
+                StoreError::Catalog(CatalogError::Invalid(InventoryError::LanOverlap { .. }))
+            ),
             "{e}"
         );
         // Existing id.
@@ -1237,7 +779,10 @@ mod tests {
                 )
             })
             .unwrap_err();
-        assert!(matches!(e, StoreError::PortNotNext { .. }), "{e}");
+        assert!(
+            matches!(e, StoreError::Catalog(CatalogError::PortNotNext { .. })),
+            "{e}"
+        );
         // A group with an impossible member.
         let e = store
             .update(|c| {
@@ -1250,7 +795,10 @@ mod tests {
             })
             .unwrap_err();
         assert!(
-            matches!(e, StoreError::Groups(GroupError::DuplicatePair { .. })),
+            matches!(
+                e,
+                StoreError::Catalog(CatalogError::Groups(GroupError::DuplicatePair { .. }))
+            ),
             "{e}"
         );
         // A transit egress without MACs cannot compile.
@@ -1259,10 +807,13 @@ mod tests {
                 let mut branches = c.branches();
                 branches[2].wan[0].mac = None;
                 branches[2].wan[0].gateway_mac = None;
-                Catalog::new(branches, c.group_list(), c.settings.clone())
+                Catalog::new(branches, c.group_list(), c.settings().clone())
             })
             .unwrap_err();
-        assert!(matches!(e, StoreError::Compile(_)), "{e}");
+        assert!(
+            matches!(e, StoreError::Catalog(CatalogError::Compile(_))),
+            "{e}"
+        );
         // Settings out of range name the field.
         let e = store
             .update(|c| {
@@ -1292,7 +843,10 @@ mod tests {
         let e = store
             .update(|c| c.remove_port("1a".parse().unwrap()))
             .unwrap_err();
-        assert!(matches!(e, StoreError::NotLastPort { .. }), "{e}");
+        assert!(
+            matches!(e, StoreError::Catalog(CatalogError::NotLastPort { .. })),
+            "{e}"
+        );
 
         assert_eq!(store.catalog().unwrap(), before);
     }
@@ -1346,10 +900,11 @@ mod tests {
 
     fn failing(txn: &WriteTransaction) -> Result<(), StoreError> {
         upper_names(txn)?;
-        Err(StoreError::Setting {
+        Err(CatalogError::Setting {
             field: "test",
             reason: "fails on purpose".into(),
-        })
+        }
+        .into())
     }
 
     #[test]

@@ -77,7 +77,9 @@ impl Default for Settings {
 }
 
 /// Where the capacities of a pair's weights came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Basis {
     /// Available capacities estimated from the source gateway's reports ([`crate::capacity`]).
@@ -91,7 +93,7 @@ pub enum Basis {
 }
 
 /// The weight of one group.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupWeight {
     /// G.
     pub group: u8,
@@ -106,11 +108,12 @@ pub struct GroupWeight {
     pub estimated_bps: Option<f64>,
     /// The last report interval: carried rate and blocked fraction (`None`: no report yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub last_sample: Option<capacity::Sample>,
 }
 
 /// The published weights of one ordered pair.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PairWeights {
     /// A.
     pub source: u8,

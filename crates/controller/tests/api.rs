@@ -15,8 +15,10 @@ use controller::inventory::{BranchId, Inventory};
 use controller::path_group::PathGroups;
 use controller::store::Store;
 use controller::swap;
-use controller::ui::api::{router, AppState, ROUTES};
-use controller::ui::openapi::{document, path_params};
+use controller::ui::api::{
+    derived_schemas, openapi_document as document, router, AppState, ROUTES,
+};
+use controller::ui::openapi::path_params;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
@@ -122,7 +124,8 @@ async fn every_route_is_in_the_openapi_document() {
         .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(doc, document());
-    assert_eq!(doc["openapi"], "3.0.3");
+    // 3.1: the schemas derived with utoipa 5 are JSON Schema 2020-12.
+    assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
     let mut documented = 0;
     for (path, ops) in paths {
@@ -864,4 +867,359 @@ async fn concurrent_updates_are_serialised_and_all_kept() {
     );
     let (_, v) = api.get("/api/v1/branches").await;
     assert_eq!(v.as_array().unwrap().len(), 13);
+}
+
+/// Every read route's answer, by URI (the routes with parameters at their sample values).
+async fn every_read(api: &Api) -> Vec<(String, StatusCode, Value)> {
+    let mut out = Vec::new();
+    for r in ROUTES.iter().filter(|r| r.method == Method::GET && r.auth) {
+        for uri in [
+            sample_uri(r.path),
+            r.path.replace("{branch}", "3").replace("{source}", "2"),
+        ] {
+            let (s, v) = api.get(&uri).await;
+            out.push((uri, s, v));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn reads_from_the_in_memory_catalog_equal_a_reopened_database() {
+    let mut api = Api::new();
+    api.import_paper().await;
+    // A write that commits and two that are refused (the old catalog must stay).
+    let (s, v) = api
+        .call(
+            Method::PATCH,
+            "/api/v1/branches/1/ports/a",
+            Some(json!({"capacity_mbps": 33})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, _) = api.call(Method::DELETE, "/api/v1/branches/1", None).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let (s, _) = api
+        .call(
+            Method::PUT,
+            "/api/v1/settings",
+            Some(json!({"groups_per_pair": 99})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    let before = every_read(&api).await;
+    assert!(before
+        .iter()
+        .any(|(u, s, _)| u == "/api/v1/branches/1/flows" && *s == StatusCode::OK));
+
+    // The same reads over a fresh process's view: the database parsed and compiled again
+    // (dropping the old router closes the store and releases redb's lock on the file).
+    api.app = Router::new();
+    let store = Arc::new(Store::open(&api.path).unwrap());
+    api.app = router(AppState::new(store, TOKEN), 1 << 20);
+    let after = every_read(&api).await;
+    assert_eq!(before.len(), after.len());
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(b, a, "{} differs after reopening", b.0);
+        assert_eq!(b.2.to_string(), a.2.to_string(), "{} bytes differ", b.0);
+    }
+}
+
+/// The property names of schema `name` in `doc` (following one `$ref`), and its required ones.
+fn properties(doc: &Value, name: &str) -> (Vec<String>, Vec<String>) {
+    let schema = &doc["components"]["schemas"][name];
+    assert!(schema.is_object(), "no schema {name}");
+    let mut props: Vec<String> = schema["properties"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{name} has no properties: {schema}"))
+        .keys()
+        .cloned()
+        .collect();
+    props.sort();
+    let mut required: Vec<String> = schema["required"]
+        .as_array()
+        .map(|a| a.iter().map(|r| r.as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default();
+    required.sort();
+    (props, required)
+}
+
+/// `example` (a serialized value of the schema's type with every optional field set) has
+/// exactly the schema's properties, and every required one.
+fn assert_schema_matches(doc: &Value, name: &str, example: &Value) {
+    let (props, required) = properties(doc, name);
+    let mut keys: Vec<String> = example
+        .as_object()
+        .unwrap_or_else(|| panic!("{name} example is not an object: {example}"))
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    assert_eq!(props, keys, "schema {name} drifted from its serde type");
+    for r in &required {
+        assert!(keys.contains(r), "{name}: required {r} not serialized");
+    }
+}
+
+#[tokio::test]
+async fn derived_schemas_match_serialized_examples() {
+    let doc = document();
+    let derived = derived_schemas();
+    for name in [
+        "Health",
+        "Branch",
+        "WanPort",
+        "InventoryFile",
+        "BranchPatch",
+        "NewPort",
+        "PortPatch",
+        "GroupsFile",
+        "GroupEntry",
+        "Import",
+        "Summary",
+        "PathGroup",
+        "Member",
+        "Transit",
+        "StructuredMember",
+        "SetPathGroup",
+    ] {
+        assert_eq!(
+            doc["components"]["schemas"][name], derived[name],
+            "{name} is derived"
+        );
+    }
+
+    let api = Api::new();
+    api.import_paper().await;
+    // Responses of the running API (every optional field present in the paper topology).
+    let (_, health) = api
+        .raw(Request::get("/health").body(Body::empty()).unwrap())
+        .await;
+    assert_schema_matches(&doc, "Health", &health);
+    let (_, inventory) = api.get("/api/v1/inventory").await;
+    assert_schema_matches(&doc, "InventoryFile", &inventory);
+    let branch = &inventory["branches"][2];
+    assert_schema_matches(&doc, "Branch", branch);
+    assert_schema_matches(&doc, "WanPort", &branch["wan"][0]);
+    let (_, groups) = api.get("/api/v1/path-groups").await;
+    let transit_group = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| {
+            g["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["transits"].as_array().is_some_and(|t| !t.is_empty()))
+        })
+        .expect("the paper's Table II has a transit member");
+    assert_schema_matches(&doc, "PathGroup", transit_group);
+    let member = transit_group["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| !m["transits"].as_array().unwrap().is_empty())
+        .unwrap();
+    assert_schema_matches(&doc, "Member", member);
+    assert_schema_matches(&doc, "Transit", &member["transits"][0]);
+    let (_, summary) = api
+        .call(
+            Method::POST,
+            "/api/v1/import",
+            Some(json!({"inventory": inventory, "groups": {"groups": []}})),
+        )
+        .await;
+    assert_schema_matches(&doc, "Summary", &summary);
+    api.import_paper().await;
+
+    // Request bodies: serialize the types themselves with every optional field set.
+    let groups_file = PathGroups::from_toml(&Inventory::from_toml(INVENTORY).unwrap(), PATHS)
+        .unwrap()
+        .to_file();
+    let groups_json = serde_json::to_value(&groups_file).unwrap();
+    assert_schema_matches(&doc, "GroupsFile", &groups_json);
+    assert_schema_matches(&doc, "GroupEntry", &groups_json["groups"][0]);
+    let import = controller::ui::api::Import {
+        inventory: serde_json::from_value(inventory.clone()).unwrap(),
+        groups: groups_file,
+        settings: Some(Default::default()),
+    };
+    assert_schema_matches(&doc, "Import", &serde_json::to_value(&import).unwrap());
+    let mac: controller::inventory::MacAddr = "02:00:00:00:01:0a".parse().unwrap();
+    let new_port = controller::store::NewPort {
+        port: Some("b".to_owned().try_into().unwrap()),
+        address: "198.18.12.2/24".parse().unwrap(),
+        gateway: "198.18.12.1".parse().unwrap(),
+        gateway_mac: Some(mac),
+        mac: Some(mac),
+        kind: controller::inventory::WanKind::Leased,
+        capacity_mbps: 5,
+    };
+    assert_schema_matches(&doc, "NewPort", &serde_json::to_value(&new_port).unwrap());
+    let port_patch = controller::store::PortPatch {
+        address: Some(new_port.address),
+        gateway: Some(new_port.gateway),
+        gateway_mac: Some(mac),
+        mac: Some(mac),
+        kind: Some(new_port.kind),
+        capacity_mbps: Some(5),
+    };
+    assert_schema_matches(
+        &doc,
+        "PortPatch",
+        &serde_json::to_value(&port_patch).unwrap(),
+    );
+    let branch_patch = controller::store::BranchPatch {
+        name: Some("x".into()),
+        lan: Some(vec!["10.9.0.0/16".parse().unwrap()]),
+    };
+    assert_schema_matches(
+        &doc,
+        "BranchPatch",
+        &serde_json::to_value(&branch_patch).unwrap(),
+    );
+    let structured = json!({"source": "1b", "transits": [{"ingress": "4a", "egress": "4b"}], "destination": "2a"});
+    assert_schema_matches(&doc, "StructuredMember", &structured);
+    let set: controller::ui::api::SetGroup =
+        serde_json::from_value(json!({"members": ["1a>2a", structured]})).unwrap();
+    assert_schema_matches(&doc, "SetPathGroup", &serde_json::to_value(&set).unwrap());
+
+    // WRR weights (configured: no measured rate, no estimate; those fields are optional).
+    let (_, weights) = api.get("/api/v1/weights").await;
+    assert_schema_matches(&doc, "WeightList", &weights);
+    assert_schema_matches(&doc, "PairWeights", &weights["pairs"][0]);
+    assert_schema_covers(&doc, "GroupWeight", &weights["pairs"][0]["groups"][0]);
+    let (_, adaptive) = api.get("/api/v1/adaptive").await;
+    assert_schema_matches(&doc, "AdaptiveList", &adaptive);
+    let pair = controller::adaptive::PairView {
+        zeta_bps: Some(1.0),
+        last_action: Some("added".into()),
+        ..Default::default()
+    };
+    assert_schema_matches(&doc, "AdaptivePair", &serde_json::to_value(&pair).unwrap());
+    let (_, tokens) = api.get("/api/v1/tokens").await;
+    assert_schema_matches(&doc, "ApiTokenList", &tokens);
+    let new_token = controller::ui::api::NewApiToken {
+        name: "ci".into(),
+        role: controller::store::creds::Role::ReadOnly,
+        ttl_s: Some(60),
+        never_expires: false,
+    };
+    assert_schema_matches(
+        &doc,
+        "NewApiToken",
+        &serde_json::to_value(&new_token).unwrap(),
+    );
+    let (s, token) = api
+        .call(
+            Method::POST,
+            "/api/v1/tokens",
+            Some(json!({"name": "ci", "role": "admin"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_schema_matches(&doc, "ApiToken", &token);
+    let (_, tokens) = api.get("/api/v1/tokens").await;
+    assert_schema_matches(&doc, "ApiTokenInfo", &tokens["tokens"][0]);
+    let enrol = controller::ui::api::NewEnrolToken {
+        branch: 1,
+        ttl_s: Some(60),
+    };
+    assert_schema_matches(
+        &doc,
+        "NewEnrolToken",
+        &serde_json::to_value(&enrol).unwrap(),
+    );
+    let revoke = controller::ui::api::RevokeRequest {
+        branch: Some(1),
+        serial: Some(2),
+    };
+    assert_schema_matches(&doc, "Revoke", &serde_json::to_value(&revoke).unwrap());
+    let cert = controller::store::creds::CertRow {
+        serial: 1,
+        branch: 1,
+        not_after: 2,
+        revoked: Some(3),
+    };
+    let certs = controller::ui::api::CertificateList {
+        certificates: vec![cert],
+    };
+    let certs = serde_json::to_value(&certs).unwrap();
+    assert_schema_matches(&doc, "CertificateList", &certs);
+    assert_schema_matches(&doc, "Certificate", &certs["certificates"][0]);
+    let revoked = controller::ui::api::Revoked { revoked: vec![1] };
+    assert_schema_matches(&doc, "Revoked", &serde_json::to_value(&revoked).unwrap());
+    // SDC: the flattened `Traffic` is an `allOf` part of the pair, group and member schemas.
+    let traffic = serde_json::to_value(controller::sdc::Traffic::default()).unwrap();
+    assert_schema_matches(&doc, "Traffic", &traffic);
+    for (name, extra) in [
+        ("PairStats", json!({"source": 1, "destination": 2})),
+        (
+            "GroupStats",
+            json!({"source": 1, "destination": 2, "group": 0}),
+        ),
+        (
+            "MemberStats",
+            json!({"code": "0x2114", "source": 1, "destination": 2, "group": 1, "member": 4}),
+        ),
+    ] {
+        let mut example = traffic.clone();
+        example
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let schema = &doc["components"]["schemas"][name];
+        let mut props: Vec<String> = Vec::new();
+        for part in schema["allOf"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: {schema}"))
+        {
+            let part = match part["$ref"].as_str() {
+                Some(r) => {
+                    &doc["components"]["schemas"][r.trim_start_matches("#/components/schemas/")]
+                }
+                None => part,
+            };
+            props.extend(part["properties"].as_object().unwrap().keys().cloned());
+        }
+        props.sort();
+        let mut keys: Vec<String> = example.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        assert_eq!(props, keys, "schema {name} drifted from its serde type");
+        let v: serde_json::Value = serde_json::to_value(match name {
+            "PairStats" => serde_json::to_value(
+                serde_json::from_value::<controller::sdc::PairStats>(example.clone()).unwrap(),
+            )
+            .unwrap(),
+            "GroupStats" => serde_json::to_value(
+                serde_json::from_value::<controller::sdc::GroupStats>(example.clone()).unwrap(),
+            )
+            .unwrap(),
+            _ => serde_json::to_value(
+                serde_json::from_value::<controller::sdc::MemberStats>(example.clone()).unwrap(),
+            )
+            .unwrap(),
+        })
+        .unwrap();
+        assert_eq!(v, example, "{name} example round-trips");
+    }
+}
+
+/// `example` (a serialized value, optional fields may be absent) has only the schema's
+/// properties and every required one.
+fn assert_schema_covers(doc: &Value, name: &str, example: &Value) {
+    let (props, required) = properties(doc, name);
+    let keys = example
+        .as_object()
+        .unwrap_or_else(|| panic!("{name}: {example}"));
+    for k in keys.keys() {
+        assert!(
+            props.contains(k),
+            "{name}: serialized field {k} is not in the schema"
+        );
+    }
+    for r in &required {
+        assert!(keys.contains_key(r), "{name}: required {r} not serialized");
+    }
 }

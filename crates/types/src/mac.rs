@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 /// A 48-bit Ethernet address, written `02:00:c6:12:0a:02`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(value_type = String, example = "02:00:c6:12:0a:02"))]
 pub struct MacAddr(pub [u8; 6]);
 
 impl MacAddr {

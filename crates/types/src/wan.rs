@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum WanKind {
     /// A public internet access (xDSL, PON, cable, LTE/5G): reaches every other internet port.
     #[default]

@@ -42,8 +42,9 @@ pub struct TokenRow {
 }
 
 /// What the CA issued.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = Certificate)]
 pub struct CertRow {
     /// The serial number.
     pub serial: u64,
@@ -56,7 +57,9 @@ pub struct CertRow {
 }
 
 /// What a REST API token may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
     /// GET routes only.

@@ -3,8 +3,12 @@
 //! A thin driver over the pure [`crate::inventory`], [`crate::path_group`] and [`crate::swap`]
 //! cores and the [`crate::store`] database:
 //! - [`config`]: the `ssc` TOML configuration (`[api]`, `[database]`).
-//! - [`api`]: the REST API (axum, JSON, bearer token), one table of routes ([`api::ROUTES`]).
-//! - [`openapi`]: the OpenAPI 3 document built from that table, served at `/openapi.json`.
+//! - [`routes`]: the one table of routes ([`routes::ROUTES`]) that `api` and `openapi` share.
+//! - [`api`]: the REST API (axum, JSON, bearer token), one submodule per resource.
+//! - [`openapi`]: the OpenAPI 3.1 document built from that table and the schemas `api` derives
+//!   from its types ([`api::openapi_document`]), served at `/openapi.json`.
+//!
+//! Imports point down only: `api` → `openapi` → `routes`.
 //! - [`client`]: the blocking HTTP client behind the `ssc` CLI subcommands.
 //! - the WRR weights ([`crate::wrr`]) are served at `/api/v1/weights`; `ssc run` feeds them the
 //!   SDC's group rates ([`api::AppState::with_wrr`]).
@@ -15,6 +19,7 @@ pub mod api;
 pub mod client;
 pub mod config;
 pub mod openapi;
+pub mod routes;
 
 use std::future::Future;
 use std::sync::Arc;

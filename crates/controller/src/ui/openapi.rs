@@ -1,10 +1,20 @@
-//! The OpenAPI 3 document of the REST API, built from [`super::api::ROUTES`] (so every route is
-//! in it, with its method, parameters, bodies and statuses) plus hand-written schemas of the JSON
-//! forms, which follow the serde types of [`crate::inventory`], [`crate::path_group`],
-//! [`crate::store`] and [`crate::swap`].
+//! UI (seed 000 §IV): the OpenAPI 3.1 document of the REST API, built from
+//! [`super::routes::ROUTES`] (so every route is in it, with its method, parameters, bodies and
+//! statuses) plus the JSON schemas of the bodies.
+//!
+//! The schemas of the inventory, path group, import, SDC, WRR, adaptive, CA and token bodies are
+//! derived from their serde types with `utoipa` (`api::derived_schemas`, passed in: this module
+//! imports only [`super::routes`], never `api`), so they cannot drift from them (a test compares
+//! each with a serialized example). The others are still written by hand below, because their
+//! types live in modules this change does not annotate (`path_config::Settings`, `swap`'s flow
+//! IR, the gateway channel's `gwc` views, the CA's `authority::NewToken`), or the body is not
+//! one serde type (`Stats` is `sdc::StatsView` or a fixed "not available" answer).
 use serde_json::{json, Map, Value};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::ToSchema;
 
-use super::api::{Route, ROUTES};
+pub use super::routes::path_params;
+use super::routes::{Route, ROUTES};
 
 fn param_schema(name: &str) -> Value {
     match name {
@@ -17,13 +27,6 @@ fn param_schema(name: &str) -> Value {
         "port" => json!({"type": "string", "pattern": "^[a-h]$", "description": "WAN port letter"}),
         _ => json!({"type": "string"}),
     }
-}
-
-/// The `{name}` parameters of a path template, in order.
-pub fn path_params(path: &str) -> Vec<&str> {
-    path.split('/')
-        .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-        .collect()
 }
 
 fn schema_ref(name: &str) -> Value {
@@ -91,14 +94,6 @@ fn operation(r: &Route) -> Value {
 
 fn schemas() -> Value {
     let branch_id = json!({"type": "integer", "minimum": 1, "maximum": 15});
-    let port_letter = json!({"type": "string", "pattern": "^[a-h]$"});
-    let port_name = json!({"type": "string", "pattern": "^[0-9]{1,2}[a-h]$", "example": "4a"});
-    let ipv4_net = json!({"type": "string", "example": "198.18.10.2/24"});
-    let ipv4 = json!({"type": "string", "format": "ipv4"});
-    let mac = json!({"type": "string", "pattern": "^([0-9a-f]{2}:){5}[0-9a-f]{2}$"});
-    let kind = json!({"type": "string", "enum": ["internet", "leased"], "default": "internet"});
-    let member = json!({"type": "string", "example": "1a>4a>4b>2a",
-        "description": "member path in the paper's notation: branch number + port letter, hops separated by `>`"});
     let settings = json!({"type": "object", "additionalProperties": false, "properties": {
         "groups_per_pair": {"type": "integer", "minimum": 1, "maximum": 16, "default": 4},
         "mdi_threshold": {"type": "number", "minimum": 0, "maximum": 0.5, "default": 0.4},
@@ -119,63 +114,7 @@ fn schemas() -> Value {
             "limited_hold_s": {"type": "number", "minimum": 0, "default": 4}}}}});
     let mut schemas = json!({
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
-        "Health": {"type": "object", "required": ["status", "schema_version", "openflow"], "properties": {
-            "status": {"type": "string", "enum": ["ok"]},
-            "schema_version": {"type": "integer"},
-            "openflow": {"type": "boolean", "description": "whether the OpenFlow server (OFC) runs in this process"}}},
-        "WanPort": {"type": "object", "additionalProperties": false,
-            "required": ["port", "address", "gateway", "capacity_mbps"], "properties": {
-            "port": port_letter, "address": ipv4_net, "gateway": ipv4, "gateway_mac": mac, "mac": mac,
-            "kind": kind, "capacity_mbps": {"type": "integer", "minimum": 1}}},
-        "NewPort": {"type": "object", "additionalProperties": false,
-            "required": ["address", "gateway", "capacity_mbps"], "properties": {
-            "port": {"type": "string", "pattern": "^[a-h]$", "description": "must be the next letter; default: the next letter"},
-            "address": ipv4_net, "gateway": ipv4, "gateway_mac": mac, "mac": mac,
-            "kind": kind, "capacity_mbps": {"type": "integer", "minimum": 1}}},
-        "PortPatch": {"type": "object", "additionalProperties": false, "properties": {
-            "address": ipv4_net, "gateway": ipv4, "gateway_mac": mac, "mac": mac, "kind": kind,
-            "capacity_mbps": {"type": "integer", "minimum": 1}}},
-        "Branch": {"type": "object", "additionalProperties": false, "required": ["id", "name", "wan"], "properties": {
-            "id": branch_id,
-            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
-            "lan": {"type": "array", "items": ipv4_net},
-            "wan": {"type": "array", "minItems": 1, "maxItems": 8, "items": schema_ref("WanPort")}}},
-        "BranchPatch": {"type": "object", "additionalProperties": false, "properties": {
-            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
-            "lan": {"type": "array", "items": ipv4_net}}},
         "BranchList": {"type": "array", "items": schema_ref("Branch")},
-        "InventoryFile": {"type": "object", "additionalProperties": false, "properties": {
-            "branches": {"type": "array", "items": schema_ref("Branch")}}},
-        "GroupEntry": {"type": "object", "additionalProperties": false,
-            "required": ["source", "destination", "id", "members"], "properties": {
-            "source": branch_id, "destination": branch_id,
-            "id": {"type": "integer", "minimum": 0, "maximum": 15},
-            "members": {"type": "array", "items": member}}},
-        "GroupsFile": {"type": "object", "additionalProperties": false, "properties": {
-            "groups": {"type": "array", "items": schema_ref("GroupEntry")}}},
-        "Import": {"type": "object", "additionalProperties": false, "required": ["inventory"], "properties": {
-            "inventory": schema_ref("InventoryFile"),
-            "groups": schema_ref("GroupsFile"),
-            "settings": schema_ref("Settings")}},
-        "Summary": {"type": "object", "properties": {
-            "branches": {"type": "integer"}, "ports": {"type": "integer"},
-            "groups": {"type": "integer"}, "flows": {"type": "integer"}}},
-        "Transit": {"type": "object", "additionalProperties": false, "required": ["ingress", "egress"], "properties": {
-            "ingress": port_name, "egress": port_name}},
-        "StructuredMember": {"type": "object", "additionalProperties": false, "required": ["source", "destination"], "properties": {
-            "source": port_name, "transits": {"type": "array", "maxItems": 1, "items": schema_ref("Transit")},
-            "destination": port_name}},
-        "SetPathGroup": {"type": "object", "additionalProperties": false, "required": ["members"], "properties": {
-            "members": {"type": "array", "minItems": 1, "maxItems": 15, "items": {"oneOf": [member, schema_ref("StructuredMember")]}}}},
-        "Member": {"type": "object", "properties": {
-            "id": {"type": "integer", "minimum": 1, "maximum": 15}, "path": member,
-            "code": {"type": "string", "example": "0x2114", "description": "path code 0xBASG"},
-            "wan_hops": {"type": "integer"},
-            "source": port_name, "transits": {"type": "array", "items": schema_ref("Transit")}, "destination": port_name}},
-        "PathGroup": {"type": "object", "properties": {
-            "source": branch_id, "destination": branch_id, "id": {"type": "integer"},
-            "listen_port": {"type": "string", "example": "0x2004"},
-            "members": {"type": "array", "items": schema_ref("Member")}}},
         "PathGroupList": {"type": "array", "items": schema_ref("PathGroup")},
         "Settings": settings,
         "Flow": {"type": "object", "description": "one OpenFlow 1.3 flow of table 0 (see docs/controller.md §4)", "properties": {
@@ -190,39 +129,65 @@ fn schemas() -> Value {
     if let (Value::Object(all), Value::Object(more)) = (&mut schemas, stats_schemas(&branch_id)) {
         all.extend(more);
     }
+    to_3_1(&mut schemas);
     schemas
+}
+
+/// Rewrites the hand-written schemas' OpenAPI 3.0 forms into 3.1 (JSON Schema 2020-12), the
+/// version `utoipa` 5 emits: `nullable: true` becomes a `null` type (or a `oneOf` with it), a
+/// boolean `exclusiveMinimum` becomes the bound itself.
+fn to_3_1(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if o.remove("nullable") == Some(Value::Bool(true)) {
+                match o.get("type").cloned() {
+                    Some(Value::String(t)) => {
+                        o.insert("type".into(), json!([t, "null"]));
+                    }
+                    _ => {
+                        let inner = Value::Object(std::mem::take(o));
+                        o.insert("oneOf".into(), json!([{"type": "null"}, inner]));
+                    }
+                }
+            }
+            if o.get("exclusiveMinimum") == Some(&Value::Bool(true)) {
+                let bound = o.remove("minimum").unwrap_or(json!(0));
+                o.insert("exclusiveMinimum".into(), bound);
+            }
+            o.values_mut().for_each(to_3_1);
+        }
+        Value::Array(a) => a.iter_mut().for_each(to_3_1),
+        _ => {}
+    }
+}
+
+/// The field schema of `Import::settings`: a reference to the hand-written `Settings` schema
+/// (`path_config::Settings` has no `ToSchema` yet).
+pub fn settings_ref() -> utoipa::openapi::Ref {
+    utoipa::openapi::Ref::from_schema_name("Settings")
+}
+
+/// Adds `T`'s schema and every schema it refers to (for [`document`]'s `derived` map).
+pub fn add<T: ToSchema>(out: &mut Vec<(String, RefOr<Schema>)>) {
+    out.push((T::name().into_owned(), T::schema()));
+    T::schemas(out);
+}
+
+/// The JSON form of schemas collected with [`add`], by name.
+pub fn to_map(schemas: Vec<(String, RefOr<Schema>)>) -> Map<String, Value> {
+    schemas
+        .into_iter()
+        .map(|(name, schema)| {
+            let v = serde_json::to_value(schema)
+                .unwrap_or_else(|e| json!({"description": format!("unserialisable: {e}")}));
+            (name, v)
+        })
+        .collect()
 }
 
 /// The SDC's schemas (`GET /api/v1/stats`).
 fn stats_schemas(branch_id: &Value) -> Value {
     json!({
-        "Traffic": {"type": "object", "description": "forward = A's source entries (A → B), reverse = B's source entries on the same member paths (B → A); rates over the last sampling interval", "properties": {
-            "forward_packets": {"type": "integer"}, "forward_bytes": {"type": "integer"}, "forward_bits_per_s": {"type": "number"},
-            "reverse_packets": {"type": "integer"}, "reverse_bytes": {"type": "integer"}, "reverse_bits_per_s": {"type": "number"}}},
-        "FlowCounters": {"type": "object", "properties": {
-            "cookie": {"type": "string", "example": "0x4d4d010021141100"}, "what": {"type": "string", "example": "0x2114 forward source"},
-            "packets": {"type": "integer"}, "bytes": {"type": "integer"},
-            "packets_per_s": {"type": "number"}, "bits_per_s": {"type": "number"}}},
-        "PortCounters": {"type": "object", "properties": {
-            "port": {"type": "integer", "description": "OpenFlow port: wan{k} = 1+k, mpa{k} = 101+k"},
-            "rx_packets": {"type": "integer"}, "rx_bytes": {"type": "integer"}, "rx_bits_per_s": {"type": "number"},
-            "tx_packets": {"type": "integer"}, "tx_bytes": {"type": "integer"}, "tx_bits_per_s": {"type": "number"},
-            "rx_dropped": {"type": "integer"}, "tx_dropped": {"type": "integer"}}},
-        "BranchStats": {"type": "object", "description": "one gateway switch", "properties": {
-            "branch": branch_id, "connected": {"type": "boolean"}, "datapath_id": {"type": "string"},
-            "peer": {"type": "string"}, "flows_compiled": {"type": "integer"}, "flows_reported": {"type": "integer"},
-            "reconciles": {"type": "integer"}, "last_reconcile_ms": {"type": "number", "nullable": true},
-            "sample_age_ms": {"type": "integer", "nullable": true},
-            "packets": {"type": "integer"}, "bytes": {"type": "integer"},
-            "flows": {"type": "array", "items": schema_ref("FlowCounters")},
-            "ports": {"type": "array", "items": schema_ref("PortCounters")}}},
-        "PairStats": {"allOf": [schema_ref("Traffic"), {"type": "object", "properties": {
-            "source": branch_id, "destination": branch_id}}]},
-        "GroupStats": {"allOf": [schema_ref("Traffic"), {"type": "object", "properties": {
-            "source": branch_id, "destination": branch_id, "group": {"type": "integer"}}}]},
-        "MemberStats": {"allOf": [schema_ref("Traffic"), {"type": "object", "properties": {
-            "code": {"type": "string", "example": "0x2114"}, "source": branch_id, "destination": branch_id,
-            "group": {"type": "integer"}, "member": {"type": "integer"}}}]},
         "Stats": {"type": "object", "description": "collected by the SDC from every connected switch (multipart FLOW by cookie, PORT_STATS); `available` is false when the OpenFlow server does not run in this process", "properties": {
             "available": {"type": "boolean"}, "note": {"type": "string"},
             "last_push": {"type": "object", "nullable": true, "description": "the last change pushed to the switches", "properties": {
@@ -232,32 +197,6 @@ fn stats_schemas(branch_id: &Value) -> Value {
             "pairs": {"type": "array", "items": schema_ref("PairStats")},
             "groups": {"type": "array", "items": schema_ref("GroupStats")},
             "members": {"type": "array", "items": schema_ref("MemberStats")}}},
-        "GroupWeight": {"type": "object", "properties": {
-            "group": {"type": "integer", "minimum": 0, "maximum": 15},
-            "weight": {"type": "integer", "minimum": 1, "description": "integer WRR weight; a pair's weights sum to its `scale`"},
-            "configured_kbps": {"type": "integer", "description": "max-flow over the members' port capacities"},
-            "measured_bps": {"type": "number", "nullable": true, "description": "smoothed (EWMA) forward rate from the SDC; null if not measured"}}},
-        "PairWeights": {"type": "object", "description": "WRR weights of one ordered pair (seed 001 §III-C: w = c / sum c); published only when a weight moves by more than the hysteresis", "properties": {
-            "source": branch_id, "destination": branch_id,
-            "scale": {"type": "integer", "example": 1000},
-            "basis": {"type": "string", "enum": ["measured", "configured", "equal"], "description": "measured: every group measured and the pair not idle; configured: capacities from the inventory; equal: nothing known"},
-            "groups": {"type": "array", "items": schema_ref("GroupWeight")}}},
-        "AdaptivePair": {"type": "object", "description": "one ordered pair under adaptive path groups", "properties": {
-            "source": branch_id, "destination": branch_id,
-            "groups": {"type": "array", "items": {"type": "integer"}},
-            "xi_bps": {"type": "number", "description": "achieved rate ξ (smoothed sum of what its groups carried), bit/s"},
-            "zeta_bps": {"type": "number", "description": "achievable rate ζ (max-flow over every candidate member path), bit/s; computed while saturated"},
-            "saturated": {"type": "boolean"},
-            "status": {"type": "string", "enum": ["no_reports", "ok", "short", "settling", "backoff", "at_max", "no_new_path", "calm"]},
-            "added": {"type": "integer"}, "retired": {"type": "integer"},
-            "last_action": {"type": "string"}}},
-        "AdaptiveList": {"type": "object", "properties": {
-            "enabled": {"type": "boolean"},
-            "pairs": {"type": "array", "items": schema_ref("AdaptivePair")}}},
-        "WeightList": {"type": "object", "properties": {
-            "scale": {"type": "integer", "example": 1000},
-            "measured": {"type": "boolean", "description": "whether the SDC runs in this process and can feed measured rates"},
-            "pairs": {"type": "array", "items": schema_ref("PairWeights")}}},
         "GatewayReport": {"type": "object", "description": "a gateway's periodic report (docs/gwchan.md)", "properties": {
             "healthy": {"type": "boolean"},
             "config_version": {"type": "integer"},
@@ -292,42 +231,26 @@ fn stats_schemas(branch_id: &Value) -> Value {
                 "refused_unknown": {"type": "integer"}, "refused_used": {"type": "integer"},
                 "refused_expired": {"type": "integer"}, "refused_wrong_branch": {"type": "integer"},
                 "refused_other": {"type": "integer"}}}}},
-        "NewEnrolToken": {"type": "object", "required": ["branch"], "properties": {
-            "branch": branch_id, "ttl_s": {"type": "integer", "minimum": 1, "maximum": 604800, "default": 3600}}},
         "EnrolToken": {"type": "object", "description": "shown once: only its SHA-256 is stored", "properties": {
             "token": {"type": "string", "description": "64 hex digits (256 random bits)"},
             "branch": branch_id, "expires": {"type": "integer", "description": "Unix seconds"},
             "ca_fingerprint": {"type": "string", "description": "SHA-256 of the CA certificate (DER), hex"}}},
-        "Certificate": {"type": "object", "properties": {
-            "serial": {"type": "integer"}, "branch": {"type": "integer", "description": "0: the controller's own ssc.mms"},
-            "not_after": {"type": "integer"}, "revoked": {"type": "integer", "nullable": true}}},
-        "CertificateList": {"type": "object", "properties": {
-            "certificates": {"type": "array", "items": schema_ref("Certificate")}}},
-        "Revoke": {"type": "object", "description": "exactly one of branch and serial", "properties": {
-            "branch": branch_id, "serial": {"type": "integer"}}},
-        "NewApiToken": {"type": "object", "required": ["name", "role"], "properties": {
-            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
-            "role": {"type": "string", "enum": ["read-only", "admin"]},
-            "ttl_s": {"type": "integer", "minimum": 1, "maximum": 31622400, "default": 2592000,
-                      "description": "lifetime in seconds (default 30 days); not with never_expires"},
-            "never_expires": {"type": "boolean", "default": false}}},
-        "ApiToken": {"type": "object", "description": "shown once: only its SHA-256 is stored", "properties": {
-            "name": {"type": "string"}, "role": {"type": "string", "enum": ["read-only", "admin"]},
-            "token": {"type": "string", "description": "64 hex digits"},
-            "expires": {"type": "integer", "nullable": true, "description": "Unix seconds; null: never"}}},
-        "ApiTokenList": {"type": "object", "properties": {
-            "tokens": {"type": "array", "items": {"type": "object", "properties": {
-                "name": {"type": "string"}, "role": {"type": "string", "enum": ["read-only", "admin"]},
-                "created": {"type": "integer"},
-                "expires": {"type": "integer", "nullable": true, "description": "Unix seconds; null: never"},
-                "expired": {"type": "boolean", "description": "refused (401) since expires"}}}}}},
-        "Revoked": {"type": "object", "properties": {
-            "revoked": {"type": "array", "items": {"type": "integer"}}}},
     })
 }
 
-/// The document served at `/openapi.json`.
-pub fn document() -> Value {
+/// The derived schemas, then the hand-written ones (none has the name of a derived one).
+fn all_schemas(derived: Map<String, Value>) -> Value {
+    let mut all = derived;
+    if let Value::Object(hand) = schemas() {
+        all.extend(hand);
+    }
+    Value::Object(all)
+}
+
+/// The document served at `/openapi.json`: every route of [`ROUTES`], the `derived` schemas
+/// (the serde types' own, collected by [`crate::ui::api::derived_schemas`]) and the hand-written
+/// ones.
+pub fn document(derived: Map<String, Value>) -> Value {
     let mut paths = Map::new();
     for r in ROUTES {
         let entry = paths
@@ -338,7 +261,7 @@ pub fn document() -> Value {
         }
     }
     json!({
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {
             "title": "MMS SD-WAN controller (ssc) API",
             "version": env!("CARGO_PKG_VERSION"),
@@ -348,7 +271,7 @@ pub fn document() -> Value {
         "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": schemas(),
+            "schemas": all_schemas(derived),
         },
     })
 }
