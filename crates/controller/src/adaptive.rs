@@ -56,6 +56,9 @@ use crate::path_config::{self, candidates, compute_group, group_capacity, path_c
 use crate::path_group::{MemberPath, PathGroup, PathGroupId, PathGroups, MAX_GROUP_ID};
 use crate::wrr::Observation;
 
+/// How often `ssc run` calls [`Adaptive::round`]: the gateways' report interval.
+pub const INTERVAL: Duration = Duration::from_secs(2);
+
 /// EWMA weight of a new ξ sample (one per 2 s report): half-life of one report.
 pub const XI_ALPHA: f64 = 0.5;
 
@@ -312,6 +315,55 @@ impl Adaptive {
                 p.view.retired = p.view.retired.saturating_sub(1);
             }
         }
+    }
+
+    /// One round of the adaptive loop at `now` (`ssc run` calls it every [`INTERVAL`]):
+    /// [`Adaptive::step`] on the catalog's settings, inventory and groups and the gateways'
+    /// reports `obs`, then each action through `apply` (the driver's write to the catalog, which
+    /// validates it). A refused action is logged and recorded ([`Adaptive::refused`]). Returns
+    /// the actions, each with the refusal if there was one.
+    pub fn round<E: std::fmt::Display>(
+        &mut self,
+        settings: &path_config::Settings,
+        now: Instant,
+        inventory: &Inventory,
+        groups: &PathGroups,
+        obs: &BTreeMap<(BranchId, BranchId, PathGroupId), Observation>,
+        mut apply: impl FnMut(&Action) -> Result<(), E>,
+    ) -> Vec<(Action, Option<String>)> {
+        let actions = self.step(settings, now, inventory, &Measurements::new(), groups, obs);
+        let mut done = Vec::with_capacity(actions.len());
+        for action in actions {
+            match &action {
+                Action::Add { group, reason } => tracing::info!(
+                    source = group.source.get(),
+                    destination = group.destination.get(),
+                    group = group.id.get(),
+                    members = ?group.members.values().map(ToString::to_string).collect::<Vec<_>>(),
+                    reason = %reason,
+                    "adaptive: path group added"
+                ),
+                Action::Retire {
+                    source,
+                    destination,
+                    group,
+                    reason,
+                } => tracing::info!(
+                    source = source.get(),
+                    destination = destination.get(),
+                    group = group.get(),
+                    reason = %reason,
+                    "adaptive: path group retired"
+                ),
+            }
+            let refusal = apply(&action).err().map(|e| e.to_string());
+            if let Some(e) = &refusal {
+                tracing::warn!(error = %e, ?action, "adaptive: change refused");
+                self.refused(&action, e);
+            }
+            done.push((action, refusal));
+        }
+        done
     }
 
     /// One step at `now` (call it after each round of gateway reports, every ~2 s): the changes
