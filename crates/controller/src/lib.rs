@@ -27,7 +27,7 @@
 //! - [`ui`] (UI): configuration, the REST API (axum, bearer token, OpenAPI) and its CLI client.
 //! - [`ofc`] (OFC): the OpenFlow 1.3 server; its pure parts are the IR → FLOW_MOD conversion
 //!   ([`ofc::flowmod`]) and the reconcile diff and install order ([`ofc::reconcile`]).
-//! - [`gwc`] (SSC → MMSG): the gateway channel server: every gateway connects, registers and gets
+//! - [`gwchan`] (SSC → MMSG): the gateway channel server: every gateway connects, registers and gets
 //!   its versioned config (remotes, path groups with WRR weights, DSCP marks), pushed on every
 //!   change ([`mpa::gwchan`] messages, `docs/gwchan.md`).
 //! - [`authority`] (issue #8): the gateway CA run by `ssc`: one-time enrolment tokens, issuing,
@@ -37,13 +37,13 @@
 //!
 //! Call order: load an [`inventory::Inventory`], build [`path_group::PathGroups`] (manually from
 //! TOML or with [`path_config::PathConfigurator`]), then [`swap::compile`] → [`swap::FlowTables`] and
-//! [`swap::install_plan`] for the OFC.
+//! [`ofc::reconcile::plan`] (the order of the FLOW_MODs, by [`swap::Stage`]) in the OFC.
 #![forbid(unsafe_code)]
 
 pub mod adaptive;
 pub mod authority;
 pub mod capacity;
-pub mod gwc;
+pub mod gwchan;
 pub mod inventory;
 pub mod listen;
 pub mod ofc;
@@ -51,7 +51,12 @@ pub mod path_config;
 pub mod path_group;
 pub mod priority;
 pub mod sdc;
+pub mod settings;
 pub mod store;
 pub mod swap;
 pub mod ui;
 pub mod wrr;
+
+/// The former name of [`gwchan`], kept while `ui` (changed concurrently) still uses it.
+#[doc(hidden)]
+pub use gwchan as gwc;

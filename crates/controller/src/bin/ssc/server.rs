@@ -134,12 +134,12 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         let of_tls = ofc
             .tls_addr()
             .map_or_else(|| "-".to_owned(), |a| a.to_string());
-        let registry = Arc::new(controller::gwc::Registry::new());
+        let registry = Arc::new(controller::gwchan::Registry::new());
         let authority = Arc::new(authority);
         // Re-signs the CRL before its next_update; gateway sessions push every new one.
         tokio::spawn(Arc::clone(&authority).resign_crl_periodically());
         registry.set_authority(authority);
-        let gwc = controller::gwc::Gwc::bind(&gw, Arc::clone(&registry))
+        let gwc = controller::gwchan::Gwc::bind(&gw, Arc::clone(&registry))
             .await
             .context("start the gateway channel")?;
         let gw_addr = gwc

@@ -195,7 +195,7 @@ pub(crate) fn gateways(c: ClientArgs) -> anyhow::Result<()> {
     if c.json {
         return print_json(&v);
     }
-    let list: controller::gwc::GatewayList =
+    let list: controller::gwchan::GatewayList =
         serde_json::from_value(v).context("gateways from the API")?;
     for g in &list.gateways {
         let report = match (&g.last_report, g.last_report_age_ms) {

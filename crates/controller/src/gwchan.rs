@@ -1,4 +1,4 @@
-//! GWC: the controller's end of the gateway channel (issue #6; seed 000 §IV: the SSC configures
+//! The gateway channel (`gwchan`), the controller's end (issue #6; seed 000 §IV: the SSC configures
 //! every MMSG). Messages and codec: [`mpa::gwchan`]; protocol: `docs/gwchan.md`.
 //!
 //! Every gateway (`mmsg`) connects out to `ssc` (TCP or a unix socket), says hello, registers

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use controller::authority::{unix_now, Authority};
-use controller::gwc::{Gwc, GwcConfig, Registry};
+use controller::gwchan::{Gwc, GwcConfig, Registry};
 use controller::inventory::Inventory;
 use controller::path_group::PathGroups;
 use controller::store::Store;
