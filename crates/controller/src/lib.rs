@@ -11,11 +11,13 @@
 //! - [`path_config`] (PC, automatic form): enumerate member paths, max-flow (Edmonds-Karp) group
 //!   selection, MDI compatibility (seed 001 eq. 1), semi-permanent replacement.
 //! - [`swap`] (the flow compiler for the OFC): inventory + path groups → the exact flow table of
-//!   every gateway OVS (IP address swapping, seed 000 §III), cookies, install order.
+//!   every gateway OVS (IP address swapping, seed 000 §III), cookies, the stage of each flow.
 //! - [`priority`] (PM): hop-count and Type I / Type II priority as DSCP marks and flow priorities.
 //! - [`adaptive`] (PC, seed 003 §III steps 5–8): add a path group to a pair whose achieved rate
 //!   stays below λ × its achievable rate while its groups are saturated; retire groups it no
 //!   longer needs (hysteresis, trial with take-back).
+//! - [`settings`] (PC): the settings of the automatic PC and of the adaptive path groups, plain
+//!   data below `path_config` and `adaptive`.
 //! - [`wrr`] (PM/SDC → gateways): per path group weights `w = c / Σc` of each ordered pair from
 //!   the SDC's measured rates (seed 001 §III-C, seed 004 Alg. 2), smoothed, with fallbacks, as
 //!   integers for the gateways' weighted round robin.

@@ -25,7 +25,7 @@
 //!    the minimum weight 1.
 //! 2. `configured`: otherwise (nothing or not everything measured, idle pair): `c_g` = the
 //!    group's configured capacity, the max-flow over its members' port capacities
-//!    ([`path_config::group_capacity`] without measurements).
+//!    ([`crate::path_config::group_capacity`] without measurements).
 //! 3. `equal`: when every configured capacity is 0 too.
 //!
 //! Measured throughput is what a group carried: it equals its capacity only while the pair's

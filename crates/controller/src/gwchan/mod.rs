@@ -2,7 +2,7 @@
 //! every MMSG). Messages and codec: [`mpa::gwchan`]; protocol: `docs/gwchan.md`.
 //!
 //! Every gateway (`mmsg`) connects out to `ssc` (TCP or a unix socket), says hello, registers
-//! with its branch id, and then receives its [`GatewayConfig`]: the other branches (WAN
+//! with its branch id, and then receives its [`GatewayConfig`](mpa::gwchan::GatewayConfig): the other branches (WAN
 //! addresses, LAN prefixes), the path groups of each pair with their WRR weights
 //! ([`crate::wrr`]) and the PM's DSCP marks ([`crate::priority`]). The config is pushed at once
 //! on connect and whenever it changes (catalog commit, new WRR weights); the gateway answers
