@@ -56,6 +56,9 @@ use crate::path_config::{self, candidates, compute_group, group_capacity, path_c
 use crate::path_group::{MemberPath, PathGroup, PathGroupId, PathGroups, MAX_GROUP_ID};
 use crate::wrr::Observation;
 
+/// How often `ssc run` calls [`Adaptive::round`]: the gateways' report interval.
+pub const INTERVAL: Duration = Duration::from_secs(2);
+
 /// EWMA weight of a new ξ sample (one per 2 s report): half-life of one report.
 pub const XI_ALPHA: f64 = 0.5;
 
@@ -63,98 +66,7 @@ pub const XI_ALPHA: f64 = 0.5;
 /// carry"): 5 minutes, longer than any retire wait, so a peak of the current busy period counts.
 pub const PEAK_TAU: Duration = Duration::from_secs(300);
 
-/// Settings of the adaptive path groups (`adaptive` in the PC settings, `ssc settings set`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    /// Off by default: the pairs keep the groups the operator (or the automatic PC) set.
-    pub enabled: bool,
-    /// λ: a saturated pair whose ξ stays below λ·ζ gets a group.
-    pub lambda: f64,
-    /// Groups a pair keeps when retiring (the most is the PC's `groups_per_pair`).
-    pub min_groups: u8,
-    /// How long the shortfall must last before a group is added, seconds.
-    pub add_after_s: f64,
-    /// After a change to a pair, no other change to it for this long, seconds (the new group's
-    /// connections come up, get weights and are measured).
-    pub settle_s: f64,
-    /// An added group that did not raise ξ by this share (checked `settle_s` after, while the
-    /// pair is still short) is taken back.
-    pub min_gain: f64,
-    /// After a group was taken back, no adding to that pair for this long, seconds.
-    pub backoff_s: f64,
-    /// A pair's highest group retires when ξ stays at or below this share of what its other
-    /// groups can carry.
-    pub retire_share: f64,
-    /// ... for this long, seconds.
-    pub retire_after_s: f64,
-    /// Reports older than this are not used, seconds (gateways report every 2 s).
-    pub max_report_age_s: f64,
-    /// A group whose sockets hold data not in flight worth at least this many seconds at the rate it
-    /// carried is limited by its paths (besides the capacity estimate's saturation).
-    pub limited_backlog_s: f64,
-    /// A pair counts as saturated for this long after a report of a limited group, seconds.
-    pub limited_hold_s: f64,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            lambda: 0.8,
-            min_groups: 1,
-            add_after_s: 6.0,
-            settle_s: 10.0,
-            min_gain: 0.1,
-            backoff_s: 60.0,
-            retire_share: 0.5,
-            retire_after_s: 60.0,
-            max_report_age_s: 6.0,
-            limited_backlog_s: 0.1,
-            limited_hold_s: 4.0,
-        }
-    }
-}
-
-impl Settings {
-    /// Checks the ranges; the error names the field as it is in the PC settings (`adaptive.lambda`).
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        let finite_nonneg = |name: &'static str, v: f64| {
-            if v.is_finite() && v >= 0.0 {
-                Ok(())
-            } else {
-                Err((name, format!("must be a number >= 0, got {v}")))
-            }
-        };
-        if !(self.lambda.is_finite() && self.lambda > 0.0 && self.lambda <= 1.0) {
-            return Err((
-                "adaptive.lambda",
-                format!("must be in (0, 1], got {}", self.lambda),
-            ));
-        }
-        if !(1..=MAX_GROUP_ID + 1).contains(&self.min_groups) {
-            return Err((
-                "adaptive.min_groups",
-                format!("must be 1..=16, got {}", self.min_groups),
-            ));
-        }
-        if !(self.retire_share.is_finite() && (0.0..1.0).contains(&self.retire_share)) {
-            return Err((
-                "adaptive.retire_share",
-                format!("must be in [0, 1), got {}", self.retire_share),
-            ));
-        }
-        finite_nonneg("adaptive.add_after_s", self.add_after_s)?;
-        finite_nonneg("adaptive.settle_s", self.settle_s)?;
-        finite_nonneg("adaptive.min_gain", self.min_gain)?;
-        finite_nonneg("adaptive.backoff_s", self.backoff_s)?;
-        finite_nonneg("adaptive.retire_after_s", self.retire_after_s)?;
-        finite_nonneg("adaptive.max_report_age_s", self.max_report_age_s)?;
-        finite_nonneg("adaptive.limited_backlog_s", self.limited_backlog_s)?;
-        finite_nonneg("adaptive.limited_hold_s", self.limited_hold_s)?;
-        Ok(())
-    }
-}
+pub use crate::settings::AdaptiveSettings as Settings;
 
 /// A change to the path groups.
 #[derive(Clone, Debug, PartialEq)]
@@ -313,6 +225,55 @@ impl Adaptive {
                 p.view.retired = p.view.retired.saturating_sub(1);
             }
         }
+    }
+
+    /// One round of the adaptive loop at `now` (`ssc run` calls it every [`INTERVAL`]):
+    /// [`Adaptive::step`] on the catalog's settings, inventory and groups and the gateways'
+    /// reports `obs`, then each action through `apply` (the driver's write to the catalog, which
+    /// validates it). A refused action is logged and recorded ([`Adaptive::refused`]). Returns
+    /// the actions, each with the refusal if there was one.
+    pub fn round<E: std::fmt::Display>(
+        &mut self,
+        settings: &path_config::Settings,
+        now: Instant,
+        inventory: &Inventory,
+        groups: &PathGroups,
+        obs: &BTreeMap<(BranchId, BranchId, PathGroupId), Observation>,
+        mut apply: impl FnMut(&Action) -> Result<(), E>,
+    ) -> Vec<(Action, Option<String>)> {
+        let actions = self.step(settings, now, inventory, &Measurements::new(), groups, obs);
+        let mut done = Vec::with_capacity(actions.len());
+        for action in actions {
+            match &action {
+                Action::Add { group, reason } => tracing::info!(
+                    source = group.source.get(),
+                    destination = group.destination.get(),
+                    group = group.id.get(),
+                    members = ?group.members.values().map(ToString::to_string).collect::<Vec<_>>(),
+                    reason = %reason,
+                    "adaptive: path group added"
+                ),
+                Action::Retire {
+                    source,
+                    destination,
+                    group,
+                    reason,
+                } => tracing::info!(
+                    source = source.get(),
+                    destination = destination.get(),
+                    group = group.get(),
+                    reason = %reason,
+                    "adaptive: path group retired"
+                ),
+            }
+            let refusal = apply(&action).err().map(|e| e.to_string());
+            if let Some(e) = &refusal {
+                tracing::warn!(error = %e, ?action, "adaptive: change refused");
+                self.refused(&action, e);
+            }
+            done.push((action, refusal));
+        }
+        done
     }
 
     /// One step at `now` (call it after each round of gateway reports, every ~2 s): the changes

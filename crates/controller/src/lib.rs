@@ -11,11 +11,13 @@
 //! - [`path_config`] (PC, automatic form): enumerate member paths, max-flow (Edmonds-Karp) group
 //!   selection, MDI compatibility (seed 001 eq. 1), semi-permanent replacement.
 //! - [`swap`] (the flow compiler for the OFC): inventory + path groups → the exact flow table of
-//!   every gateway OVS (IP address swapping, seed 000 §III), cookies, install order.
+//!   every gateway OVS (IP address swapping, seed 000 §III), cookies, the stage of each flow.
 //! - [`priority`] (PM): hop-count and Type I / Type II priority as DSCP marks and flow priorities.
 //! - [`adaptive`] (PC, seed 003 §III steps 5–8): add a path group to a pair whose achieved rate
 //!   stays below λ × its achievable rate while its groups are saturated; retire groups it no
 //!   longer needs (hysteresis, trial with take-back).
+//! - [`settings`] (PC): the settings of the automatic PC and of the adaptive path groups, plain
+//!   data below `path_config` and `adaptive`.
 //! - [`wrr`] (PM/SDC → gateways): per path group weights `w = c / Σc` of each ordered pair from
 //!   the SDC's measured rates (seed 001 §III-C, seed 004 Alg. 2), smoothed, with fallbacks, as
 //!   integers for the gateways' weighted round robin.
@@ -31,7 +33,7 @@
 //! - [`ui`] (UI): configuration, the REST API (axum, bearer token, OpenAPI) and its CLI client.
 //! - [`ofc`] (OFC): the OpenFlow 1.3 server; its pure parts are the IR → FLOW_MOD conversion
 //!   ([`ofc::flowmod`]) and the reconcile diff and install order ([`ofc::reconcile`]).
-//! - [`gwc`] (SSC → MMSG): the gateway channel server: every gateway connects, registers and gets
+//! - [`gwchan`] (SSC → MMSG): the gateway channel server: every gateway connects, registers and gets
 //!   its versioned config (remotes, path groups with WRR weights, DSCP marks), pushed on every
 //!   change ([`mpa::gwchan`] messages, `docs/gwchan.md`).
 //! - [`authority`] (issue #8): the gateway CA run by `ssc`: one-time enrolment tokens, issuing,
@@ -41,14 +43,14 @@
 //!
 //! Call order: load an [`inventory::Inventory`], build [`path_group::PathGroups`] (manually from
 //! TOML or with [`path_config::PathConfigurator`]), then [`swap::compile`] → [`swap::FlowTables`] and
-//! [`swap::install_plan`] for the OFC.
+//! [`ofc::reconcile::plan`] (the order of the FLOW_MODs, by [`swap::Stage`]) in the OFC.
 #![forbid(unsafe_code)]
 
 pub mod adaptive;
 pub mod authority;
 pub mod capacity;
 pub mod catalog;
-pub mod gwc;
+pub mod gwchan;
 pub mod inventory;
 pub mod listen;
 pub mod ofc;
@@ -56,6 +58,7 @@ pub mod path_config;
 pub mod path_group;
 pub mod priority;
 pub mod sdc;
+pub mod settings;
 pub mod store;
 pub mod swap;
 pub mod ui;

@@ -1,7 +1,7 @@
 //! Binding the controller's stream listeners: one optional TCP address and any number of unix
 //! socket paths (gateways and switches in other network namespaces reach a unix socket through
 //! the shared filesystem, without an IP route). Used by the OpenFlow server ([`crate::ofc`]) and
-//! the gateway channel ([`crate::gwc`]).
+//! the gateway channel ([`crate::gwchan`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

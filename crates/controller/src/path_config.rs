@@ -73,35 +73,7 @@ impl Measurements {
     }
 }
 
-/// Settings of the automatic PC.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    /// Groups per ordered pair, 1..=16 (the paper's testbed uses 4; its SSC configures 16).
-    pub groups_per_pair: u8,
-    /// Largest MDI a group may have (seed 001 §IV: beyond 0.4 aggregation falls below one path).
-    pub mdi_threshold: f64,
-    /// A valid group is replaced only by one with at least `1 + replace_margin` times its
-    /// capacity.
-    pub replace_margin: f64,
-    /// Whether members may use a transit branch.
-    pub allow_transit: bool,
-    /// Adaptive path groups (seed 003, [`crate::adaptive`]); off by default. When on,
-    /// `groups_per_pair` is the most groups a pair gets.
-    pub adaptive: crate::adaptive::Settings,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            groups_per_pair: 4,
-            mdi_threshold: 0.4,
-            replace_margin: 0.2,
-            allow_transit: true,
-            adaptive: crate::adaptive::Settings::default(),
-        }
-    }
-}
+pub use crate::settings::Settings;
 
 /// Maximum delay imbalance of a set of path delays (seed 001 eq. 1):
 /// `MDI = d_max / (d_max + d_min) − 0.5`, in [0, 0.5]; 0 for fewer than two delays or all zero.

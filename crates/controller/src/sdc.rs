@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::inventory::BranchId;
 use crate::path_group::PathCode;
-use crate::swap::{Cookie, CookieInfo, Direction, Role};
+use crate::swap::{Cookie, CookieInfo, Direction, HopRole};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Counter {
@@ -218,7 +218,7 @@ impl Sdc {
                     if let Some(CookieInfo::Swap {
                         code,
                         direction,
-                        role: Role::Source,
+                        role: HopRole::Source,
                         ..
                     }) = info
                     {
@@ -325,9 +325,9 @@ fn describe(info: Option<CookieInfo>) -> String {
                 Direction::Reverse => "reverse",
             },
             match role {
-                Role::Source => "source",
-                Role::Transit => "transit",
-                Role::Destination => "destination",
+                HopRole::Source => "source",
+                HopRole::Transit => "transit",
+                HopRole::Destination => "destination",
             },
             if variant == 1 { " type-i" } else { "" }
         ),
@@ -551,9 +551,9 @@ mod tests {
             member: MemberId::new(s).unwrap(),
             group: PathGroupId::new(g).unwrap(),
         };
-        let fwd = |c, v| Cookie::swap(c, Direction::Forward, Role::Source, v).0;
-        let rev = |c| Cookie::swap(c, Direction::Reverse, Role::Source, 0).0;
-        let transit = Cookie::swap(code(2, 1), Direction::Forward, Role::Transit, 0).0;
+        let fwd = |c, v| Cookie::swap(c, Direction::Forward, HopRole::Source, v).0;
+        let rev = |c| Cookie::swap(c, Direction::Reverse, HopRole::Source, 0).0;
+        let transit = Cookie::swap(code(2, 1), Direction::Forward, HopRole::Transit, 0).0;
         let mut sdc = Sdc::default();
         let t0 = Instant::now();
         sdc.connected(b(1), 7, 1, "unix:x".into());

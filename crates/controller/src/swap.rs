@@ -2,7 +2,7 @@
 //!
 //! [`compile`] is a pure function: [`Inventory`] + [`PathGroups`] → [`FlowTables`], the exact
 //! OpenFlow table 0 of every gateway OVS. The OFC ([`crate::ofc`]) converts each [`FlowEntry`] to an
-//! OFPT_FLOW_MOD and reconciles switches by [`Cookie`]; [`install_plan`] says in which order.
+//! OFPT_FLOW_MOD and reconciles switches by [`Cookie`]; `ofc::reconcile` says in which order (by [`Stage`]).
 //!
 //! # Ports of a gateway OVS
 //! WAN port k (letter `a` + k) is the physical port `wan{k}`, OpenFlow port [`wan_ofport`]`(k) = 1 + k`;
@@ -220,15 +220,16 @@ impl FlowEntry {
         match self.cookie.decode()? {
             CookieInfo::Patch { .. } => Some(Stage::Patch),
             CookieInfo::Swap {
-                role: Role::Destination,
+                role: HopRole::Destination,
                 ..
             } => Some(Stage::Destination),
             CookieInfo::Swap {
-                role: Role::Transit,
+                role: HopRole::Transit,
                 ..
             } => Some(Stage::Transit),
             CookieInfo::Swap {
-                role: Role::Source, ..
+                role: HopRole::Source,
+                ..
             } => Some(Stage::Source),
         }
     }
@@ -249,9 +250,9 @@ pub enum Direction {
     Reverse,
 }
 
-/// Role of a switch on a member path, in one direction.
+/// Role of a switch on a member path (its hop), in one direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum Role {
+pub enum HopRole {
     /// The sending branch: `0xB00G` → `0xBASG`.
     Source,
     /// A transit branch: swap addresses, keep `0xBASG`.
@@ -287,7 +288,7 @@ pub enum CookieInfo {
         /// Its direction.
         direction: Direction,
         /// The switch's role.
-        role: Role,
+        role: HopRole,
         /// 0 catch-all, 1 Type I (source entries only).
         variant: u8,
     },
@@ -311,15 +312,15 @@ impl Cookie {
     const KIND_PATCH: u64 = 0x02;
 
     /// The cookie of one swap entry.
-    pub fn swap(code: PathCode, direction: Direction, role: Role, variant: u8) -> Self {
+    pub fn swap(code: PathCode, direction: Direction, role: HopRole, variant: u8) -> Self {
         let dir = match direction {
             Direction::Forward => 1u64,
             Direction::Reverse => 2,
         };
         let role = match role {
-            Role::Source => 1u64,
-            Role::Transit => 2,
-            Role::Destination => 3,
+            HopRole::Source => 1u64,
+            HopRole::Transit => 2,
+            HopRole::Destination => 3,
         };
         Self(Self::member(code) | dir << 12 | role << 8 | u64::from(variant))
     }
@@ -353,9 +354,9 @@ impl Cookie {
                     _ => return None,
                 };
                 let role = match role {
-                    1 => Role::Source,
-                    2 => Role::Transit,
-                    3 => Role::Destination,
+                    1 => HopRole::Source,
+                    2 => HopRole::Transit,
+                    3 => HopRole::Destination,
                     _ => return None,
                 };
                 (variant <= 1).then_some(CookieInfo::Swap {
@@ -605,7 +606,7 @@ fn compile_direction(
             src.branch,
             entry(
                 priority::swap_priority(n, type_i),
-                Cookie::swap(code, direction, Role::Source, u8::from(type_i)),
+                Cookie::swap(code, direction, HopRole::Source, u8::from(type_i)),
                 m,
                 vec![
                     Action::SetIpv4Src(first_src),
@@ -646,7 +647,7 @@ fn compile_direction(
             t.ingress.branch,
             entry(
                 priority::swap_priority(n, false),
-                Cookie::swap(code, direction, Role::Transit, 0),
+                Cookie::swap(code, direction, HopRole::Transit, 0),
                 tcp_match(
                     addr(arrive.from)?,
                     addr(arrive.to)?,
@@ -670,7 +671,7 @@ fn compile_direction(
         dst.branch,
         entry(
             priority::swap_priority(n, false),
-            Cookie::swap(code, direction, Role::Destination, 0),
+            Cookie::swap(code, direction, HopRole::Destination, 0),
             tcp_match(addr(last.from)?, orig_dst, wan_ofport(dst.port), swapped),
             vec![
                 Action::SetIpv4Src(orig_src),
@@ -697,74 +698,6 @@ pub enum Stage {
     Transit,
     /// Source entries (forward at A, reverse at B).
     Source,
-}
-
-/// One stage: the flows to send to each switch, then a barrier on each.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InstallStep {
-    /// Which stage.
-    pub stage: Stage,
-    /// Flows per switch.
-    pub flows: BTreeMap<BranchId, Vec<FlowEntry>>,
-}
-
-fn plan<'a>(
-    flows: impl Iterator<Item = (BranchId, &'a FlowEntry)>,
-    order: [Stage; 4],
-) -> Vec<InstallStep> {
-    let mut by_stage: BTreeMap<Stage, BTreeMap<BranchId, Vec<FlowEntry>>> = BTreeMap::new();
-    for (b, f) in flows {
-        if let Some(stage) = f.stage() {
-            by_stage
-                .entry(stage)
-                .or_default()
-                .entry(b)
-                .or_default()
-                .push(f.clone());
-        }
-    }
-    order
-        .into_iter()
-        .filter_map(|stage| {
-            by_stage
-                .remove(&stage)
-                .map(|flows| InstallStep { stage, flows })
-        })
-        .collect()
-}
-
-const INSTALL_ORDER: [Stage; 4] = [
-    Stage::Patch,
-    Stage::Destination,
-    Stage::Transit,
-    Stage::Source,
-];
-const REMOVAL_ORDER: [Stage; 4] = [
-    Stage::Source,
-    Stage::Transit,
-    Stage::Destination,
-    Stage::Patch,
-];
-
-/// The order to install all of `tables` (patch, destination, transit, source; empty stages left
-/// out).
-pub fn install_plan(tables: &FlowTables) -> Vec<InstallStep> {
-    plan(
-        tables
-            .iter()
-            .flat_map(|(b, fs)| fs.iter().map(move |f| (b, f))),
-        INSTALL_ORDER,
-    )
-}
-
-/// The order to install one member path: destination, transit, source.
-pub fn install_plan_for(tables: &FlowTables, code: PathCode) -> Vec<InstallStep> {
-    plan(tables.member_flows(code).into_iter(), INSTALL_ORDER)
-}
-
-/// The order to remove one member path: source, transit, destination.
-pub fn removal_plan_for(tables: &FlowTables, code: PathCode) -> Vec<InstallStep> {
-    plan(tables.member_flows(code).into_iter(), REMOVAL_ORDER)
 }
 
 /// The outer headers a swap flow reads and writes (for [`apply`], and tests that walk a path).
@@ -844,7 +777,7 @@ mod tests {
     fn cookie_round_trip() {
         let code = PathCode::from_port(0x2114).unwrap();
         for direction in [Direction::Forward, Direction::Reverse] {
-            for role in [Role::Source, Role::Transit, Role::Destination] {
+            for role in [HopRole::Source, HopRole::Transit, HopRole::Destination] {
                 for variant in 0..=1 {
                     let c = Cookie::swap(code, direction, role, variant);
                     assert_eq!(
@@ -862,7 +795,7 @@ mod tests {
             }
         }
         assert_eq!(
-            Cookie::swap(code, Direction::Forward, Role::Source, 1).0,
+            Cookie::swap(code, Direction::Forward, HopRole::Source, 1).0,
             0x4D4D_0100_2114_1101
         );
         let port = PortIndex::new(3).unwrap();

@@ -25,7 +25,7 @@
 //!    the minimum weight 1.
 //! 2. `configured`: otherwise (nothing or not everything measured, idle pair): `c_g` = the
 //!    group's configured capacity, the max-flow over its members' port capacities
-//!    ([`path_config::group_capacity`] without measurements).
+//!    ([`crate::path_config::group_capacity`] without measurements).
 //! 3. `equal`: when every configured capacity is 0 too.
 //!
 //! Measured throughput is what a group carried: it equals its capacity only while the pair's
@@ -43,6 +43,7 @@ use crate::capacity;
 use crate::inventory::{BranchId, Inventory};
 use crate::path_config::{group_capacity, Measurements};
 use crate::path_group::{PathGroupId, PathGroups};
+use crate::sdc::GroupStats;
 
 /// Default sum of the integer weights of one pair (per mille).
 pub const DEFAULT_SCALE: u32 = 1000;
@@ -300,6 +301,22 @@ impl Wrr {
             .or_insert(bits_per_s);
     }
 
+    /// One statistics sample of the SDC (`ssc run` calls it every statistics interval): each
+    /// path group's forward rate at its source → [`Wrr::observe`]. Returns whether any group was
+    /// seen, i.e. whether the weights may have moved and the gateway channel should look.
+    pub fn observe_stats(&mut self, groups: &[GroupStats]) -> bool {
+        for g in groups {
+            if let (Ok(a), Ok(b), Ok(id)) = (
+                BranchId::new(g.source),
+                BranchId::new(g.destination),
+                PathGroupId::new(g.group),
+            ) {
+                self.observe(a, b, id, g.traffic.forward_bits_per_s);
+            }
+        }
+        !groups.is_empty()
+    }
+
     /// Recomputes every pair of `groups` and publishes what changed beyond the hysteresis.
     /// Forgets groups and pairs that no longer exist. Returns the pairs whose published weights
     /// changed.
@@ -403,7 +420,7 @@ impl Wrr {
     }
 
     /// What the reports say of each group that has an estimator (for
-    /// [`crate::adaptive::Adaptive::step`]): when its last report came, the last interval, its
+    /// `adaptive::Adaptive::step`): when its last report came, the last interval, its
     /// estimated capacity, and its configured capacity at the last [`Wrr::update`].
     pub fn observations(&self) -> BTreeMap<(BranchId, BranchId, PathGroupId), Observation> {
         self.estimators

@@ -192,6 +192,53 @@ fn a_saturated_short_pair_gets_a_new_group_after_add_after_then_settles() {
         .starts_with("added 2"));
 }
 
+/// `ssc run`'s adaptive loop, one report interval at a time ([`Adaptive::round`] with the
+/// catalog write as `apply`): a refused add is recorded and the pair tries again once it is still
+/// short; an accepted one becomes a group.
+#[test]
+fn the_adaptive_round_applies_its_actions_and_records_refusals() {
+    let inv = paper_inventory();
+    let s = on();
+    let mut groups = group1_only(&inv);
+    let mut ad = Adaptive::new();
+    let t0 = Instant::now();
+    let mut refuse = true;
+    let mut outcomes = Vec::new();
+    for i in 0..30u32 {
+        let now = t0 + controller::adaptive::INTERVAL * i;
+        let obs = report(&groups, now, |_| (12.0, true, 12.0));
+        let mut applied = Vec::new();
+        let done = ad.round(&s, now, &inv, &groups, &obs, |a| {
+            if refuse {
+                refuse = false;
+                return Err("the catalog is read-only");
+            }
+            applied.push(a.clone());
+            Ok(())
+        });
+        groups = apply(&inv, &groups, &applied);
+        for (a, refusal) in done {
+            if refusal.is_some() {
+                let v = &ad.views()[0];
+                assert_eq!(v.added, 0, "a refused add is not counted");
+                assert_eq!(
+                    v.last_action.as_deref(),
+                    Some("refused by the catalog: the catalog is read-only")
+                );
+            }
+            outcomes.push((i, matches!(a, Action::Add { .. }), refusal.is_some()));
+        }
+    }
+    // Short from t = 0: the first add (t = 6 s) is refused, a later one is applied.
+    assert_eq!(outcomes.first(), Some(&(3, true, true)), "{outcomes:?}");
+    assert!(
+        outcomes.iter().any(|&(_, add, refused)| add && !refused),
+        "{outcomes:?}"
+    );
+    assert!(ids(&groups).len() >= 2, "{:?}", ids(&groups));
+    assert!(ad.views()[0].added >= 1);
+}
+
 #[test]
 fn a_pair_limited_by_its_demand_is_never_grown() {
     let inv = paper_inventory();

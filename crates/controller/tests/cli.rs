@@ -532,3 +532,177 @@ fn ssc_weights_prints_the_published_weights() {
         "{err}"
     );
 }
+
+/// The commands the scenario above does not reach: tokens, the gateway CA, gateways, adaptive
+/// path groups and its settings, a branch from a file, a port that lacks fields.
+#[test]
+fn credential_status_and_file_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let mut server = Server::start(&config);
+    let inventory = examples().join("inventory-paper.toml");
+    ok(
+        &server,
+        &["import", "--inventory", inventory.to_str().unwrap()],
+    );
+
+    // A branch from a TOML file.
+    let file = dir.path().join("b7.toml");
+    std::fs::write(
+        &file,
+        "id = 7\nname = \"seven\"\nlan = [\"198.19.7.0/24\"]\n[[wan]]\nport = \"a\"\naddress = \"198.18.70.2/24\"\ngateway = \"198.18.70.1\"\ncapacity_mbps = 10\n",
+    )
+    .unwrap();
+    let out = ok(
+        &server,
+        &["branch", "add", "--file", file.to_str().unwrap()],
+    );
+    assert_eq!(
+        out,
+        "branch 7 \"seven\" lan [198.19.7.0/24]\n  port 7a Internet 198.18.70.2/24 via 198.18.70.1 10 Mbit/s mac - gateway_mac -\n"
+    );
+    // A new port needs its address, gateway and capacity.
+    let err = fails(
+        &server,
+        &[
+            "port",
+            "add",
+            "--branch",
+            "7",
+            "--address",
+            "198.18.71.2/24",
+        ],
+    );
+    assert!(
+        err.contains("--gateway") && err.contains("--capacity-mbps"),
+        "{err}"
+    );
+
+    // Adaptive path groups and their settings.
+    assert!(ok(&server, &["adaptive"]).starts_with("adaptive path groups: off\n"));
+    let out = ok(
+        &server,
+        &[
+            "settings",
+            "set",
+            "--adaptive",
+            "true",
+            "--lambda",
+            "0.7",
+            "--min-groups",
+            "2",
+            "--retire-after",
+            "30",
+            "--allow-transit",
+            "false",
+        ],
+    );
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["adaptive"]["enabled"], true, "{s}");
+    assert_eq!(s["adaptive"]["lambda"], 0.7, "{s}");
+    assert_eq!(s["adaptive"]["min_groups"], 2, "{s}");
+    assert_eq!(s["adaptive"]["retire_after_s"], 30.0, "{s}");
+    assert_eq!(s["allow_transit"], false, "{s}");
+    assert_eq!(
+        s["groups_per_pair"], 4,
+        "absent flags keep their value: {s}"
+    );
+    assert!(ok(&server, &["adaptive"]).starts_with("adaptive path groups: on\n"));
+
+    // Gateways: none registered.
+    let out = ok(&server, &["gateways"]);
+    assert_eq!(
+        out,
+        "no gateways registered\nrefused: 0 unknown branch, 0 other; 0 sessions replaced\n"
+    );
+
+    // The gateway CA: an enrolment token, revocation, the certificates.
+    let out = ok(&server, &["enrol-token", "--branch", "1", "--ttl", "2h"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines[1].starts_with("# branch 1, expires ")
+            && lines[1].contains("single use; CA fingerprint "),
+        "{out}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&server, &["revoke", "--branch", "2"])).unwrap();
+    assert_eq!(v["revoked"], serde_json::json!([]), "{v}");
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&server, &["revoke", "--serial", "999"])).unwrap();
+    assert_eq!(v["revoked"], serde_json::json!([]), "{v}");
+    let v: serde_json::Value = serde_json::from_str(&ok(&server, &["certificates"])).unwrap();
+    assert!(v["certificates"].is_array(), "{v}");
+    let out = ok(
+        &server,
+        &["ca", "init", "--config", config.to_str().unwrap()],
+    );
+    assert!(out.starts_with("CA exists in "), "{out}");
+
+    // REST tokens.
+    let out = ok(
+        &server,
+        &[
+            "token",
+            "add",
+            "--name",
+            "ops",
+            "--role",
+            "read-only",
+            "--ttl",
+            "1h",
+        ],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0].len(), 64, "{out}");
+    assert!(
+        lines[1].starts_with("# token \"ops\" (read-only, expires 20")
+            && lines[1].ends_with("); shown once, only its hash is stored"),
+        "{out}"
+    );
+    let out = ok(
+        &server,
+        &[
+            "token", "add", "--name", "forever", "--role", "admin", "--ttl", "never",
+        ],
+    );
+    assert!(
+        out.ends_with(
+            "\n# token \"forever\" (admin, never expires); shown once, only its hash is stored\n"
+        ),
+        "{out}"
+    );
+    let err = fails(
+        &server,
+        &[
+            "token", "add", "--name", "x", "--role", "admin", "--ttl", "0s",
+        ],
+    );
+    assert!(err.contains("must be at least 1s (or never)"), "{err}");
+    let out = ok(&server, &["token", "list"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[0].starts_with("name") && lines[0].ends_with("state"),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with("forever ")
+            && lines[1].contains(" admin ")
+            && lines[1].contains(" never ")
+            && lines[1].ends_with(" valid"),
+        "{out}"
+    );
+    assert!(
+        lines[2].starts_with("ops ") && lines[2].contains(" read-only "),
+        "{out}"
+    );
+    assert_eq!(
+        ok(&server, &["token", "remove", "--name", "ops"]),
+        "token \"ops\" removed\n"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&server, &["token", "list", "--json"])).unwrap();
+    assert_eq!(v["tokens"].as_array().unwrap().len(), 1, "{v}");
+    assert!(server.stop().success());
+}

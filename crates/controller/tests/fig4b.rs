@@ -24,8 +24,8 @@ use common::{branch, p, paper_inventory};
 use controller::inventory::MacAddr;
 use controller::path_group::{MemberPath, PathCode, PathGroup, PathGroupId, PathGroups};
 use controller::swap::{
-    apply, compile, Action, Cookie, Direction, FlowEntry, FlowMatch, FlowTables, Output, Packet,
-    Role,
+    apply, compile, Action, Cookie, Direction, FlowEntry, FlowMatch, FlowTables, HopRole, Output,
+    Packet,
 };
 
 fn fig4_groups(inv: &controller::inventory::Inventory) -> PathGroups {
@@ -97,7 +97,7 @@ fn mmsg1_subflow1_source() {
     let type_ii = find(
         &t,
         1,
-        Cookie::swap(code(0x2114), Direction::Forward, Role::Source, 0),
+        Cookie::swap(code(0x2114), Direction::Forward, HopRole::Source, 0),
     );
     assert_eq!(
         type_ii,
@@ -119,7 +119,7 @@ fn mmsg1_subflow1_source() {
     let type_i = find(
         &t,
         1,
-        Cookie::swap(code(0x2114), Direction::Forward, Role::Source, 1),
+        Cookie::swap(code(0x2114), Direction::Forward, HopRole::Source, 1),
     );
     let mut m = tcp(101, p(1, 1), p(1, 2), None, Some(0x2004));
     m.ip_dscp = Some(46);
@@ -150,7 +150,7 @@ fn mmsg1_subflow4_direct_source() {
         find(
             &t,
             1,
-            Cookie::swap(code(0x2144), Direction::Forward, Role::Source, 0)
+            Cookie::swap(code(0x2144), Direction::Forward, HopRole::Source, 0)
         ),
         FlowEntry {
             table: 0,
@@ -179,7 +179,7 @@ fn mmsg3_subflow1_transit_hairpin() {
         find(
             &t,
             3,
-            Cookie::swap(code(0x2114), Direction::Forward, Role::Transit, 0)
+            Cookie::swap(code(0x2114), Direction::Forward, HopRole::Transit, 0)
         ),
         FlowEntry {
             table: 0,
@@ -207,7 +207,7 @@ fn mmsg2_subflow1_destination_restores() {
         find(
             &t,
             2,
-            Cookie::swap(code(0x2114), Direction::Forward, Role::Destination, 0)
+            Cookie::swap(code(0x2114), Direction::Forward, HopRole::Destination, 0)
         ),
         FlowEntry {
             table: 0,
@@ -227,7 +227,7 @@ fn mmsg2_subflow1_destination_restores() {
         find(
             &t,
             2,
-            Cookie::swap(code(0x2144), Direction::Forward, Role::Destination, 0)
+            Cookie::swap(code(0x2144), Direction::Forward, HopRole::Destination, 0)
         ),
         FlowEntry {
             table: 0,
@@ -253,7 +253,7 @@ fn subflows_2_and_3() {
     let s2 = find(
         &t,
         1,
-        Cookie::swap(code(0x2124), Direction::Forward, Role::Source, 0),
+        Cookie::swap(code(0x2124), Direction::Forward, HopRole::Source, 0),
     );
     assert_eq!(s2.matches, tcp(102, p(2, 1), p(1, 2), None, Some(0x2004)));
     assert_eq!(
@@ -270,7 +270,7 @@ fn subflows_2_and_3() {
     let t2 = find(
         &t,
         4,
-        Cookie::swap(code(0x2124), Direction::Forward, Role::Transit, 0),
+        Cookie::swap(code(0x2124), Direction::Forward, HopRole::Transit, 0),
     );
     assert_eq!(t2.matches, tcp(1, p(2, 1), p(1, 4), None, Some(0x2124)));
     assert_eq!(
@@ -288,7 +288,7 @@ fn subflows_2_and_3() {
     let t3 = find(
         &t,
         5,
-        Cookie::swap(code(0x2134), Direction::Forward, Role::Transit, 0),
+        Cookie::swap(code(0x2134), Direction::Forward, HopRole::Transit, 0),
     );
     assert_eq!(t3.matches, tcp(1, p(1, 1), p(1, 5), None, Some(0x2134)));
     assert_eq!(
@@ -303,7 +303,7 @@ fn subflows_2_and_3() {
     let d3 = find(
         &t,
         2,
-        Cookie::swap(code(0x2134), Direction::Forward, Role::Destination, 0),
+        Cookie::swap(code(0x2134), Direction::Forward, HopRole::Destination, 0),
     );
     assert_eq!(d3.matches, tcp(2, p(1, 5), p(2, 2), None, Some(0x2134)));
     assert_eq!(
@@ -323,7 +323,11 @@ fn subflow1_reverse() {
     let t = compiled();
     let c = code(0x2114);
     assert_eq!(
-        find(&t, 2, Cookie::swap(c, Direction::Reverse, Role::Source, 0)),
+        find(
+            &t,
+            2,
+            Cookie::swap(c, Direction::Reverse, HopRole::Source, 0)
+        ),
         FlowEntry {
             table: 0,
             priority: 1100,
@@ -339,7 +343,11 @@ fn subflow1_reverse() {
         }
     );
     assert_eq!(
-        find(&t, 3, Cookie::swap(c, Direction::Reverse, Role::Transit, 0)),
+        find(
+            &t,
+            3,
+            Cookie::swap(c, Direction::Reverse, HopRole::Transit, 0)
+        ),
         FlowEntry {
             table: 0,
             priority: 1100,
@@ -359,7 +367,7 @@ fn subflow1_reverse() {
         find(
             &t,
             1,
-            Cookie::swap(c, Direction::Reverse, Role::Destination, 0)
+            Cookie::swap(c, Direction::Reverse, HopRole::Destination, 0)
         ),
         FlowEntry {
             table: 0,

@@ -17,7 +17,7 @@ use controller::ofc::flowmod::{flow_mod, from_flow_stats};
 use controller::ofc::reconcile::{diff, plan, update_diffs, FlowOp, Installed, Phase, PHASES};
 use controller::path_group::{MemberPath, PathCode, PathGroup, PathGroupId, PathGroups};
 use controller::swap::{
-    compile, Action, Cookie, CookieInfo, Direction, FlowEntry, FlowTables, Output, Role, Stage,
+    compile, Action, Cookie, CookieInfo, Direction, FlowEntry, FlowTables, HopRole, Output, Stage,
 };
 use ofproto::message::{FlowMod, FlowModCommand};
 use ofproto::multipart::FlowStats;
@@ -362,7 +362,7 @@ fn diff_modify_replace_delete() {
     let stale = Cookie::swap(
         PathCode::from_port(0x21f9).unwrap(),
         Direction::Forward,
-        Role::Source,
+        HopRole::Source,
         0,
     );
     have.push(Installed {
@@ -451,13 +451,13 @@ fn check_never_half_installed(old: &FlowTables, new: &FlowTables) -> usize {
                 let Some(CookieInfo::Swap {
                     code,
                     direction,
-                    role: Role::Source,
+                    role: HopRole::Source,
                     ..
                 }) = c.decode()
                 else {
                     continue;
                 };
-                for role in [Role::Transit, Role::Destination] {
+                for role in [HopRole::Transit, HopRole::Destination] {
                     let need = Cookie::swap(code, direction, role, 0);
                     let at = w_new.get(&need).or(w_old.get(&need));
                     if let Some(at) = at {

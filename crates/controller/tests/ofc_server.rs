@@ -31,7 +31,7 @@ use controller::ofc::{Ofc, OfcConfig};
 use controller::path_group::{GroupsFile, PathGroupId};
 use controller::sdc::Sdc;
 use controller::store::Store;
-use controller::swap::{Cookie, CookieInfo, FlowEntry, FlowTables, Role};
+use controller::swap::{Cookie, CookieInfo, FlowEntry, FlowTables, HopRole};
 use ofproto::channel::{Channel, Config, Event};
 use ofproto::message::{FlowModCommand, SwitchFeatures};
 use ofproto::multipart::{FlowStats, MultipartReply, MultipartReplyBody, MultipartRequestBody};
@@ -385,9 +385,9 @@ async fn updates_go_stage_by_stage_and_a_stuck_switch_stalls_nobody() {
     // Install rank: destination 0, transit 1, source 2.
     let stage = |c: u64| match Cookie(c).decode() {
         Some(CookieInfo::Swap { role, .. }) => match role {
-            Role::Destination => 0u8,
-            Role::Transit => 1,
-            Role::Source => 2,
+            HopRole::Destination => 0u8,
+            HopRole::Transit => 1,
+            HopRole::Source => 2,
         },
         other => panic!("unexpected cookie {c:#x}: {other:?}"),
     };

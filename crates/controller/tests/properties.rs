@@ -32,8 +32,7 @@ use controller::path_group::{
 };
 use controller::priority::{dscp, Class, TYPE_I_MARK};
 use controller::swap::{
-    apply, compile, install_plan_for, mpa_ofport, removal_plan_for, wan_ofport, CookieInfo,
-    FlowTables, Packet, Stage,
+    apply, compile, mpa_ofport, wan_ofport, CookieInfo, FlowTables, Packet, Stage,
 };
 use proptest::prelude::*;
 
@@ -334,14 +333,14 @@ proptest! {
             // Per direction: 2 source entries, one per transit, one destination.
             prop_assert_eq!(flows.len(), 2 * (3 + m.path.transits().len()));
             expected += flows.len();
-            let stages: Vec<Stage> = install_plan_for(&t, m.code).iter().map(|s| s.stage).collect();
+            let stages: Vec<Stage> = common::member_plan(&t, m.code, true).iter().map(common::stage).collect();
             let want: Vec<Stage> = if m.path.transits().is_empty() {
                 vec![Stage::Destination, Stage::Source]
             } else {
                 vec![Stage::Destination, Stage::Transit, Stage::Source]
             };
             prop_assert_eq!(&stages, &want);
-            let mut rev: Vec<Stage> = removal_plan_for(&t, m.code).iter().map(|s| s.stage).collect();
+            let mut rev: Vec<Stage> = common::member_plan(&t, m.code, false).iter().map(common::stage).collect();
             rev.reverse();
             prop_assert_eq!(rev, want);
         }

@@ -20,8 +20,7 @@ use std::path::PathBuf;
 use common::{branch, p, paper_inventory, table2};
 use controller::path_group::PathCode;
 use controller::swap::{
-    compile, install_plan, install_plan_for, removal_plan_for, Action, CookieInfo, Direction,
-    FlowTables, Output, Role, Stage,
+    compile, Action, CookieInfo, Direction, FlowTables, HopRole, Output, Stage,
 };
 
 fn compiled() -> FlowTables {
@@ -67,7 +66,7 @@ fn transit_codes_per_branch() {
                     role,
                     ..
                 } => {
-                    assert_eq!(role, Role::Transit);
+                    assert_eq!(role, HopRole::Transit);
                     got.insert((code.port(), direction));
                 }
                 CookieInfo::Patch { .. } => {}
@@ -103,7 +102,7 @@ fn pg1_member2_by_hand() {
         };
         let m = &f.matches;
         match (direction, role) {
-            (Direction::Forward, Role::Source) => {
+            (Direction::Forward, HopRole::Source) => {
                 assert_eq!(b.get(), 1);
                 assert_eq!(
                     (m.in_port, m.ipv4_src, m.ipv4_dst, m.tcp_dst),
@@ -117,7 +116,7 @@ fn pg1_member2_by_hand() {
                 );
                 assert_eq!(f.actions[4], Action::Output(Output::Port(2)));
             }
-            (Direction::Forward, Role::Transit) => {
+            (Direction::Forward, HopRole::Transit) => {
                 assert_eq!(b.get(), 3);
                 assert_eq!(
                     (m.in_port, m.ipv4_src, m.ipv4_dst),
@@ -133,7 +132,7 @@ fn pg1_member2_by_hand() {
                     ]
                 );
             }
-            (Direction::Forward, Role::Destination) => {
+            (Direction::Forward, HopRole::Destination) => {
                 assert_eq!(b.get(), 2);
                 assert_eq!(
                     (m.in_port, m.ipv4_src, m.ipv4_dst),
@@ -149,7 +148,7 @@ fn pg1_member2_by_hand() {
                 );
                 assert_eq!(f.actions[3], Action::Output(Output::Port(101)));
             }
-            (Direction::Reverse, Role::Source) => {
+            (Direction::Reverse, HopRole::Source) => {
                 assert_eq!(b.get(), 2);
                 assert_eq!(
                     (m.in_port, m.ipv4_src, m.ipv4_dst, m.tcp_src),
@@ -157,7 +156,7 @@ fn pg1_member2_by_hand() {
                 );
                 assert_eq!(f.actions[1], Action::SetIpv4Dst(p(1, 3)));
             }
-            (Direction::Reverse, Role::Transit) => {
+            (Direction::Reverse, HopRole::Transit) => {
                 assert_eq!(b.get(), 3);
                 assert_eq!(
                     (m.in_port, m.ipv4_src, m.ipv4_dst),
@@ -169,7 +168,7 @@ fn pg1_member2_by_hand() {
                 );
                 assert_eq!(f.actions[5], Action::Output(Output::Port(2)));
             }
-            (Direction::Reverse, Role::Destination) => {
+            (Direction::Reverse, HopRole::Destination) => {
                 assert_eq!(b.get(), 1);
                 assert_eq!(
                     (m.in_port, m.ipv4_src, m.ipv4_dst, m.tcp_src),
@@ -185,7 +184,7 @@ fn pg1_member2_by_hand() {
 #[test]
 fn install_order() {
     let t = compiled();
-    let stages: Vec<Stage> = install_plan(&t).iter().map(|s| s.stage).collect();
+    let stages: Vec<Stage> = common::full_plan(&t).iter().map(common::stage).collect();
     assert_eq!(
         stages,
         [
@@ -195,21 +194,21 @@ fn install_order() {
             Stage::Source
         ]
     );
-    let total: usize = install_plan(&t)
+    let total: usize = common::full_plan(&t)
         .iter()
-        .flat_map(|s| s.flows.values())
+        .flat_map(|s| s.ops.values())
         .map(Vec::len)
         .sum();
     assert_eq!(total, t.len());
 
     let code = PathCode::from_port(0x2134).unwrap(); // PG 4 member 3: 1a>4a>4b>2a
-    let plan = install_plan_for(&t, code);
+    let plan = common::member_plan(&t, code, true);
     let shape: Vec<(Stage, Vec<(u8, usize)>)> = plan
         .iter()
         .map(|s| {
             (
-                s.stage,
-                s.flows.iter().map(|(b, f)| (b.get(), f.len())).collect(),
+                common::stage(s),
+                s.ops.iter().map(|(b, f)| (b.get(), f.len())).collect(),
             )
         })
         .collect();
@@ -221,7 +220,10 @@ fn install_order() {
             (Stage::Source, vec![(1, 2), (2, 2)]),
         ]
     );
-    let removal: Vec<Stage> = removal_plan_for(&t, code).iter().map(|s| s.stage).collect();
+    let removal: Vec<Stage> = common::member_plan(&t, code, false)
+        .iter()
+        .map(common::stage)
+        .collect();
     assert_eq!(removal, [Stage::Source, Stage::Transit, Stage::Destination]);
 }
 

@@ -112,6 +112,71 @@ proptest! {
     }
 }
 
+/// `ssc run`'s WRR feed, one statistics interval at a time: the SDC's per group forward rates
+/// ([`Wrr::observe_stats`]), then the weights ([`Wrr::update`]). An interval without any group
+/// (no switch connected) wakes nobody and changes nothing.
+#[test]
+fn the_sdc_feed_moves_the_weights_interval_by_interval() {
+    use controller::sdc::{GroupStats, Traffic};
+    let inv = common::paper_inventory();
+    let groups = common::table2(&inv);
+    let gids: Vec<u8> = groups
+        .pair(common::branch(1), common::branch(2))
+        .unwrap()
+        .keys()
+        .map(|g| g.get())
+        .collect();
+    // One SDC sample: group id → forward Mbit/s; a bad branch id is skipped.
+    let sample = |rate: &dyn Fn(u8) -> f64| -> Vec<GroupStats> {
+        let mut v: Vec<GroupStats> = gids
+            .iter()
+            .map(|&g| GroupStats {
+                source: 1,
+                destination: 2,
+                group: g,
+                traffic: Traffic {
+                    forward_bits_per_s: rate(g) * 1e6,
+                    ..Traffic::default()
+                },
+            })
+            .collect();
+        v.push(GroupStats {
+            source: 16,
+            destination: 2,
+            group: 1,
+            traffic: Traffic::default(),
+        });
+        v
+    };
+    let mut w = Wrr::new(Settings::default());
+    assert!(!w.observe_stats(&[]), "no groups: nothing to wake");
+    w.update(&inv, &groups);
+    assert_eq!(
+        w.pair(common::branch(1), common::branch(2)).unwrap().basis,
+        Basis::Configured
+    );
+    // Interval 1: every group carries 20 Mbit/s.
+    assert!(w.observe_stats(&sample(&|_| 20.0)));
+    w.update(&inv, &groups);
+    assert_eq!(
+        w.pair(common::branch(1), common::branch(2)).unwrap().basis,
+        Basis::Measured
+    );
+    assert_eq!(weights_of(&w, 1, 2), vec![250, 250, 250, 250]);
+    // Then group 1 drops to 2 Mbit/s: the smoothed share follows over the intervals.
+    let mut first = Vec::new();
+    for _ in 0..30 {
+        assert!(w.observe_stats(&sample(&|g| if g == gids[0] { 2.0 } else { 20.0 })));
+        w.update(&inv, &groups);
+        first.push(weights_of(&w, 1, 2)[0]);
+        // An interval without samples keeps everything.
+        assert!(!w.observe_stats(&[]));
+        assert!(w.update(&inv, &groups).is_empty());
+    }
+    assert!(first.windows(2).all(|p| p[1] <= p[0]), "{first:?}");
+    assert!(first[29] < 82 && first[29] >= 32, "{first:?}");
+}
+
 #[test]
 fn a_real_change_is_published_after_smoothing() {
     let inv = common::paper_inventory();

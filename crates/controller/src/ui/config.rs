@@ -92,7 +92,7 @@ impl CaConfig {
     }
 }
 
-/// `[gateways]`: the listeners of the gateway channel ([`crate::gwc`]). None by default.
+/// `[gateways]`: the listeners of the gateway channel ([`crate::gwchan`]). None by default.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewaysConfig {
@@ -110,8 +110,8 @@ pub struct GatewaysConfig {
 
 impl GatewaysConfig {
     /// The listeners' settings.
-    pub fn to_gwc(&self) -> crate::gwc::GwcConfig {
-        crate::gwc::GwcConfig {
+    pub fn to_gwchan(&self) -> crate::gwchan::GwChanConfig {
+        crate::gwchan::GwChanConfig {
             listen: self.listen,
             tls_listen: self.tls_listen,
             unix: self.unix.clone(),

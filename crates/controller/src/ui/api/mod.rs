@@ -60,7 +60,7 @@ pub struct AppState {
     token: Arc<str>,
     sdc: Option<Arc<std::sync::Mutex<Sdc>>>,
     wrr: Arc<std::sync::Mutex<Wrr>>,
-    gateways: Option<Arc<crate::gwc::Registry>>,
+    gateways: Option<Arc<crate::gwchan::Registry>>,
     adaptive: Option<Arc<std::sync::Mutex<crate::adaptive::Adaptive>>>,
 }
 
@@ -88,9 +88,9 @@ impl AppState {
         self
     }
 
-    /// Serves the gateways of the gateway channel ([`crate::gwc`]); without it
+    /// Serves the gateways of the gateway channel ([`crate::gwchan`]); without it
     /// `GET /api/v1/gateways` is an empty list.
-    pub fn with_gateways(mut self, registry: Arc<crate::gwc::Registry>) -> Self {
+    pub fn with_gateways(mut self, registry: Arc<crate::gwchan::Registry>) -> Self {
         self.gateways = Some(registry);
         self
     }

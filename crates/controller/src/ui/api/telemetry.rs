@@ -116,7 +116,7 @@ pub(super) async fn pair_weights(
         })
 }
 
-pub(super) async fn gateways(State(state): State<AppState>) -> Json<crate::gwc::GatewayList> {
+pub(super) async fn gateways(State(state): State<AppState>) -> Json<crate::gwchan::GatewayList> {
     Json(
         state
             .gateways

@@ -1,4 +1,4 @@
-//! The gateway channel server ([`controller::gwc`]) over real sockets (a unix socket and TCP),
+//! The gateway channel server ([`controller::gwchan`]) over real sockets (a unix socket and TCP),
 //! with a fake gateway speaking [`mpa::gwchan`]: registration, the config of a branch built from
 //! the inventory, path groups and WRR weights, a push within 1 s of a catalog commit, acks and
 //! reports in `GET /api/v1/gateways`, refusal of an unknown branch and of an oversize message,
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
-use controller::gwc::{Gwc, GwcConfig, Registry};
+use controller::gwchan::{GwChan, GwChanConfig, Registry};
 use controller::inventory::Inventory;
 use controller::path_group::PathGroups;
 use controller::store::{PortPatch, Store};
@@ -135,8 +135,8 @@ async fn gateways_register_get_configs_and_pushes() {
     let store = store_2x2(dir.path());
     let sock = dir.path().join("gw.sock");
     let registry = Arc::new(Registry::new());
-    let gwc = Gwc::bind(
-        &GwcConfig {
+    let gwc = GwChan::bind(
+        &GwChanConfig {
             listen: Some("127.0.0.1:0".parse().unwrap()),
             tls_listen: None,
             unix: vec![sock.clone()],
@@ -338,7 +338,7 @@ fn remotes_cover_both_directions() {
     store.import(inv.to_file(), groups.to_file(), None).unwrap();
     let c = store.catalog().unwrap();
     // No weights published: every group weight 1.
-    let r = controller::gwc::build_remotes(&c, &Default::default(), common::branch(1));
+    let r = controller::gwchan::build_remotes(&c, &Default::default(), common::branch(1));
     assert_eq!(r.len(), 1);
     assert_eq!(
         r[0].path_groups

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use controller::authority::{unix_now, Authority};
-use controller::gwc::{Gwc, GwcConfig, Registry};
+use controller::gwchan::{GwChan, GwChanConfig, Registry};
 use controller::inventory::Inventory;
 use controller::path_group::PathGroups;
 use controller::store::Store;
@@ -206,8 +206,8 @@ async fn enrolment_mutual_tls_renewal_and_revocation() {
     let registry = Arc::new(Registry::new());
     registry.set_authority(Arc::clone(&authority));
     let sock = dir.path().join("gw.sock");
-    let gwc = Gwc::bind(
-        &GwcConfig {
+    let gwc = GwChan::bind(
+        &GwChanConfig {
             listen: Some("127.0.0.1:0".parse().unwrap()),
             tls_listen: Some("127.0.0.1:0".parse().unwrap()),
             unix: vec![sock.clone()],

@@ -1,0 +1,381 @@
+//! One gateway's session: hello, registration (or enrolment / renewal over TLS), then its
+//! config pushed on every change, acks and reports, CRL updates.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mpa::gwchan::{self, Ack, ControllerMsg, CrlUpdate, ErrorMsg, GatewayMsg, Hello, Register};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tracing::{debug, info, warn};
+
+use super::registry::{Opened, Registry};
+use super::{CRL_PROTOCOL, HANDSHAKE_TIMEOUT, READ_CHUNK, SESSION_TIMEOUT};
+
+/// Why a session ended (logged; the peer got an [`ErrorMsg`] where there is one).
+#[derive(Debug, thiserror::Error)]
+enum SessionEnd {
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("peer closed the stream")]
+    Eof,
+    #[error("protocol: {0}")]
+    Protocol(String),
+    #[error("replaced by a newer session of the same branch")]
+    Replaced,
+    #[error("branch removed from the inventory")]
+    Removed,
+    #[error("silent for {0:?}")]
+    Silent(Duration),
+    #[error("its certificate {0} was revoked")]
+    Revoked(u64),
+}
+
+async fn send<S: AsyncWrite + Unpin>(w: &mut S, msg: &ControllerMsg) -> Result<(), SessionEnd> {
+    let mut out = Vec::new();
+    gwchan::encode(msg, &mut out).map_err(|e| SessionEnd::Protocol(e.to_string()))?;
+    w.write_all(&out).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+async fn recv<S: AsyncRead + Unpin>(
+    r: &mut S,
+    buf: &mut Vec<u8>,
+) -> Result<GatewayMsg, SessionEnd> {
+    loop {
+        match gwchan::decode::<GatewayMsg>(buf) {
+            Ok(Some((m, n))) => {
+                buf.drain(..n);
+                return Ok(m);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(SessionEnd::Protocol(e.to_string())),
+        }
+        // Read into a separate chunk: if this future is dropped (select, timeout), nothing
+        // half-read is left in `buf`.
+        let mut chunk = [0u8; READ_CHUNK];
+        let n = r.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(SessionEnd::Eof);
+        }
+        buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+    }
+}
+
+fn error_msg(code: &str, message: impl Into<String>) -> ControllerMsg {
+    ControllerMsg::Error(ErrorMsg {
+        code: code.to_owned(),
+        message: message.into(),
+    })
+}
+
+/// How a session reached us: what it may do depends on it (docs/gwchan.md §1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Transport {
+    /// Clear TCP: register only (no enrolment: the token would travel in clear).
+    Tcp,
+    /// A unix socket: filesystem permissions protect it; register and enrol.
+    Unix,
+    /// TLS with the client's verified certificate, if it presented one (branch, serial):
+    /// register and renew need one (of the registering branch), enrol does not.
+    Tls(Option<(mpa::BranchId, u64)>),
+}
+
+/// The TLS handshake on the gateway listener, then [`session`].
+pub(super) async fn tls_session(
+    stream: tokio::net::TcpStream,
+    peer: String,
+    registry: Arc<Registry>,
+) {
+    let Some(authority) = registry.authority().cloned() else {
+        return;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(authority.server_config());
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            registry.reject_other();
+            warn!(%peer, error = %e, "gateway TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            registry.reject_other();
+            warn!(%peer, "gateway TLS handshake timed out");
+            return;
+        }
+    };
+    let client = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| (pki::identity_of(c), pki::serial_of(c)));
+    let client = match client {
+        None => None,
+        Some((Ok(b), Ok(serial))) => Some((b, serial)),
+        Some(_) => {
+            // Verified by our CA but without a branch identity (e.g. ssc.mms itself).
+            registry.reject_auth();
+            warn!(%peer, "gateway refused: client certificate without a branch identity");
+            return;
+        }
+    };
+    session(tls, peer, Transport::Tls(client), registry).await;
+}
+
+/// What the first message after the hello asked for.
+enum Opening {
+    Register(Register),
+    Enrol(mpa::gwchan::Enrol),
+    Renew(mpa::gwchan::Renew),
+}
+
+/// The answer to an enrol or renew: credentials, or the error code and text for the peer.
+/// Blocking (a database commit and a signature): run it off the async threads.
+fn credentials_outcome(
+    transport: Transport,
+    protocol: u32,
+    opening: Opening,
+    registry: &Registry,
+) -> Result<mpa::gwchan::Credentials, (&'static str, String)> {
+    if protocol < 2 {
+        return Err(("version", "enrol and renew need protocol 2".into()));
+    }
+    let Some(authority) = registry.authority().cloned() else {
+        return Err(("unavailable", "this controller runs no CA".into()));
+    };
+    match (opening, transport) {
+        (Opening::Enrol(_), Transport::Tcp) => {
+            registry.reject_auth();
+            Err((
+                "insecure",
+                "enrolment over clear TCP is refused (the token would travel in clear): use \
+                 tls:HOST:PORT"
+                    .into(),
+            ))
+        }
+        (Opening::Enrol(req), _) => authority
+            .enrol(&req)
+            .map_err(|e| ("enrol_refused", e.to_string())),
+        (Opening::Renew(req), Transport::Tls(Some((b, serial)))) => authority
+            .renew(b, serial, &req)
+            .map_err(|e| ("renew_refused", e.to_string())),
+        (Opening::Renew(_), _) => {
+            registry.reject_auth();
+            Err((
+                "no_certificate",
+                "renewal needs mutual TLS with the current certificate".into(),
+            ))
+        }
+        (Opening::Register(_), _) => Err(("protocol", "expected enrol or renew".into())),
+    }
+}
+
+/// One gateway session: hello, then registration (configs out, reports/acks in) or an
+/// enrolment/renewal (one answer, then close).
+pub(super) async fn session<S>(
+    stream: S,
+    peer: String,
+    transport: Transport,
+    registry: Arc<Registry>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut r, mut w) = tokio::io::split(stream);
+    let mut buf = Vec::new();
+    let handshake = async {
+        let hello = match recv(&mut r, &mut buf).await? {
+            GatewayMsg::Hello(h) => h,
+            other => {
+                return Err(SessionEnd::Protocol(format!(
+                    "expected hello, got {other:?}"
+                )))
+            }
+        };
+        // The session runs at the gateway's version (a protocol 2 gateway never gets a crl).
+        send(
+            &mut w,
+            &ControllerMsg::Hello(Hello::with_protocol(
+                hello.negotiated(),
+                concat!("ssc ", env!("CARGO_PKG_VERSION")),
+            )),
+        )
+        .await?;
+        if let Err(e) = hello.check_gateway() {
+            send(&mut w, &error_msg("version", e.clone())).await?;
+            return Err(SessionEnd::Protocol(e));
+        }
+        match recv(&mut r, &mut buf).await? {
+            GatewayMsg::Register(reg) => Ok((hello.protocol, Opening::Register(reg))),
+            GatewayMsg::Enrol(req) => Ok((hello.protocol, Opening::Enrol(req))),
+            GatewayMsg::Renew(req) => Ok((hello.protocol, Opening::Renew(req))),
+            other => Err(SessionEnd::Protocol(format!(
+                "expected register, enrol or renew, got {other:?}"
+            ))),
+        }
+    };
+    let (protocol, reg) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok((protocol, Opening::Register(reg)))) => (protocol, reg),
+        Ok(Ok((protocol, opening))) => {
+            // The CA's work (a database commit, a signature) off the async threads.
+            let reg = Arc::clone(&registry);
+            let outcome = tokio::task::spawn_blocking(move || {
+                credentials_outcome(transport, protocol, opening, &reg)
+            })
+            .await
+            .unwrap_or_else(|_| Err(("unavailable", "internal error".into())));
+            match outcome {
+                Ok(c) => {
+                    let _ = send(&mut w, &ControllerMsg::Credentials(c)).await;
+                }
+                Err((code, why)) => {
+                    info!(%peer, code, "credentials request refused: {why}");
+                    let _ = send(&mut w, &error_msg(code, why)).await;
+                }
+            }
+            let _ = w.shutdown().await;
+            return;
+        }
+        Ok(Err(e)) => {
+            registry.reject_other();
+            warn!(%peer, error = %e, "gateway handshake failed");
+            return;
+        }
+        Err(_) => {
+            registry.reject_other();
+            warn!(%peer, "gateway handshake timed out");
+            return;
+        }
+    };
+    let branch = reg.branch_id;
+    let client_serial = match transport {
+        Transport::Tls(Some((_, serial))) => Some(serial),
+        _ => None,
+    };
+    if let Transport::Tls(client) = transport {
+        let refusal = match client {
+            None => Some((
+                "no_certificate",
+                "register over TLS needs a client certificate of the branch".to_owned(),
+            )),
+            Some((b, _)) if b.get() != branch => Some((
+                "wrong_branch",
+                format!("the client certificate is branch {b}'s, the register says {branch}"),
+            )),
+            Some(_) => None,
+        };
+        if let Some((code, why)) = refusal {
+            registry.reject_auth();
+            warn!(%peer, branch, code, "gateway refused: {why}");
+            let _ = send(&mut w, &error_msg(code, why)).await;
+            let _ = w.shutdown().await;
+            return;
+        }
+    }
+    let Opened {
+        id,
+        mut configs,
+        mut kill,
+    } = match registry.open(&reg, &peer) {
+        Ok(x) => x,
+        Err(why) => {
+            warn!(%peer, branch, "gateway refused: {why}");
+            let _ = send(&mut w, &error_msg("unknown_branch", why)).await;
+            let _ = w.shutdown().await;
+            return;
+        }
+    };
+    info!(%peer, branch, version = %reg.software_version, protocol, "gateway registered");
+    // Protocol 3 with a CA: the current CRL at once, then every new one (revocation,
+    // re-signing). Without, a receiver that never changes.
+    let authority = registry.authority().cloned();
+    let mut crl = match (&authority, protocol >= CRL_PROTOCOL) {
+        (Some(a), true) => {
+            let mut rx = a.subscribe_crl();
+            rx.mark_changed();
+            rx
+        }
+        _ => tokio::sync::watch::channel(Arc::new(String::new())).1,
+    };
+    let result: Result<(), SessionEnd> = async {
+        // The current config at once, then every change.
+        configs.mark_changed();
+        loop {
+            tokio::select! {
+                r = crl.changed() => {
+                    if r.is_err() {
+                        // No CA (or it is gone): nothing more to push.
+                        crl = tokio::sync::watch::channel(Arc::new(String::new())).1;
+                        continue;
+                    }
+                    let pem = crl.borrow_and_update().clone();
+                    send(&mut w, &ControllerMsg::Crl(CrlUpdate { crl_pem: (*pem).clone() })).await?;
+                    debug!(branch, "CRL pushed");
+                    // A session whose own certificate is now revoked ends here (its new
+                    // connections are refused by the listener's CRL).
+                    if let (Some(a), Some(serial)) = (&authority, client_serial) {
+                        if a.is_revoked(serial) {
+                            let _ = send(&mut w, &error_msg("revoked", "this gateway's certificate was revoked")).await;
+                            return Err(SessionEnd::Revoked(serial));
+                        }
+                    }
+                }
+                r = configs.changed() => {
+                    if r.is_err() {
+                        return Err(SessionEnd::Removed);
+                    }
+                    let cfg = configs.borrow_and_update().clone();
+                    let Some(cfg) = cfg else {
+                        send(&mut w, &error_msg("unknown_branch", "the branch was removed from the inventory")).await?;
+                        return Err(SessionEnd::Removed);
+                    };
+                    send(&mut w, &ControllerMsg::Config((*cfg).clone())).await?;
+                    debug!(branch, version = cfg.version, "config pushed");
+                    registry.with_view(branch, id, |v, _| v.config_version_sent = cfg.version);
+                }
+                _ = &mut kill => {
+                    let _ = send(&mut w, &error_msg("replaced", "a newer session of this branch replaced this one")).await;
+                    return Err(SessionEnd::Replaced);
+                }
+                m = tokio::time::timeout(SESSION_TIMEOUT, recv(&mut r, &mut buf)) => {
+                    match m {
+                        Err(_) => return Err(SessionEnd::Silent(SESSION_TIMEOUT)),
+                        Ok(Err(e)) => return Err(e),
+                        Ok(Ok(GatewayMsg::Report(rep))) => {
+                            registry.feed_report(branch, Instant::now(), &rep);
+                            registry.with_view(branch, id, |v, at| {
+                                v.last_report = Some(rep);
+                                *at = Some(Instant::now());
+                            });
+                        }
+                        Ok(Ok(GatewayMsg::Ack(Ack { config_version, received_version, error }))) => {
+                            if let Some(e) = &error {
+                                warn!(branch, received_version, error = %e, "gateway refused its config");
+                            } else {
+                                info!(branch, config_version, "gateway acked its config");
+                            }
+                            registry.with_view(branch, id, |v, _| {
+                                v.config_version_acked = config_version;
+                                v.last_error = error;
+                            });
+                        }
+                        Ok(Ok(other)) => {
+                            return Err(SessionEnd::Protocol(format!("unexpected {other:?}")));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    .await;
+    registry.close(branch, id);
+    match result {
+        Err(SessionEnd::Protocol(e)) => {
+            let _ = send(&mut w, &error_msg("protocol", e.clone())).await;
+            warn!(%peer, branch, error = %e, "gateway session ended");
+        }
+        Err(e) => info!(%peer, branch, reason = %e, "gateway session ended"),
+        Ok(()) => {}
+    }
+    let _ = w.shutdown().await;
+}
