@@ -46,5 +46,6 @@ pub mod status;
 #[allow(unsafe_code)] // STYLE §5: the one module with unsafe, each block with `// SAFETY:`.
 pub mod sys;
 pub mod tun;
+pub mod tun_rs;
 pub mod tunnel;
 pub mod uplink_lb;
