@@ -16,6 +16,8 @@
 //! - [`queue`]: per-connection strict-priority queues with a CoDel sojourn-time AQM.
 //! - [`resequencer`]: the receiver's per-flow resequencing buffer for striped flows (seed 001 Alg. 1).
 //! - [`framing`]: the connection hello and the tunnel frame codec (`docs/wire.md`).
+//! - [`gateway`]: the whole per-packet logic of one gateway, sans-IO (TUN side, connections,
+//!   delivery), composing the modules below; the driver's one entry point.
 //! - [`keepalive`]: connection liveness timers (keepalive frames, dead connections).
 //! - [`write_size`]: how many bytes one write to a tunnel connection carries (unequal subflows).
 //! - [`gwchan`]: the gateway ⇄ controller channel: messages and their length-prefixed JSON codec.
@@ -34,6 +36,7 @@ pub mod classifier;
 pub mod config;
 pub mod flow_table;
 pub mod framing;
+pub mod gateway;
 pub mod gwchan;
 pub mod keepalive;
 pub mod path_group;
