@@ -305,7 +305,7 @@ impl Gateway {
             .striping
             .as_ref()
             .map(|s| s.reseq_params())
-            .unwrap_or_else(Params::default);
+            .unwrap_or_default();
         Gateway {
             router,
             conns,
