@@ -66,6 +66,8 @@
 mod conn;
 mod receiver;
 mod router;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
@@ -79,7 +81,6 @@ pub use router::{conn_keys, Outgoing, Plan, QueuedPacket, Router};
 use crate::config::Config;
 use crate::framing::Frame;
 use crate::queue::AqmConfig;
-use crate::resequencer::Params;
 use crate::{BranchId, Class, PathGroupId};
 
 /// The classes that get a connection per path group (Type III is never tunnelled).
@@ -439,10 +440,10 @@ impl Gateway {
             }
         }
         for ev in dead {
+            self.push_events([ev]);
             if let Event::Close(id) = ev {
                 self.conn_down(id, now);
             }
-            self.push_events([ev]);
         }
         if self.router.poll_timeout().is_some_and(|t| t <= now) {
             self.router.handle_timeout(now);

@@ -239,21 +239,17 @@ impl Router {
         }
     }
 
+    /// Every configured group's weight, sorted by (branch, group).
     fn weights(&self) -> Vec<(BranchId, PathGroupId, u32)> {
-        let mut out = Vec::new();
-        for k in &self.conns {
-            if let Some(g) = self
-                .agent
-                .scheduler(k.branch)
-                .and_then(|s| s.groups().get(k.group))
-            {
-                if out.last() != Some(&(k.branch, k.group, g.weight)) {
-                    out.push((k.branch, k.group, g.weight));
-                }
-            }
-        }
-        out.dedup();
-        out
+        let all: BTreeSet<(BranchId, PathGroupId, u32)> = self
+            .conns
+            .iter()
+            .filter_map(|k| {
+                let g = self.agent.scheduler(k.branch)?.groups().get(k.group)?;
+                Some((k.branch, k.group, g.weight))
+            })
+            .collect();
+        all.into_iter().collect()
     }
 
     /// Records a group's measured throughput (the `throughput` selection policy).
