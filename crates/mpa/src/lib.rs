@@ -29,6 +29,8 @@
 //! [`queue::PriorityQueue::poll_dequeue`] → [`framing::encode_header_in_place`] → socket.
 //! Receiver side: [`framing::InboundConnection::decode`] until `Ok(None)` (the hello once, then frames).
 //! Per connection, [`keepalive::Liveness`] says when to send keepalives and when the peer is dead.
+//! [`gateway`] ties all of this into one sans-IO core per gateway (TUN side, connections,
+//! delivery); its module docs give the driver's call order and the packet path out and in.
 #![forbid(unsafe_code)]
 
 pub mod agent;
