@@ -319,6 +319,10 @@ mod tests {
                 "[[remote.path_groups]]\nid = 3\nweight = 2\n\n# The traffic classifier",
             );
         let config = Config::parse(&text).unwrap();
+        let config = Config {
+            flow_idle_timeout_s: 5,
+            ..config
+        };
         assert!(a.reconfigure(&config).is_empty());
         assert_eq!(a.flows().len(), 20);
         for (p, g) in (1..=20).zip(&before) {
@@ -334,7 +338,10 @@ mod tests {
         // Dropping group 1 reports it; its flows move on their next packet.
         let one = PathGroupId::new(1).unwrap();
         let text = text.replacen("[[remote.path_groups]]\nid = 1\nweight = 5\n\n", "", 1);
-        let config = Config::parse(&text).unwrap();
+        let config = Config {
+            flow_idle_timeout_s: 5,
+            ..Config::parse(&text).unwrap()
+        };
         assert_eq!(a.reconfigure(&config), vec![(b2, one)]);
         let moved = (1..=20)
             .filter(|p| {
@@ -343,6 +350,8 @@ mod tests {
             })
             .count();
         assert_eq!(moved, before.iter().filter(|g| **g == one).count());
+        // The new idle timeout (5 s) applies to the flows kept.
+        assert_eq!(a.handle_timeout(t + std::time::Duration::from_secs(6)), 20);
     }
 
     fn udp(tos: u8, dst: [u8; 4], sport: u16) -> Vec<u8> {

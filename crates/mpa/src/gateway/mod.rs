@@ -454,7 +454,8 @@ impl Gateway {
     }
 
     /// Applies a new config: the flow table is kept (a flow whose group stays never moves),
-    /// new outbound connections get a queue (down until [`Gateway::handle_conn_up`]), removed ones
+    /// the resequencer's `T` follows `[striping]` (its `S` and LRF stay as built), new outbound
+    /// connections get a queue (down until [`Gateway::handle_conn_up`]), removed ones
     /// are dropped with their queued packets counted. The driver opens and closes what the
     /// [`Plan`] lists.
     pub fn apply(&mut self, config: &Config, now: Instant) -> Plan {
@@ -462,6 +463,10 @@ impl Gateway {
         let plan = self.router.apply(config, &mut evs);
         self.push_events(evs);
         self.aqm = AqmConfig::from(&config.queue);
+        // `S` and the LRF stay as built (held frames depend on them); `T` follows the file.
+        if let Some(st) = &config.striping {
+            self.receiver.set_threshold(st.reseq_params().threshold);
+        }
         for k in &plan.close {
             if let Some(mut c) = self.conns.remove(&ConnId::outbound(*k)) {
                 c.handle_down(now);
@@ -474,6 +479,16 @@ impl Gateway {
                 .or_insert_with(|| ConnCore::outbound(*k, self.aqm));
         }
         plan
+    }
+
+    /// Records a group's measured throughput (the `throughput` selection policy).
+    pub fn set_group_rate(&mut self, branch: BranchId, group: PathGroupId, bytes_per_s: u64) {
+        self.router.set_group_rate(branch, group, bytes_per_s);
+    }
+
+    /// Changes the resequencer's release threshold `T` (an "auto" `T` sized from the paths).
+    pub fn set_reseq_threshold(&mut self, threshold: crate::resequencer::Threshold) {
+        self.receiver.set_threshold(threshold);
     }
 
     /// All counters, summed over the parts.
