@@ -80,6 +80,37 @@ impl Agent {
         }
     }
 
+    /// Applies a new config (a reload) **keeping the flow table**: the classifier and striping
+    /// settings are replaced; towards a remote that stays, its groups keep their up state, rates
+    /// and WRR credits ([`Scheduler::reconfigure`]), new groups start down, removed groups are
+    /// gone (their flows move on their next packet, as for a group that went down); new remotes
+    /// get a scheduler with every group down; removed remotes are forgotten. A flow whose group
+    /// stays is never moved. Returns the (branch, group) pairs removed.
+    pub fn reconfigure(&mut self, config: &Config) -> Vec<(BranchId, PathGroupId)> {
+        let mut removed = Vec::new();
+        let mut next = BTreeMap::new();
+        for r in &config.remote {
+            let Ok(b) = BranchId::new(r.id) else { continue };
+            let sched = match self.branches.remove(&b) {
+                Some(mut s) => {
+                    for g in s.reconfigure(&r.path_groups, config.selection_policy) {
+                        removed.push((b, g));
+                    }
+                    s
+                }
+                None => Scheduler::new(PathGroups::new(&r.path_groups), config.selection_policy),
+            };
+            next.insert(b, sched);
+        }
+        for (b, s) in std::mem::replace(&mut self.branches, next) {
+            removed.extend(s.groups().iter().map(|g| (b, g.id)));
+        }
+        self.classifier = Classifier::new(config);
+        self.flows.set_idle_timeout(config.flow_idle_timeout());
+        self.striping = config.striping.clone();
+        removed
+    }
+
     /// Decides where one packet read from TUN goes (for a virtio frame, pass the IP packet after the
     /// virtio header).
     pub fn route(&mut self, now: Instant, packet: &[u8]) -> Result<Route, RouteError> {
@@ -267,6 +298,60 @@ mod tests {
                 None
             );
         }
+    }
+
+    #[test]
+    fn reconfigure_keeps_every_flow_whose_group_stays() {
+        let t = Instant::now();
+        let b2 = BranchId::new(2).unwrap();
+        let mut a = agent();
+        for g in 0..2 {
+            a.set_group_up(b2, PathGroupId::new(g).unwrap(), true);
+        }
+        let before: Vec<PathGroupId> = (1..=20)
+            .map(|p| a.route(t, &udp(0, [198, 19, 2, 9], p)).unwrap().group)
+            .collect();
+        // Group 1 weighs 5 now and group 3 is new.
+        let text = example()
+            .replacen("id = 1\nweight = 1", "id = 1\nweight = 5", 1)
+            .replace(
+                "# The traffic classifier",
+                "[[remote.path_groups]]\nid = 3\nweight = 2\n\n# The traffic classifier",
+            );
+        let config = Config::parse(&text).unwrap();
+        let config = Config {
+            flow_idle_timeout_s: 5,
+            ..config
+        };
+        assert!(a.reconfigure(&config).is_empty());
+        assert_eq!(a.flows().len(), 20);
+        for (p, g) in (1..=20).zip(&before) {
+            let r = a.route(t, &udp(0, [198, 19, 2, 9], p)).unwrap();
+            assert_eq!((r.group, r.assignment), (*g, Assignment::Existing));
+        }
+        let groups = a.scheduler(b2).unwrap().groups();
+        assert_eq!(groups.get(PathGroupId::new(1).unwrap()).unwrap().weight, 5);
+        assert!(
+            !groups.is_up(PathGroupId::new(3).unwrap()),
+            "new group starts down"
+        );
+        // Dropping group 1 reports it; its flows move on their next packet.
+        let one = PathGroupId::new(1).unwrap();
+        let text = text.replacen("[[remote.path_groups]]\nid = 1\nweight = 5\n\n", "", 1);
+        let config = Config {
+            flow_idle_timeout_s: 5,
+            ..Config::parse(&text).unwrap()
+        };
+        assert_eq!(a.reconfigure(&config), vec![(b2, one)]);
+        let moved = (1..=20)
+            .filter(|p| {
+                let r = a.route(t, &udp(0, [198, 19, 2, 9], *p)).unwrap();
+                matches!(r.assignment, Assignment::Moved { from } if from == one)
+            })
+            .count();
+        assert_eq!(moved, before.iter().filter(|g| **g == one).count());
+        // The new idle timeout (5 s) applies to the flows kept.
+        assert_eq!(a.handle_timeout(t + std::time::Duration::from_secs(6)), 20);
     }
 
     fn udp(tos: u8, dst: [u8; 4], sport: u16) -> Vec<u8> {

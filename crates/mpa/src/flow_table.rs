@@ -128,6 +128,11 @@ impl FlowTable {
         }
     }
 
+    /// Changes the idle timeout (a config reload); remembered flows stay.
+    pub fn set_idle_timeout(&mut self, idle_timeout: Duration) {
+        self.idle_timeout = idle_timeout;
+    }
+
     /// Flows remembered.
     pub fn len(&self) -> usize {
         self.flows.len()

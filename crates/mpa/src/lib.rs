@@ -16,6 +16,8 @@
 //! - [`queue`]: per-connection strict-priority queues with a CoDel sojourn-time AQM.
 //! - [`resequencer`]: the receiver's per-flow resequencing buffer for striped flows (seed 001 Alg. 1).
 //! - [`framing`]: the connection hello and the tunnel frame codec (`docs/wire.md`).
+//! - [`gateway`]: the whole per-packet logic of one gateway, sans-IO (TUN side, connections,
+//!   delivery), composing the modules below; the driver's one entry point.
 //! - [`keepalive`]: connection liveness timers (keepalive frames, dead connections).
 //! - [`write_size`]: how many bytes one write to a tunnel connection carries (unequal subflows).
 //! - [`conn_report`]: what the gateway measures on its connections, per path group (window,
@@ -30,6 +32,8 @@
 //! [`queue::PriorityQueue::poll_dequeue`] → [`framing::encode_header_in_place`] → socket.
 //! Receiver side: [`framing::InboundConnection::decode`] until `Ok(None)` (the hello once, then frames).
 //! Per connection, [`keepalive::Liveness`] says when to send keepalives and when the peer is dead.
+//! [`gateway`] ties all of this into one sans-IO core per gateway (TUN side, connections,
+//! delivery); its module docs give the driver's call order and the packet path out and in.
 #![forbid(unsafe_code)]
 
 pub mod agent;
@@ -38,6 +42,7 @@ pub mod config;
 pub mod conn_report;
 pub mod flow_table;
 pub mod framing;
+pub mod gateway;
 pub mod gwchan;
 pub mod ip;
 pub mod keepalive;

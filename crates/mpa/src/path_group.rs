@@ -109,6 +109,27 @@ impl PathGroups {
         }
     }
 
+    /// Applies a new group list (a config reload): groups that stay keep their state (up, measured
+    /// rate) and take the new weight, new groups start down, groups not listed are removed.
+    /// Returns the ids removed.
+    pub fn reconfigure(&mut self, config: &[PathGroupConfig]) -> Vec<PathGroupId> {
+        let mut next = PathGroups::new(config);
+        for g in &mut next.groups {
+            if let Some(old) = self.get(g.id) {
+                g.up = old.up;
+                g.rate_bytes_per_s = old.rate_bytes_per_s;
+            }
+        }
+        let removed = self
+            .groups
+            .iter()
+            .filter(|g| next.get(g.id).is_none())
+            .map(|g| g.id)
+            .collect();
+        *self = next;
+        removed
+    }
+
     /// How many groups are up.
     pub fn up_count(&self) -> usize {
         self.groups.iter().filter(|g| g.up).count()
@@ -179,6 +200,25 @@ mod tests {
         assert!(!g.set_up(PathGroupId::new(9).unwrap(), true), "unknown");
         assert!(g.set_rate(one, 1000));
         assert_eq!(g.get(one).unwrap().rate_bytes_per_s, 1000);
+    }
+
+    #[test]
+    fn reconfigure_keeps_the_state_of_groups_that_stay() {
+        let mut g = PathGroups::new(&cfg(&[(0, 1), (1, 1)]));
+        let (zero, one, two) = (
+            PathGroupId::new(0).unwrap(),
+            PathGroupId::new(1).unwrap(),
+            PathGroupId::new(2).unwrap(),
+        );
+        g.set_up(zero, true);
+        g.set_rate(zero, 500);
+        let removed = g.reconfigure(&cfg(&[(0, 7), (2, 3)]));
+        assert_eq!(removed, vec![one]);
+        let z = g.get(zero).unwrap();
+        assert_eq!((z.up, z.rate_bytes_per_s, z.weight), (true, 500, 7));
+        let t = g.get(two).unwrap();
+        assert_eq!((t.up, t.weight), (false, 3), "a new group starts down");
+        assert!(g.get(one).is_none());
     }
 
     #[test]

@@ -89,6 +89,29 @@ impl Scheduler {
         self.groups.set_weight(group, weight)
     }
 
+    /// Applies a reloaded group list and policy ([`PathGroups::reconfigure`]): groups that stay
+    /// keep their up state, rate and WRR credits, so no flow moves; removed groups lose their
+    /// credits. Returns the ids removed.
+    pub fn reconfigure(
+        &mut self,
+        config: &[crate::config::PathGroupConfig],
+        policy: SelectionPolicy,
+    ) -> Vec<PathGroupId> {
+        let removed = self.groups.reconfigure(config);
+        for id in &removed {
+            for credits in [&mut self.current, &mut self.stripe_current] {
+                if let Some(c) = credits.get_mut(usize::from(id.get())) {
+                    *c = 0;
+                }
+            }
+            if self.last == Some(*id) {
+                self.last = None;
+            }
+        }
+        self.policy = policy;
+        removed
+    }
+
     /// Picks the group for a new flow; `None` when no group is up.
     pub fn select(&mut self) -> Option<PathGroupId> {
         let chosen = match self.policy {
@@ -269,6 +292,28 @@ mod tests {
         let mut s = sched(&[(0, 1), (1, 1000)], SelectionPolicy::Wrr);
         s.set_up(PathGroupId::new(1).unwrap(), false);
         assert_eq!(s.select_packet().map(PathGroupId::get), Some(0));
+    }
+
+    #[test]
+    fn reconfigure_keeps_groups_up_and_adds_new_ones_down() {
+        let mut s = sched(&[(0, 1), (1, 1)], SelectionPolicy::Wrr);
+        let cfg = [
+            PathGroupConfig { id: 0, weight: 3 },
+            PathGroupConfig { id: 1, weight: 1 },
+            PathGroupConfig { id: 2, weight: 5 },
+        ];
+        assert!(s.reconfigure(&cfg, SelectionPolicy::Wrr).is_empty());
+        assert!(s.is_up(PathGroupId::new(0).unwrap()));
+        assert!(!s.is_up(PathGroupId::new(2).unwrap()), "new group down");
+        let p = picks(&mut s, 400);
+        assert_eq!(
+            p.iter().filter(|g| **g == 0).count(),
+            300,
+            "new weights 3:1"
+        );
+        let removed = s.reconfigure(&cfg[..1], SelectionPolicy::Rr);
+        assert_eq!(removed.len(), 2);
+        assert_eq!(picks(&mut s, 3), vec![0, 0, 0]);
     }
 
     #[test]

@@ -1,0 +1,265 @@
+//! One tunnel connection's core: its strict-priority CoDel queue (outbound connections only) and
+//! its liveness. Held by the driver's writer task for that connection (behind a lock shared with
+//! the TUN task, which enqueues, and the reader task, which reports what arrived).
+
+use std::time::Instant;
+
+use bytes::BytesMut;
+
+use crate::classifier::mark_ce;
+use crate::framing::{encode_frame, Frame, FrameType, FRAME_HEADER_LEN};
+use crate::keepalive::{Liveness, LivenessEvent};
+use crate::queue::{AqmConfig, Dequeued, DropReason, PriorityQueue};
+
+use super::{ConnId, Counters, Direction, Event, PacketDrop, QueuedPacket};
+
+/// What [`ConnCore::poll_transmit`] hands out: whole frames, written to the socket in this order.
+#[derive(Debug)]
+pub struct Transmit {
+    /// The frame (header and payload).
+    pub frame: BytesMut,
+    /// A keepalive (no payload) rather than a data frame.
+    pub keepalive: bool,
+}
+
+/// The core of one connection.
+#[derive(Debug)]
+pub struct ConnCore {
+    id: ConnId,
+    /// Outbound connections only: the packets waiting for the socket. It lives as long as the
+    /// connection is configured, across reconnections.
+    queue: Option<PriorityQueue<QueuedPacket>>,
+    /// While established: the liveness timers.
+    liveness: Option<Liveness>,
+    keepalive_due: bool,
+    lane: u64,
+    counters: Counters,
+}
+
+impl ConnCore {
+    /// The core of a configured outbound connection, down; allocates its queue now.
+    pub fn outbound(key: super::ConnKey, aqm: AqmConfig) -> Self {
+        ConnCore {
+            id: ConnId {
+                key,
+                dir: Direction::Outbound,
+            },
+            queue: Some(PriorityQueue::new(aqm)),
+            liveness: None,
+            keepalive_due: false,
+            lane: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The core of an accepted connection (it carries the peer's data to us and our keepalives
+    /// back), down.
+    pub fn inbound(key: super::ConnKey) -> Self {
+        ConnCore {
+            id: ConnId {
+                key,
+                dir: Direction::Inbound,
+            },
+            queue: None,
+            liveness: None,
+            keepalive_due: false,
+            lane: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Its identity.
+    pub fn id(&self) -> ConnId {
+        self.id
+    }
+
+    /// The connection was established at `now` (hello sent or accepted). `lane` names it to the
+    /// resequencer: any number unique among the live connections.
+    pub fn handle_up(&mut self, now: Instant, lane: u64) {
+        self.liveness = Some(Liveness::new(now));
+        self.keepalive_due = false;
+        self.lane = lane;
+    }
+
+    /// The connection is gone. Its queued packets are dropped and counted
+    /// ([`PacketDrop::ConnClosed`]): they waited at least the liveness timeout (or the socket
+    /// failed), so inner TCP has long retransmitted them, and the flows move to another group
+    /// on their next packet. Returns how many were dropped.
+    pub fn handle_down(&mut self, now: Instant) -> usize {
+        self.liveness = None;
+        self.keepalive_due = false;
+        let mut n = 0;
+        if let Some(q) = self.queue.as_mut() {
+            while let Some(d) = q.poll_dequeue(now) {
+                match d {
+                    Dequeued::Drop(..) => self.counters.drop(PacketDrop::Codel),
+                    Dequeued::Send(..) | Dequeued::Mark(..) => {
+                        self.counters.drop(PacketDrop::ConnClosed);
+                        n += 1;
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// Whether the connection is established.
+    pub fn is_up(&self) -> bool {
+        self.liveness.is_some()
+    }
+
+    /// The resequencer lane of the current establishment.
+    pub fn lane(&self) -> u64 {
+        self.lane
+    }
+
+    /// Queues a routed packet (from [`super::Router::handle_tun_packet`]). An `Err` is counted
+    /// here (tail drop, or a connection without a queue).
+    pub fn enqueue(&mut self, now: Instant, packet: QueuedPacket) -> Result<(), PacketDrop> {
+        let Some(q) = self.queue.as_mut() else {
+            self.counters.drop(PacketDrop::NoConnection);
+            return Err(PacketDrop::NoConnection);
+        };
+        let len = packet.frame.len().saturating_sub(FRAME_HEADER_LEN);
+        let (class, ect) = (packet.class, packet.ect);
+        match q.enqueue(now, class, packet, len, ect) {
+            Ok(()) => Ok(()),
+            Err((_, reason)) => {
+                let d = match reason {
+                    DropReason::NotTunnelled => PacketDrop::External,
+                    DropReason::Codel => PacketDrop::Codel,
+                    DropReason::QueueFullBytes | DropReason::QueueFullPackets => {
+                        PacketDrop::QueueFull
+                    }
+                };
+                self.counters.drop(d);
+                Err(d)
+            }
+        }
+    }
+
+    /// The next frame for this connection's socket: queued data first (strict priority, CoDel
+    /// drops counted and skipped, CE set when CoDel marks), else a keepalive when one is due
+    /// ([`ConnCore::handle_timeout`]). Call when the socket can take more, until `None`.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        let liveness = self.liveness.as_mut()?;
+        if let Some(q) = self.queue.as_mut() {
+            while let Some(d) = q.poll_dequeue(now) {
+                let (mut p, mark) = match d {
+                    Dequeued::Send(p, _) => (p, false),
+                    Dequeued::Mark(p, _) => (p, true),
+                    Dequeued::Drop(..) => {
+                        self.counters.drop(PacketDrop::Codel);
+                        continue;
+                    }
+                };
+                if mark {
+                    if let Some(ip) = p.frame.get_mut(p.ip_at..) {
+                        if mark_ce(ip) {
+                            self.counters.ce_marks += 1;
+                        }
+                    }
+                }
+                liveness.on_send(now);
+                self.keepalive_due = false;
+                self.counters.frames_tx += 1;
+                self.counters.bytes_tx += p.frame.len() as u64;
+                return Some(Transmit {
+                    frame: p.frame,
+                    keepalive: false,
+                });
+            }
+        }
+        if !self.keepalive_due {
+            return None;
+        }
+        self.keepalive_due = false;
+        let mut frame = BytesMut::with_capacity(FRAME_HEADER_LEN);
+        encode_frame(
+            FrameType::Keepalive,
+            self.id.key.class,
+            None,
+            &[],
+            &mut frame,
+        )
+        .ok()?;
+        liveness.on_send(now);
+        self.counters.keepalives_tx += 1;
+        Some(Transmit {
+            frame,
+            keepalive: true,
+        })
+    }
+
+    /// Bytes arrived on the socket at `now` (call per read, also for partial frames).
+    pub fn on_receive(&mut self, now: Instant) {
+        if let Some(l) = self.liveness.as_mut() {
+            l.on_receive(now);
+        }
+    }
+
+    /// One complete frame decoded from this connection: feeds liveness, counts keepalive,
+    /// control and unknown frames, and hands IP frames back for the [`super::Receiver`].
+    pub fn handle_frame(&mut self, now: Instant, frame: Frame) -> Option<Frame> {
+        self.on_receive(now);
+        match frame.header.frame_type {
+            FrameType::Ip | FrameType::IpVirtio => {
+                self.counters.frames_rx += 1;
+                self.counters.bytes_rx += frame.payload.len() as u64;
+                Some(frame)
+            }
+            FrameType::Keepalive => {
+                self.counters.keepalives_rx += 1;
+                None
+            }
+            FrameType::Control => {
+                self.counters.control_rx += 1;
+                None
+            }
+            FrameType::Unknown(_) => {
+                self.counters.unknown_rx += 1;
+                None
+            }
+        }
+    }
+
+    /// When [`ConnCore::handle_timeout`] must run (`None` while down).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.liveness.as_ref().and_then(Liveness::poll_timeout)
+    }
+
+    /// Runs the liveness timers: a keepalive becomes due (then [`ConnCore::poll_transmit`]
+    /// hands it out), or the peer was silent for [`crate::keepalive::DEAD_AFTER`]: returns
+    /// [`Event::Close`] (the connection is down now; close the socket, reconnect).
+    pub fn handle_timeout(&mut self, now: Instant) -> Option<Event> {
+        match self.liveness.as_mut()?.handle_timeout(now) {
+            Some(LivenessEvent::SendKeepalive) => {
+                self.keepalive_due = true;
+                None
+            }
+            Some(LivenessEvent::Dead) => {
+                self.counters.dead += 1;
+                self.handle_down(now);
+                Some(Event::Close(self.id))
+            }
+            None => None,
+        }
+    }
+
+    /// Bytes waiting in the queue (both classes).
+    pub fn queued_bytes(&self) -> usize {
+        self.queue.as_ref().map_or(0, |q| {
+            q.bytes(crate::Class::TypeI) + q.bytes(crate::Class::TypeII)
+        })
+    }
+
+    /// The queue, for its per-class counters.
+    pub fn queue(&self) -> Option<&PriorityQueue<QueuedPacket>> {
+        self.queue.as_ref()
+    }
+
+    /// Counters of this connection.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+}

@@ -1,0 +1,160 @@
+//! The delivery side of the gateway core: IP frames from every connection go to TUN, sequenced
+//! (striped) ones through the [`Resequencer`] first, with the virtio-or-plain decision for the
+//! local TUN device. Held by the driver behind one lock shared by the connection readers and the
+//! resequencer's timer.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::classifier::{parse, FlowKey};
+use crate::framing::{Frame, FrameType, VIRTIO_NET_HDR_LEN};
+use crate::resequencer::{Params, Resequencer, Threshold};
+
+use super::{Counters, PacketDrop};
+
+/// Most bytes of packets waiting for [`Receiver::poll_tun_write`]. The caller drains after every
+/// call, so at most one resequencer release (≤ [`crate::resequencer::MAX_TOTAL_BYTES`], 64 MiB)
+/// plus one frame is ever pending; the bound only guards against a caller that does not drain.
+pub const MAX_PENDING_TUN_BYTES: usize = crate::resequencer::MAX_TOTAL_BYTES + (1 << 20);
+
+/// The all-zero virtio header (no checksum or GSO work) written before plain packets when the
+/// local TUN device has offload on.
+static ZERO_VNET_HDR: [u8; VIRTIO_NET_HDR_LEN] = [0; VIRTIO_NET_HDR_LEN];
+
+/// One packet to write to TUN: `vnet` then `ip`, in one write. Both are slices of the frame's
+/// buffer (no copy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TunWrite {
+    /// The virtio header: `Some` exactly when the local TUN device has offload on (all zero for a
+    /// plain packet), `None` without offload.
+    pub vnet: Option<Bytes>,
+    /// The IP packet (a GSO super-packet when `vnet` asks for segmentation).
+    pub ip: Bytes,
+}
+
+/// Delivery and resequencing of received IP frames.
+#[derive(Debug)]
+pub struct Receiver {
+    reseq: Resequencer<FlowKey, Frame>,
+    offload: bool,
+    out: VecDeque<TunWrite>,
+    out_bytes: usize,
+    counters: Counters,
+}
+
+impl Receiver {
+    /// A receiver whose TUN device has offload (`IFF_VNET_HDR`) or not; `params` size the
+    /// resequencer (from `[striping]`, or the defaults: the peer may stripe even when we do not).
+    pub fn new(params: Params, offload: bool) -> Self {
+        Receiver {
+            reseq: Resequencer::new(params),
+            offload,
+            out: VecDeque::new(),
+            out_bytes: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    /// One IP frame from connection `lane` ([`super::ConnCore::lane`]). Unsequenced frames are
+    /// ready at once; sequenced ones go through the resequencer (their payload is copied, so a
+    /// held 1.5 KB frame does not pin the connection's 128 KiB receive chunk). Then drain
+    /// [`Receiver::poll_tun_write`].
+    pub fn handle_frame(&mut self, now: Instant, lane: u64, frame: Frame) {
+        let key = match frame.header.seq {
+            Some(_) => frame
+                .ip_packet()
+                .and_then(|(_, ip)| parse(ip).ok())
+                .map(|i| i.flow),
+            None => None,
+        };
+        match (key, frame.header.seq) {
+            (Some(key), Some(seq)) => {
+                let held = Frame {
+                    header: frame.header,
+                    payload: Bytes::copy_from_slice(&frame.payload),
+                };
+                let len = held.payload.len();
+                self.reseq.handle_frame_on(now, key, lane, seq, held, len);
+                self.drain();
+            }
+            // Unsequenced, or no flow to resequence by: straight to TUN.
+            _ => self.push(frame),
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Some(d) = self.reseq.poll_deliver() {
+            self.push(d.packet);
+        }
+    }
+
+    /// The virtio-or-plain decision for the local TUN device.
+    fn push(&mut self, frame: Frame) {
+        let p = frame.payload;
+        let (vnet, ip) = match (frame.header.frame_type, self.offload) {
+            (FrameType::Ip, true) => (Some(Bytes::from_static(&ZERO_VNET_HDR)), p),
+            (FrameType::Ip, false) => (None, p),
+            (FrameType::IpVirtio, _) if p.len() < VIRTIO_NET_HDR_LEN => {
+                self.counters.drop(PacketDrop::Malformed);
+                return;
+            }
+            (FrameType::IpVirtio, true) => (
+                Some(p.slice(..VIRTIO_NET_HDR_LEN)),
+                p.slice(VIRTIO_NET_HDR_LEN..),
+            ),
+            (FrameType::IpVirtio, false) => {
+                // Without offload locally a header with no pending work is simply dropped; one
+                // that asks for checksum or segmentation cannot be written.
+                if p.iter().take(VIRTIO_NET_HDR_LEN).any(|&b| b != 0) {
+                    self.counters.drop(PacketDrop::VirtioUnsupported);
+                    return;
+                }
+                (None, p.slice(VIRTIO_NET_HDR_LEN..))
+            }
+            _ => return,
+        };
+        if self.out_bytes + ip.len() > MAX_PENDING_TUN_BYTES {
+            self.counters.drop(PacketDrop::TunBacklog);
+            return;
+        }
+        self.out_bytes += ip.len();
+        self.out.push_back(TunWrite { vnet, ip });
+    }
+
+    /// The next packet to write to TUN, in delivery order.
+    pub fn poll_tun_write(&mut self) -> Option<TunWrite> {
+        let w = self.out.pop_front()?;
+        self.out_bytes = self.out_bytes.saturating_sub(w.ip.len());
+        self.counters.tun_tx_packets += 1;
+        self.counters.tun_tx_bytes += w.ip.len() as u64;
+        Some(w)
+    }
+
+    /// When [`Receiver::handle_timeout`] must run (resequencer hold expiry, idle sweep).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.reseq.poll_timeout()
+    }
+
+    /// Runs the resequencer's timers; then drain [`Receiver::poll_tun_write`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.reseq.handle_timeout(now);
+        self.drain();
+    }
+
+    /// Changes the resequencer's release threshold `T` (sized from the measured paths).
+    pub fn set_threshold(&mut self, threshold: Threshold) {
+        self.reseq.set_threshold(threshold);
+    }
+
+    /// The resequencer, for its counters.
+    pub fn resequencer(&self) -> &Resequencer<FlowKey, Frame> {
+        &self.reseq
+    }
+
+    /// Counters of this part (TUN writes and the drops decided here).
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+}

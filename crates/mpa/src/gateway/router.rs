@@ -1,0 +1,289 @@
+//! The TUN side of the gateway core: classify, route (the [`Agent`]), frame, and the group-up rule.
+//! Held by the driver's TUN reader task; its output goes to the [`super::ConnCore`] of the
+//! connection it names.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+
+use crate::agent::{Agent, RouteError};
+use crate::config::Config;
+use crate::framing::{encode_header_in_place, FrameType, FRAME_HEADER_LEN, VIRTIO_NET_HDR_LEN};
+use crate::{BranchId, Class, PathGroupId};
+
+use super::{ConnKey, Counters, Event, PacketDrop, CLASSES};
+
+/// A packet routed and framed, ready for [`super::ConnCore::enqueue`] of connection `conn`.
+#[derive(Debug)]
+pub struct Outgoing {
+    /// The outbound connection that carries it.
+    pub conn: ConnKey,
+    /// The frame.
+    pub packet: QueuedPacket,
+}
+
+/// One framed packet waiting in a connection's queue: the frame header is already written in
+/// front of the payload (in the buffer the caller read TUN into), so dequeuing only has to set
+/// ECN CE when CoDel asks for it.
+#[derive(Debug)]
+pub struct QueuedPacket {
+    pub(super) frame: BytesMut,
+    /// Where the inner IP packet starts in `frame` (after the frame header and any virtio header).
+    pub(super) ip_at: usize,
+    pub(super) class: Class,
+    pub(super) ect: bool,
+}
+
+impl QueuedPacket {
+    /// The whole frame (header and payload).
+    pub fn frame(&self) -> &[u8] {
+        &self.frame
+    }
+
+    /// Its class.
+    pub fn class(&self) -> Class {
+        self.class
+    }
+}
+
+/// What a config change asks of the driver ([`Router::apply`], [`super::Gateway::apply`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Outbound connections to open (new (branch, group, class)).
+    pub open: Vec<ConnKey>,
+    /// Outbound connections to close (their group or branch is gone).
+    pub close: Vec<ConnKey>,
+    /// Weights of groups that are new or whose weight changed, (branch, group, weight); already
+    /// applied in the core, listed for logs and reports.
+    pub weights: Vec<(BranchId, PathGroupId, u32)>,
+}
+
+/// Every outbound connection a config asks for: one per (remote branch, path group, class).
+pub fn conn_keys(config: &Config) -> BTreeSet<ConnKey> {
+    let mut out = BTreeSet::new();
+    for r in &config.remote {
+        let Ok(branch) = BranchId::new(r.id) else {
+            continue;
+        };
+        for g in &r.path_groups {
+            let Ok(group) = PathGroupId::new(g.id) else {
+                continue;
+            };
+            for class in CLASSES {
+                out.insert(ConnKey {
+                    branch,
+                    group,
+                    class,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The TUN-side core: owns the [`Agent`] (classifier, flow table, schedulers) and which outbound
+/// connections are up.
+#[derive(Debug, Clone)]
+pub struct Router {
+    agent: Agent,
+    offload: bool,
+    conns: BTreeSet<ConnKey>,
+    up: BTreeSet<ConnKey>,
+    counters: Counters,
+}
+
+impl Router {
+    /// A router for a validated config; `offload` when the TUN device was opened with
+    /// `IFF_VNET_HDR` (every read starts with a virtio header). Every group starts down.
+    pub fn new(config: &Config, offload: bool) -> Self {
+        Router {
+            agent: Agent::new(config),
+            offload,
+            conns: conn_keys(config),
+            up: BTreeSet::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// One packet read from TUN. `buf` is [`FRAME_HEADER_LEN`] reserved bytes, then (with
+    /// offload) the virtio header, then the IP packet. Classifies and routes it, decides plain
+    /// (`Ip`) or `IpVirtio` framing (a virtio header with no pending work is dropped), writes the
+    /// frame header in place and names the connection. An `Err` is counted here.
+    pub fn handle_tun_packet(
+        &mut self,
+        now: Instant,
+        mut buf: BytesMut,
+    ) -> Result<Outgoing, PacketDrop> {
+        self.counters.tun_rx_packets += 1;
+        let r = self.route(now, &mut buf);
+        if let Err(d) = r {
+            self.counters.drop(d);
+        }
+        let (conn, frame_type, seq, ect) = r?;
+        let ip_at = match frame_type {
+            FrameType::IpVirtio => FRAME_HEADER_LEN + VIRTIO_NET_HDR_LEN,
+            _ => FRAME_HEADER_LEN,
+        };
+        if encode_header_in_place(&mut buf, frame_type, conn.class, seq).is_err() {
+            self.counters.drop(PacketDrop::Encode);
+            return Err(PacketDrop::Encode);
+        }
+        Ok(Outgoing {
+            conn,
+            packet: QueuedPacket {
+                frame: buf,
+                ip_at,
+                class: conn.class,
+                ect,
+            },
+        })
+    }
+
+    fn route(
+        &mut self,
+        now: Instant,
+        buf: &mut BytesMut,
+    ) -> Result<(ConnKey, FrameType, Option<u32>, bool), PacketDrop> {
+        let mut frame_type = FrameType::Ip;
+        if self.offload {
+            let vnet = buf
+                .get(FRAME_HEADER_LEN..FRAME_HEADER_LEN + VIRTIO_NET_HDR_LEN)
+                .ok_or(PacketDrop::Malformed)?;
+            if vnet.iter().all(|&b| b == 0) {
+                // No checksum or GSO work pending: drop the virtio header; the last 12 bytes of
+                // the room before the IP packet become the frame header's.
+                buf.advance(VIRTIO_NET_HDR_LEN);
+            } else {
+                frame_type = FrameType::IpVirtio;
+            }
+        }
+        let ip_at = match frame_type {
+            FrameType::IpVirtio => FRAME_HEADER_LEN + VIRTIO_NET_HDR_LEN,
+            _ => FRAME_HEADER_LEN,
+        };
+        let ip = buf.get(ip_at..).ok_or(PacketDrop::Malformed)?;
+        self.counters.tun_rx_bytes += ip.len() as u64;
+        let route = self.agent.route(now, ip).map_err(|e| match e {
+            RouteError::Malformed(_) => PacketDrop::Malformed,
+            RouteError::External => PacketDrop::External,
+            RouteError::NoGroupUp(_) => PacketDrop::NoGroupUp,
+        })?;
+        let conn = ConnKey {
+            branch: route.branch,
+            group: route.group,
+            class: route.class,
+        };
+        if !self.up.contains(&conn) {
+            return Err(PacketDrop::NoConnection);
+        }
+        Ok((conn, frame_type, route.seq, route.info.ect()))
+    }
+
+    /// Outbound connection `conn` is established: its group goes up when every class connection
+    /// of the group is up. Returns the group's change, if any.
+    pub fn handle_conn_up(&mut self, conn: ConnKey) -> Option<Event> {
+        if !self.conns.contains(&conn) {
+            return None;
+        }
+        self.up.insert(conn);
+        self.refresh_group(conn.branch, conn.group)
+    }
+
+    /// Outbound connection `conn` is gone: its group goes down (its flows move on their next
+    /// packet). Returns the group's change, if any.
+    pub fn handle_conn_down(&mut self, conn: ConnKey) -> Option<Event> {
+        self.up.remove(&conn);
+        self.refresh_group(conn.branch, conn.group)
+    }
+
+    /// The group-up rule: a path group is up when every tunnelled class's connection is up.
+    fn refresh_group(&mut self, branch: BranchId, group: PathGroupId) -> Option<Event> {
+        let up = CLASSES.iter().all(|&class| {
+            self.up.contains(&ConnKey {
+                branch,
+                group,
+                class,
+            })
+        });
+        self.agent
+            .set_group_up(branch, group, up)
+            .then_some(Event::Group { branch, group, up })
+    }
+
+    /// Applies a new config keeping the flow table ([`Agent::reconfigure`]): a flow whose path
+    /// group stays never moves. Returns the connections to open and close and the new weights;
+    /// group state changes go to `events`.
+    pub fn apply(&mut self, config: &Config, events: &mut impl Extend<Event>) -> Plan {
+        let old_weights = self.weights();
+        let wanted = conn_keys(config);
+        let plan_open = wanted.difference(&self.conns).copied().collect();
+        let plan_close: Vec<ConnKey> = self.conns.difference(&wanted).copied().collect();
+        self.agent.reconfigure(config);
+        self.conns = wanted;
+        self.up.retain(|k| self.conns.contains(k));
+        let groups: BTreeSet<(BranchId, PathGroupId)> =
+            self.conns.iter().map(|k| (k.branch, k.group)).collect();
+        for (b, g) in groups {
+            events.extend(self.refresh_group(b, g));
+        }
+        let weights = self
+            .weights()
+            .into_iter()
+            .filter(|w| !old_weights.contains(w))
+            .collect();
+        Plan {
+            open: plan_open,
+            close: plan_close,
+            weights,
+        }
+    }
+
+    /// Every configured group's weight, sorted by (branch, group).
+    fn weights(&self) -> Vec<(BranchId, PathGroupId, u32)> {
+        let all: BTreeSet<(BranchId, PathGroupId, u32)> = self
+            .conns
+            .iter()
+            .filter_map(|k| {
+                let g = self.agent.scheduler(k.branch)?.groups().get(k.group)?;
+                Some((k.branch, k.group, g.weight))
+            })
+            .collect();
+        all.into_iter().collect()
+    }
+
+    /// Records a group's measured throughput (the `throughput` selection policy).
+    pub fn set_group_rate(&mut self, branch: BranchId, group: PathGroupId, bytes_per_s: u64) {
+        self.agent.set_group_rate(branch, group, bytes_per_s);
+    }
+
+    /// The configured outbound connections.
+    pub fn conns(&self) -> &BTreeSet<ConnKey> {
+        &self.conns
+    }
+
+    /// Whether outbound connection `conn` is up.
+    pub fn is_conn_up(&self, conn: ConnKey) -> bool {
+        self.up.contains(&conn)
+    }
+
+    /// The agent (flow table, schedulers) for inspection.
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    /// Counters of this part (TUN reads and the drops decided here).
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// When [`Router::handle_timeout`] must run (idle flow expiry).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.agent.poll_timeout()
+    }
+
+    /// Runs due timers; returns the number of flows forgotten.
+    pub fn handle_timeout(&mut self, now: Instant) -> usize {
+        self.agent.handle_timeout(now)
+    }
+}

@@ -1,0 +1,216 @@
+//! Unit tests of the gateway core's parts (the pair simulation is `tests/gateway_pair.rs`).
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+
+use super::*;
+use crate::framing::{Deframer, FrameHeader, FrameType, FRAME_HEADER_LEN, VIRTIO_NET_HDR_LEN};
+use crate::keepalive::{DEAD_AFTER, KEEPALIVE_INTERVAL};
+
+fn config() -> Config {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/mmsg-branch1.toml"
+    ))
+    .unwrap();
+    Config::parse(&text).unwrap()
+}
+
+fn key(group: u8, class: Class) -> ConnKey {
+    ConnKey {
+        branch: BranchId::new(2).unwrap(),
+        group: PathGroupId::new(group).unwrap(),
+        class,
+    }
+}
+
+/// A 28-byte UDP packet from branch 1 to branch 2.
+fn udp(sport: u16) -> Vec<u8> {
+    let mut p = vec![0u8; 28];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&28u16.to_be_bytes());
+    p[9] = 17;
+    p[12..16].copy_from_slice(&[198, 19, 1, 10]);
+    p[16..20].copy_from_slice(&[198, 19, 2, 10]);
+    p[20..22].copy_from_slice(&sport.to_be_bytes());
+    p
+}
+
+/// A TUN read: frame header room, the virtio header when given, the packet.
+fn tun_read(vnet: Option<[u8; VIRTIO_NET_HDR_LEN]>, p: &[u8]) -> BytesMut {
+    let mut b = BytesMut::zeroed(FRAME_HEADER_LEN);
+    if let Some(v) = vnet {
+        b.extend_from_slice(&v);
+    }
+    b.extend_from_slice(p);
+    b
+}
+
+fn decode(frame: BytesMut) -> crate::framing::Frame {
+    let mut buf = frame;
+    Deframer::new().decode(&mut buf).unwrap().unwrap()
+}
+
+#[test]
+fn a_group_is_up_only_while_both_class_connections_are() {
+    let mut r = Router::new(&config(), false);
+    let (b2, g0) = (BranchId::new(2).unwrap(), PathGroupId::new(0).unwrap());
+    assert_eq!(r.handle_conn_up(key(0, Class::TypeI)), None, "half a group");
+    assert_eq!(
+        r.handle_tun_packet(Instant::now(), tun_read(None, &udp(1)))
+            .map(|o| o.conn),
+        Err(PacketDrop::NoGroupUp)
+    );
+    let up = Event::Group {
+        branch: b2,
+        group: g0,
+        up: true,
+    };
+    assert_eq!(r.handle_conn_up(key(0, Class::TypeII)), Some(up));
+    assert_eq!(r.handle_conn_up(key(0, Class::TypeII)), None, "no change");
+    let out = r
+        .handle_tun_packet(Instant::now(), tun_read(None, &udp(1)))
+        .unwrap();
+    assert_eq!(out.conn, key(0, Class::TypeII));
+    let down = Event::Group {
+        branch: b2,
+        group: g0,
+        up: false,
+    };
+    assert_eq!(r.handle_conn_down(key(0, Class::TypeI)), Some(down));
+    assert_eq!(
+        r.handle_conn_up(key(9, Class::TypeI)),
+        None,
+        "not configured"
+    );
+    assert_eq!(r.counters().drops(PacketDrop::NoGroupUp), 1);
+    assert_eq!(r.counters().tun_rx_packets, 2);
+}
+
+#[test]
+fn offload_drops_an_idle_virtio_header_and_keeps_a_busy_one() {
+    let mut r = Router::new(&config(), true);
+    r.handle_conn_up(key(0, Class::TypeI));
+    r.handle_conn_up(key(0, Class::TypeII));
+    let now = Instant::now();
+    let plain = r
+        .handle_tun_packet(now, tun_read(Some([0; 10]), &udp(1)))
+        .unwrap();
+    let f = decode(plain.packet.frame);
+    assert_eq!(f.header.frame_type, FrameType::Ip);
+    assert_eq!(&f.payload[..], &udp(1)[..]);
+    let mut gso = [0u8; VIRTIO_NET_HDR_LEN];
+    gso[0] = 1; // VIRTIO_NET_HDR_F_NEEDS_CSUM
+    let busy = r
+        .handle_tun_packet(now, tun_read(Some(gso), &udp(1)))
+        .unwrap();
+    assert_eq!(busy.packet.ip_at, FRAME_HEADER_LEN + VIRTIO_NET_HDR_LEN);
+    let f = decode(busy.packet.frame);
+    assert_eq!(f.header.frame_type, FrameType::IpVirtio);
+    assert_eq!(f.ip_packet(), Some((Some(&gso[..]), &udp(1)[..])));
+    // A read shorter than a virtio header is malformed.
+    assert_eq!(
+        r.handle_tun_packet(now, BytesMut::zeroed(FRAME_HEADER_LEN + 3))
+            .map(|o| o.conn),
+        Err(PacketDrop::Malformed)
+    );
+}
+
+fn ip_frame(ty: FrameType, vnet: Option<[u8; VIRTIO_NET_HDR_LEN]>) -> crate::framing::Frame {
+    let mut payload = Vec::new();
+    if let Some(v) = vnet {
+        payload.extend_from_slice(&v);
+    }
+    payload.extend_from_slice(&udp(7));
+    crate::framing::Frame {
+        header: FrameHeader {
+            frame_type: ty,
+            class: Class::TypeII,
+            seq: None,
+            payload_len: payload.len() as u32,
+        },
+        payload: Bytes::from(payload),
+    }
+}
+
+#[test]
+fn the_tun_format_follows_the_local_device() {
+    let now = Instant::now();
+    let mut gso = [0u8; VIRTIO_NET_HDR_LEN];
+    gso[0] = 1;
+    // With offload: always a virtio header, zero for plain packets.
+    let mut rx = Receiver::new(Default::default(), true);
+    rx.handle_frame(now, 1, ip_frame(FrameType::Ip, None));
+    rx.handle_frame(now, 1, ip_frame(FrameType::IpVirtio, Some(gso)));
+    let w = rx.poll_tun_write().unwrap();
+    assert_eq!(
+        (w.vnet.as_deref(), &w.ip[..]),
+        (Some(&[0u8; 10][..]), &udp(7)[..])
+    );
+    let w = rx.poll_tun_write().unwrap();
+    assert_eq!(
+        (w.vnet.as_deref(), &w.ip[..]),
+        (Some(&gso[..]), &udp(7)[..])
+    );
+    // Without: an idle header is dropped, a busy one cannot be written.
+    let mut rx = Receiver::new(Default::default(), false);
+    rx.handle_frame(now, 1, ip_frame(FrameType::IpVirtio, Some([0; 10])));
+    rx.handle_frame(now, 1, ip_frame(FrameType::IpVirtio, Some(gso)));
+    let w = rx.poll_tun_write().unwrap();
+    assert_eq!((w.vnet, &w.ip[..]), (None, &udp(7)[..]));
+    assert_eq!(rx.poll_tun_write(), None);
+    assert_eq!(rx.counters().drops(PacketDrop::VirtioUnsupported), 1);
+    assert_eq!(rx.counters().tun_tx_packets, 1);
+}
+
+#[test]
+fn an_idle_connection_sends_keepalives_and_a_silent_one_dies_with_its_queue() {
+    let t0 = Instant::now();
+    let mut gw = Gateway::new(&config(), false);
+    let id = ConnId::outbound(key(0, Class::TypeII));
+    assert!(gw.poll_transmit(id, t0).is_none(), "down: nothing to send");
+    for class in CLASSES {
+        gw.handle_conn_up(ConnId::outbound(key(0, class)), t0);
+    }
+    assert_eq!(
+        gw.poll_event(),
+        Some(Event::Group {
+            branch: key(0, Class::TypeI).branch,
+            group: key(0, Class::TypeI).group,
+            up: true
+        })
+    );
+    // Idle for a second: one keepalive per connection, then nothing.
+    let t1 = t0 + KEEPALIVE_INTERVAL;
+    assert_eq!(gw.poll_timeout(), Some(t1));
+    gw.handle_timeout(t1);
+    let ka = gw.poll_transmit(id, t1).unwrap();
+    assert!(ka.keepalive);
+    assert_eq!(decode(ka.frame).header.frame_type, FrameType::Keepalive);
+    assert!(gw.poll_transmit(id, t1).is_none());
+    // Data queued on it, the peer silent: dead after DEAD_AFTER, its packets counted, the group
+    // down.
+    for sport in 1..=4 {
+        gw.handle_tun_packet(t1, tun_read(None, &udp(sport)))
+            .unwrap();
+    }
+    let t3 = t0 + DEAD_AFTER;
+    gw.handle_timeout(t3);
+    let evs: Vec<Event> = std::iter::from_fn(|| gw.poll_event()).collect();
+    let type1 = ConnId::outbound(key(0, Class::TypeI));
+    let down = Event::Group {
+        branch: type1.key.branch,
+        group: type1.key.group,
+        up: false,
+    };
+    assert_eq!(evs, vec![Event::Close(type1), down, Event::Close(id)]);
+    let c = gw.counters();
+    assert_eq!(c.drops(PacketDrop::ConnClosed), 4);
+    assert_eq!(c.dead, 2, "both connections were silent");
+    assert_eq!(gw.conn(id).unwrap().queued_bytes(), 0);
+    assert_eq!(
+        gw.handle_tun_packet(t3 + Duration::from_millis(1), tun_read(None, &udp(1))),
+        Err(PacketDrop::NoGroupUp)
+    );
+}
