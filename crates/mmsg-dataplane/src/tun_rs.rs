@@ -20,7 +20,8 @@ use bytes::BytesMut;
 use tracing::{info, warn};
 
 use crate::sys;
-use crate::tun::MAX_TUN_READ;
+/// Largest packet a TUN read can return (the same bound as `crate::tun`, from the frame codec).
+const MAX_TUN_READ: usize = mpa::framing::MAX_PAYLOAD_LEN as usize;
 
 /// A TUN device opened by tun-rs and registered with tokio by it.
 pub struct TunRsDevice {
