@@ -628,6 +628,13 @@ async fn handle_config(
         Ok(m) => m,
         Err(why) => return refuse(st, why),
     };
+    if !cfg.priorities.matches_table() {
+        warn!(
+            version = received,
+            "the controller's priority marks differ from this gateway's (different MMS versions?): \
+             keeping this gateway's DSCP marks and egress bands; upgrade one of them"
+        );
+    }
     let (tx, rx) = oneshot::channel();
     if updates
         .send(Update {

@@ -42,17 +42,13 @@ use tracing::{debug, info};
 
 use crate::setup::{self, Undo};
 
-/// Number of strict-priority bands (`controller::priority` table: 4 marks + everything else).
-pub const BANDS: u8 = 5;
+/// Number of strict-priority bands (the PM table of `mms_types::dscp`: 4 marks + everything else).
+pub const BANDS: u8 = dscp::LAST_BAND + 1;
 /// The band of packets without one of the PM's marks.
-pub const DEFAULT_BAND: u8 = BANDS - 1;
-/// The PM's DSCP marks and their bands (`controller::priority::band_for_dscp`).
-pub const MARKS: [(u8, u8); 4] = [
-    (dscp::EF, 0),
-    (dscp::AF41, 1),
-    (dscp::AF21, 2),
-    (dscp::AF11, 3),
-];
+pub const DEFAULT_BAND: u8 = dscp::LAST_BAND;
+/// The PM's DSCP marks and their bands: the one table the controller also writes into the swap
+/// flows (`mms_types::dscp::MARKS`).
+pub const MARKS: [(u8, u8); 4] = dscp::MARKS;
 /// Each band's assured rate is the shaped rate divided by this (1 %): a floor so that a
 /// saturated higher band never starves a lower one completely; 5 bands take 5 % in all.
 pub const FLOOR_DIVISOR: u64 = 100;
@@ -72,12 +68,7 @@ const PREF_IP: u32 = 10;
 const PREF_ARP: u32 = 20;
 
 /// The band of a packet carrying `dscp` (the PM table; 4 for anything else).
-pub fn band_for_dscp(dscp: u8) -> u8 {
-    MARKS
-        .iter()
-        .find(|&&(d, _)| d == dscp)
-        .map_or(DEFAULT_BAND, |&(_, b)| b)
-}
+pub use mms_types::dscp::band_of as band_for_dscp;
 
 /// One shaped WAN port.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::config::{ClassifierConfig, Config, RemoteBranch};
+use crate::Class;
 
 /// The protocol version of this module. Version 2 added enrolment and renewal
 /// ([`GatewayMsg::Enrol`], [`GatewayMsg::Renew`], [`ControllerMsg::Credentials`]); version 3
@@ -384,6 +385,33 @@ pub struct Priorities {
     pub type1_socket_dscp: u8,
     /// `"type1/1" → 46` etc.: class and WAN hops → DSCP (and its strict-priority band order).
     pub marks: BTreeMap<String, u8>,
+}
+
+impl Priorities {
+    /// The PM table of this build (`mms_types::dscp`), as the controller pushes it: the socket
+    /// mark of Type I and `"type1/1" → 46` … for every tunnelled class and WAN hop count.
+    pub fn table() -> Self {
+        let mut marks = BTreeMap::new();
+        for class in Class::TUNNELLED {
+            for hops in 1..=mms_types::dscp::MAX_HOPS {
+                marks.insert(
+                    format!("{class}/{hops}"),
+                    mms_types::dscp::mark(class, hops),
+                );
+            }
+        }
+        Priorities {
+            type1_socket_dscp: mms_types::dscp::socket_mark(Class::TypeI).unwrap_or(0),
+            marks,
+        }
+    }
+
+    /// Whether a pushed table is this build's. Both ends take the table from `mms_types`, so a
+    /// difference means the controller and the gateway run different versions: the gateway
+    /// keeps its own marks (its egress qdiscs and socket marks) and says so.
+    pub fn matches_table(&self) -> bool {
+        *self == Self::table()
+    }
 }
 
 impl GatewayConfig {

@@ -7,7 +7,6 @@ use mpa::config::{PathGroupConfig, RemoteBranch};
 use mpa::gwchan::Priorities;
 
 use crate::inventory::BranchId;
-use crate::priority::{self, Class};
 use crate::store::Catalog;
 use crate::wrr::PairWeights;
 
@@ -54,16 +53,7 @@ pub fn build_remotes(
     out
 }
 
-/// The PM's marks (the same for every gateway).
+/// The PM's marks (the same for every gateway: `mms_types::dscp`'s table).
 pub fn priorities() -> Priorities {
-    let mut marks = BTreeMap::new();
-    for (name, class) in [("type1", Class::TypeI), ("type2", Class::TypeII)] {
-        for hops in 1..=priority::MAX_PRIORITY_HOPS {
-            marks.insert(format!("{name}/{hops}"), priority::dscp(class, hops));
-        }
-    }
-    Priorities {
-        type1_socket_dscp: priority::TYPE_I_MARK,
-        marks,
-    }
+    Priorities::table()
 }

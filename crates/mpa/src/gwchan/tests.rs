@@ -330,3 +330,17 @@ fn crl_message_round_trip() {
     framed.extend_from_slice(body);
     assert!(decode::<ControllerMsg>(&framed).is_err());
 }
+
+#[test]
+fn the_pushed_priority_table_is_this_builds() {
+    let t = Priorities::table();
+    assert!(t.matches_table());
+    assert_eq!(t.type1_socket_dscp, 46);
+    assert_eq!(t.marks.get("type1/1"), Some(&46));
+    assert_eq!(t.marks.get("type2/2"), Some(&10));
+    assert_eq!(t.marks.len(), 4);
+    let mut other = t.clone();
+    other.marks.insert("type2/2".into(), 12);
+    assert!(!other.matches_table());
+    assert!(!Priorities::default().matches_table());
+}
