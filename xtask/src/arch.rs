@@ -35,6 +35,8 @@ pub struct FileInfo {
     pub code_lines: usize,
     /// Whether the doc says why the file is long.
     pub long_ok: bool,
+    /// The first sentence of its `//!` doc.
+    pub summary: String,
     /// The other files of the crate this one imports (indices into [`Crate::files`]).
     pub imports: BTreeSet<usize>,
 }
@@ -83,6 +85,22 @@ impl Report {
             .filter(|f| f.code_lines > MAX_LINES && !f.long_ok)
             .map(|f| (f.path.clone(), f.code_lines))
             .collect()
+    }
+
+    /// One markdown table per crate: every module and the first sentence of its doc (the module
+    /// list of docs/ARCHITECTURE.md, checked against the tree by a test).
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        for c in &self.crates {
+            let _ = writeln!(s, "\n#### `{}`\n", c.dir.display());
+            let _ = writeln!(s, "| module | what it is |\n|---|---|");
+            let mut files: Vec<&FileInfo> = c.files.iter().collect();
+            files.sort_by_key(|f| f.path.clone());
+            for f in files {
+                let _ = writeln!(s, "| `{}` | {} |", f.path.display(), f.summary);
+            }
+        }
+        s
     }
 
     /// The human-readable sheet: per crate, its files from the top floor down (a file's floor is
@@ -141,6 +159,43 @@ impl Report {
     }
 }
 
+/// The first sentence of a file's `//!` doc (up to the first `. ` or the end of the paragraph).
+fn first_sentence(text: &str) -> String {
+    let mut para = String::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("//!") else {
+            if para.is_empty() && line.trim().is_empty() {
+                continue;
+            }
+            break;
+        };
+        let rest = rest.trim();
+        if rest.is_empty() {
+            if para.is_empty() {
+                continue;
+            }
+            break;
+        }
+        if !para.is_empty() {
+            para.push(' ');
+        }
+        para.push_str(rest);
+    }
+    let mut end = para.len();
+    let bytes = para.as_bytes();
+    for (i, w) in bytes.windows(2).enumerate() {
+        let before = para.get(..i).unwrap_or("");
+        let abbrev = ["e.g", "i.e", "etc", "cf", "vs", "Fig", "Eq", "no"]
+            .iter()
+            .any(|a| before.ends_with(a));
+        if w == b". " && !abbrev {
+            end = i + 1;
+            break;
+        }
+    }
+    para.get(..end).unwrap_or(&para).replace('|', "\\|")
+}
+
 fn module_name(m: &[String]) -> String {
     if m.is_empty() {
         "(crate root)".to_owned()
@@ -195,6 +250,7 @@ pub fn read(root: &Path) -> anyhow::Result<Report> {
                         module: module.clone(),
                         code_lines: code.lines().filter(|l| !l.trim().is_empty()).count(),
                         long_ok: text.lines().any(|l| l.starts_with(LONG_FILE_MARK)),
+                        summary: first_sentence(text),
                         imports,
                     }
                 })
@@ -653,6 +709,7 @@ mod tests {
             code_lines: 1,
             long_ok: false,
             imports: imports.iter().copied().collect(),
+            summary: String::new(),
         }
     }
 
@@ -682,6 +739,45 @@ mod tests {
             file(&["d"], &[]),
         ];
         assert_eq!(floors(&acyclic), vec![3, 2, 1, 1]);
+    }
+
+    #[test]
+    fn first_sentences() {
+        assert_eq!(
+            first_sentence("//! The TC (seed 000 §II-A, e.g. Fig. 4). It classifies.\n//! More.\n"),
+            "The TC (seed 000 §II-A, e.g. Fig. 4)."
+        );
+        assert_eq!(
+            first_sentence("//! One\n//! line\n//!\n//! Next."),
+            "One line"
+        );
+    }
+
+    /// docs/ARCHITECTURE.md lists every module of the tree, and nothing else.
+    #[test]
+    fn the_architecture_page_lists_every_module() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let report = read(&root).unwrap();
+        let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
+        let listed: BTreeSet<String> = doc
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+            .filter(|p| p.ends_with(".rs"))
+            .map(str::to_owned)
+            .collect();
+        let tree: BTreeSet<String> = report
+            .crates
+            .iter()
+            .flat_map(|c| c.files.iter())
+            .map(|f| f.path.display().to_string())
+            .collect();
+        let missing: Vec<&String> = tree.difference(&listed).collect();
+        let stale: Vec<&String> = listed.difference(&tree).collect();
+        assert!(
+            missing.is_empty() && stale.is_empty(),
+            "docs/ARCHITECTURE.md: modules missing {missing:?}, listed but gone {stale:?} \
+             (`cargo xtask arch --markdown` prints the tables)"
+        );
     }
 
     /// The rules of docs/ARCHITECTURE.md hold for the whole workspace.
