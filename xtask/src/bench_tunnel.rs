@@ -36,8 +36,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::Serialize;
 
+use crate::mmsg::{self, Profile};
+use crate::stats::median;
 use crate::topology::{self, PortKind, Topology};
-use crate::{demo, deps, iperf, sh, testbed};
+use crate::{deps, iperf, sh, testbed};
 
 /// The topology: 2 × 2 unlimited uplinks.
 pub const TOPOLOGY_FILE: &str = "examples/testbed-2x2-unlimited.toml";
@@ -110,19 +112,6 @@ impl Spread {
             max: samples.iter().copied().reduce(f64::max)?,
             samples: samples.to_vec(),
         })
-    }
-}
-
-/// Median of samples (`None` when empty; NaNs sort last).
-pub fn median(samples: &[f64]) -> Option<f64> {
-    let mut v = samples.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let hi = *v.get(n / 2)?;
-    if n % 2 == 0 {
-        Some((v.get(n / 2 - 1)? + hi) / 2.0)
-    } else {
-        Some(hi)
     }
 }
 
@@ -411,49 +400,26 @@ impl Mmsg {
     }
 }
 
-/// Makes a CA and the certificates of gw1 and gw2 (`crates/pki`) in the testbed's state
-/// directory, all files 0600.
-fn provision_tls(opts: &Options) -> anyhow::Result<()> {
-    let dir = testbed::state_dir(&opts.prefix);
-    let ca = pki::ca::Ca::generate("MMS bench CA")?;
-    ca.save(&dir.join("bench-ca.pem"), &dir.join("bench-ca.key"))?;
-    for b in [1u8, 2] {
-        let branch = mpa::BranchId::new(b).context("branch id")?;
-        let issued = ca.issue_gateway(branch, u64::from(b), pki::ca::DEFAULT_VALIDITY)?;
-        pki::ca::Ca::save_issued(
-            &issued,
-            &dir.join(format!("bench-gw{b}.pem")),
-            &dir.join(format!("bench-gw{b}.key")),
-        )?;
-    }
-    Ok(())
+/// Where [`mmsg::provision_tls`] puts the run's CA and the certificates of gw1 and gw2.
+fn tls_dir(opts: &Options) -> PathBuf {
+    testbed::state_dir(&opts.prefix).join("bench-tls")
 }
 
-/// The example config of branch `b` with a `[tls]` section pointing at [`provision_tls`]'s files.
+/// The example config of branch `b` with a `[tls]` section pointing at [`tls_dir`]'s files.
 fn tls_config(opts: &Options, b: u8) -> anyhow::Result<PathBuf> {
-    let dir = testbed::state_dir(&opts.prefix);
-    let text = std::fs::read_to_string(opts.root.join(format!("examples/mmsg-branch{b}.toml")))?;
-    let out = dir.join(format!("bench-gw{b}-tls.toml"));
-    std::fs::write(
+    let mut c = mmsg::example(&opts.root, b)?;
+    c.tls = Some(mmsg::tls_files(&tls_dir(opts), b));
+    let out = testbed::state_dir(&opts.prefix).join(format!("bench-gw{b}-tls.toml"));
+    mmsg::write_config(
         &out,
-        format!(
-            "{text}\n[tls]\nmode = \"tls\"\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
-            dir.join("bench-ca.pem").display(),
-            dir.join(format!("bench-gw{b}.pem")).display(),
-            dir.join(format!("bench-gw{b}.key")).display()
-        ),
+        &format!("examples/mmsg-branch{b}.toml with [tls]"),
+        &c,
     )?;
     Ok(out)
 }
 
 fn status(bin: &Path, control: &Path) -> Option<serde_json::Value> {
-    let out = Command::new(bin)
-        .args(["status", "--json", "--control"])
-        .arg(control)
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    serde_json::from_slice(&out.stdout).ok()
+    mmsg::status(bin, control).ok()
 }
 
 /// Every connection up with `n_m` established subflows.
@@ -716,7 +682,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         sh::run("apt-get", &["install", "-y", "-qq", "mptcpize"]).context("install mptcpize")?;
     }
     eprintln!("bench tunnel: building mmsg (release)");
-    let bin = demo::build_mmsg(&opts.root)?;
+    let bin = mmsg::build_mmsg(&opts.root, Profile::Release)?;
     if opts
         .uplink_mbit
         .is_some_and(|r| !(r.is_finite() && r > 0.0))
@@ -756,7 +722,7 @@ fn run_reps(opts: &Options, bin: &Path, topo: &Topology) -> anyhow::Result<Repor
     let (h1, h2) = (testbed::ns_host(p, 1, 0), testbed::ns_host(p, 2, 0));
     let gw1 = testbed::ns_gw(p, 1);
     let mut runs = Vec::new();
-    provision_tls(opts)?;
+    mmsg::provision_tls(&tls_dir(opts), "MMS bench CA", &[1, 2])?;
     for rep in 1..=opts.reps {
         let tag = |what: &str| format!("bench tunnel: rep {rep}/{}: {what}", opts.reps);
         let tunnel = |offload: bool, tls: bool| -> anyhow::Result<(TunnelRun, f64)> {
@@ -968,10 +934,6 @@ mod tests {
 
     #[test]
     fn medians() {
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[3.0]), Some(3.0));
-        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
         let s = Spread::of(&[2.0, 9.0, 4.0]).unwrap();
         assert_eq!((s.median, s.min, s.max), (4.0, 2.0, 9.0));
     }

@@ -172,8 +172,10 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
     let mut e2e_opts = e2e::Options::new(&opts.root, &opts.prefix);
     e2e_opts.xtask.clone_from(&opts.xtask);
     e2e_opts.selection_policy = "wrr".to_owned();
-    e2e_opts.striping =
-        Some("[striping]\nprefixes = [\"198.19.2.10/32\"]\nthreshold_kbit = 1000\n".to_owned());
+    e2e_opts.striping = Some(crate::mmsg::stripe_host(
+        std::net::Ipv4Addr::new(198, 19, 2, 10),
+        1000,
+    ));
     let started = crate::sh::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
         .map(|d| d.trim().to_owned())
         .unwrap_or_default();

@@ -37,8 +37,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context};
 use controller::sdc::StatsView;
 use controller::ui::client::Client;
+use mpa::config::{
+    Config, ControllerConfig, OvsConfig, PathGroupConfig, RemoteBranch, SelectionPolicy,
+    StripingConfig,
+};
+use serde::Deserialize;
 use serde_json::Value;
 
+use crate::mmsg::{self, Profile};
 use crate::sh;
 use crate::testbed::{self, UpOptions};
 use crate::topology::{self, PortKind, Topology};
@@ -73,11 +79,11 @@ pub struct Options {
     /// The path groups `ssc` imports (default `examples/paths-paper-table2.toml`). Controller mode
     /// only; groups must go from branch 1 to branch 2 (experiments use subsets of Table II).
     pub paths: Option<PathBuf>,
-    /// A `[striping]` table (TOML text) appended to every `mmsg` config (docs/mpa.md "Striping").
-    pub striping: Option<String>,
+    /// A `[striping]` table for every `mmsg` config (docs/mpa.md "Striping"; [`mmsg::striping`]).
+    pub striping: Option<StripingConfig>,
     /// `true` (default): every tunnel connection runs TLS 1.3 with mutual authentication
     /// (docs/security.md): a CA made for the run issues each gateway's certificate
-    /// ([`provision_tls`]) and every `mmsg` config gets a `[tls]` table. `false`: clear tunnels
+    /// ([`mmsg::provision_tls`]) and every `mmsg` config gets a `[tls]` table. `false`: clear tunnels
     /// (the paper's set-up; `mmsg` warns `TUNNEL IN CLEAR TEXT`).
     pub tls: bool,
 }
@@ -97,40 +103,6 @@ impl Options {
             tls: true,
         }
     }
-}
-
-/// Makes a CA for the run in `dir` and issues branch `b`'s gateway certificate for each of
-/// `branches` (serial = branch id); returns each branch's `[tls]` table. Keys are written 0600
-/// (`pki`), as `mmsg` requires.
-pub fn provision_tls(dir: &Path, branches: &[u8]) -> anyhow::Result<BTreeMap<u8, String>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    let ca = pki::ca::Ca::generate("MMS e2e CA").context("generate the run's CA")?;
-    let ca_file = dir.join("ca.pem");
-    ca.save(&ca_file, &dir.join("ca.key"))
-        .context("save the run's CA")?;
-    let mut out = BTreeMap::new();
-    for &b in branches {
-        let id = mpa::BranchId::new(b).with_context(|| format!("branch id {b}"))?;
-        let issued = ca
-            .issue_gateway(id, u64::from(b), pki::ca::DEFAULT_VALIDITY)
-            .with_context(|| format!("issue branch {b}'s certificate"))?;
-        let (cert, key) = (
-            dir.join(format!("gw{b}.pem")),
-            dir.join(format!("gw{b}.key")),
-        );
-        pki::ca::Ca::save_issued(&issued, &cert, &key)
-            .with_context(|| format!("save branch {b}'s certificate"))?;
-        out.insert(
-            b,
-            format!(
-                "[tls]\nmode = \"tls\"\nca_file = {:?}\ncert_file = {:?}\nkey_file = {:?}\n",
-                ca_file.display().to_string(),
-                cert.display().to_string(),
-                key.display().to_string()
-            ),
-        );
-    }
-    Ok(out)
 }
 
 /// One running `mmsg`.
@@ -173,54 +145,6 @@ pub struct System {
     testbed_up: bool,
 }
 
-/// Builds `bin` of `package` in release and returns the executable cargo reports.
-pub fn build_release(root: &Path, package: &str, bin: &str) -> anyhow::Result<PathBuf> {
-    let mut v = build_release_bins(root, &[(package, bin)])?;
-    v.pop().context("cargo reported no executable")
-}
-
-/// Builds every `(package, bin)` in release in **one** cargo run and returns the executables in
-/// the same order. One run unifies the dependencies' features once: building `mmsg` and `ssc`
-/// one after the other would rebuild the crates they share with different features (rustls,
-/// ring, ...) every time, minutes each.
-pub fn build_release_bins(root: &Path, bins: &[(&str, &str)]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut cmd = crate::sh::cargo();
-    cmd.current_dir(root).args(["build", "--release"]);
-    for (package, bin) in bins {
-        cmd.args(["-p", package, "--bin", bin]);
-    }
-    let out = cmd
-        .arg("--message-format=json-render-diagnostics")
-        .stderr(Stdio::inherit())
-        .output()
-        .context("run cargo build --release")?;
-    ensure!(out.status.success(), "cargo build of {bins:?} failed");
-    let mut found: BTreeMap<String, PathBuf> = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        if v.get("reason").and_then(Value::as_str) != Some("compiler-artifact") {
-            continue;
-        }
-        let name = v
-            .get("target")
-            .and_then(|t| t.get("name"))
-            .and_then(Value::as_str);
-        if let (Some(name), Some(exe)) = (name, v.get("executable").and_then(Value::as_str)) {
-            found.insert(name.to_owned(), PathBuf::from(exe));
-        }
-    }
-    bins.iter()
-        .map(|(_, bin)| {
-            found
-                .get(*bin)
-                .cloned()
-                .with_context(|| format!("cargo did not report the {bin} executable"))
-        })
-        .collect()
-}
-
 /// The OVS directory of gateway `b` (run dir, database socket, management sockets).
 pub fn ovs_dir(prefix: &str, b: u8) -> PathBuf {
     crate::ovs::dir(&testbed::state_dir(prefix), b)
@@ -239,28 +163,25 @@ pub fn mmsg_config(
     prefix: &str,
     b: u8,
     selection_policy: &str,
-) -> anyhow::Result<String> {
-    let mut t = config_head(topo, prefix, b, selection_policy)?;
+) -> anyhow::Result<Config> {
+    let mut c = config_head(topo, prefix, b, selection_policy)?;
     for r in topo.branches.iter().map(|x| x.id).filter(|&r| r != b) {
-        let addrs: Vec<String> = internet_ports(topo, r)
-            .iter()
-            .map(|p| format!("\"{}\"", p.addr))
-            .collect();
-        writeln!(
-            t,
-            "[[remote]]\nid = {r}\nwan_addresses = [{}]\nlan_prefixes = [\"198.19.{r}.0/24\"]",
-            addrs.join(", ")
-        )?;
-        if table2_pair(b, r) {
-            writeln!(
-                t,
-                "path_groups = [{{ id = 1 }}, {{ id = 2 }}, {{ id = 3 }}, {{ id = 4 }}]"
-            )?;
-        }
-        writeln!(t)?;
+        let groups: &[u8] = if table2_pair(b, r) {
+            &[1, 2, 3, 4]
+        } else {
+            &[0]
+        };
+        c.remote.push(RemoteBranch {
+            id: r,
+            wan_addresses: internet_ports(topo, r).iter().map(|p| p.addr).collect(),
+            lan_prefixes: vec![mmsg::lan_prefix(r)],
+            path_groups: groups
+                .iter()
+                .map(|&id| PathGroupConfig { id, weight: 1 })
+                .collect(),
+        });
     }
-    config_ovs(&mut t, prefix, b)?;
-    Ok(t)
+    Ok(c)
 }
 
 /// The `mmsg` config of branch `b` in controller mode (the default): its own `branch_id`,
@@ -274,16 +195,15 @@ pub fn mmsg_controller_config(
     selection_policy: &str,
     gw_socket: &Path,
     cache: &Path,
-) -> anyhow::Result<String> {
-    let mut t = config_head(topo, prefix, b, selection_policy)?;
-    config_ovs(&mut t, prefix, b)?;
-    writeln!(
-        t,
-        "\n[controller]\naddress = \"unix:{}\"\ncache = {:?}",
-        gw_socket.display(),
-        cache.display().to_string()
-    )?;
-    Ok(t)
+) -> anyhow::Result<Config> {
+    let mut c = config_head(topo, prefix, b, selection_policy)?;
+    c.controller = Some(ControllerConfig {
+        address: format!("unix:{}", gw_socket.display()),
+        cache: cache.to_owned(),
+        renew_below_percent: mpa::config::DEFAULT_RENEW_PERCENT,
+        renew_check_s: mpa::config::DEFAULT_RENEW_CHECK_S,
+    });
+    Ok(c)
 }
 
 fn internet_ports(topo: &Topology, b: u8) -> Vec<topology::ResolvedPort> {
@@ -293,39 +213,28 @@ fn internet_ports(topo: &Topology, b: u8) -> Vec<topology::ResolvedPort> {
         .collect()
 }
 
-/// `branch_id`, `lan_prefixes`, `selection_policy` and the `[[wan]]` ports.
+/// `branch_id`, `lan_prefixes`, `selection_policy`, the `[[wan]]` ports and `[ovs]` (the
+/// gateway's database and its `ssc` OpenFlow socket).
 fn config_head(
     topo: &Topology,
     prefix: &str,
     b: u8,
     selection_policy: &str,
-) -> anyhow::Result<String> {
-    let mut t = String::new();
-    writeln!(
-        t,
-        "# Generated by xtask::e2e for branch {b} of testbed {prefix}.\n\
-         branch_id = {b}\nlan_prefixes = [\"198.19.{b}.0/24\"]\nselection_policy = \"{selection_policy}\"\n"
-    )?;
-    for p in internet_ports(topo, b) {
-        writeln!(
-            t,
-            "[[wan]]\nname = \"{}\"\naddress = \"{}/{}\"\ngateway = \"{}\"\n",
-            p.gw_if, p.addr, p.prefix_len, p.next_hop
-        )?;
-    }
-    Ok(t)
-}
-
-/// `[ovs]`: the gateway's database and its `ssc` OpenFlow socket.
-fn config_ovs(t: &mut String, prefix: &str, b: u8) -> anyhow::Result<()> {
+) -> anyhow::Result<Config> {
+    let wan = internet_ports(topo, b)
+        .iter()
+        .map(|p| mmsg::wan_port(&p.gw_if, p.addr, p.prefix_len, p.next_hop))
+        .collect();
+    let mut c = mmsg::config(b, wan)?;
+    c.selection_policy = SelectionPolicy::deserialize(Value::from(selection_policy))
+        .with_context(|| format!("selection_policy {selection_policy:?}"))?;
     let d = ovs_dir(prefix, b);
-    writeln!(
-        t,
-        "[ovs]\nbridge = \"br0\"\ndb = \"unix:{}\"\ncontroller = \"unix:{}\"",
-        d.join("db.sock").display(),
-        d.join("ssc.sock").display()
-    )?;
-    Ok(())
+    c.ovs = Some(OvsConfig {
+        bridge: "br0".to_owned(),
+        db: format!("unix:{}", d.join("db.sock").display()),
+        controller: format!("unix:{}", d.join("ssc.sock").display()),
+    });
+    Ok(c)
 }
 
 /// How many tunnel connections (outbound + inbound) gateway `b` lists once everything is up:
@@ -373,22 +282,6 @@ pub fn member_routes(paths_toml: &str) -> anyhow::Result<BTreeMap<(u8, u8), Stri
         }
     }
     Ok(out)
-}
-
-/// `mmsg status --json` of the daemon behind `control`.
-fn status_of(mmsg: &Path, control: &Path) -> anyhow::Result<Value> {
-    let out = Command::new(mmsg)
-        .args(["status", "--json", "--control"])
-        .arg(control)
-        .output()
-        .context("run mmsg status")?;
-    ensure!(
-        out.status.success(),
-        "mmsg status --control {}: {}",
-        control.display(),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    serde_json::from_slice(&out.stdout).context("parse mmsg status --json")
 }
 
 /// Whether one `mmsg status` shows gateway `b` fully up ([`System::wait_tunnels_up`]); else why not.
@@ -523,9 +416,12 @@ impl System {
             .with_context(|| format!("create {}", log_dir.display()))?;
 
         // Build first: a build failure then leaves nothing to clean up.
-        let mut bins =
-            build_release_bins(root, &[("mmsg-dataplane", "mmsg"), ("controller", "ssc")])?
-                .into_iter();
+        let mut bins = mmsg::build(
+            root,
+            Profile::Release,
+            &[("mmsg-dataplane", "mmsg"), ("controller", "ssc")],
+        )?
+        .into_iter();
         let (Some(mmsg), Some(ssc)) = (bins.next(), bins.next()) else {
             bail!("cargo reported fewer executables than asked for");
         };
@@ -601,13 +497,13 @@ impl System {
         );
 
         let tls = if opts.tls {
-            provision_tls(&log_dir.join("tls"), &BRANCHES)?
+            mmsg::provision_tls(&log_dir.join("tls"), "MMS e2e CA", &BRANCHES)?
         } else {
             BTreeMap::new()
         };
         for b in BRANCHES {
             let cfg = sys.mmsg_config_path(b);
-            let text = if opts.static_configs {
+            let mut config = if opts.static_configs {
                 mmsg_config(&topo, &opts.prefix, b, &opts.selection_policy)?
             } else {
                 let cache = log_dir.join(format!("mmsg-gw{b}-cache.json"));
@@ -621,15 +517,16 @@ impl System {
                     &cache,
                 )?
             };
-            let text = match &opts.striping {
-                Some(st) => format!("{text}\n{st}\n"),
-                None => text,
-            };
-            let text = match tls.get(&b) {
-                Some(t) => format!("{text}\n{t}"),
-                None => text,
-            };
-            std::fs::write(&cfg, text)?;
+            config.striping.clone_from(&opts.striping);
+            config.tls = tls.get(&b).cloned();
+            mmsg::write_config(
+                &cfg,
+                &format!(
+                    "Generated by xtask::e2e for branch {b} of testbed {}.",
+                    opts.prefix
+                ),
+                &config,
+            )?;
             let g = sys.spawn_mmsg(b, false)?;
             sys.gateways.push(g);
         }
@@ -758,7 +655,7 @@ impl System {
                         tail.join("\n")
                     );
                 }
-                match status_of(&self.mmsg, &g.control) {
+                match mmsg::status(&self.mmsg, &g.control) {
                     Ok(s) => {
                         if let Err(why) =
                             tunnels_ready(&s, self.static_configs, g.branch, self.groups_1_2)
@@ -819,7 +716,7 @@ impl System {
             .iter()
             .find(|g| g.branch == b)
             .with_context(|| format!("no mmsg for branch {b}"))?;
-        status_of(&self.mmsg, &g.control)
+        mmsg::status(&self.mmsg, &g.control)
     }
 
     /// The REST client of `ssc`.
@@ -1010,7 +907,7 @@ mod tests {
         )
         .unwrap();
         for b in BRANCHES {
-            let text = mmsg_config(&topo, "t1", b, "rr").unwrap();
+            let text = mmsg::to_toml("test", &mmsg_config(&topo, "t1", b, "rr").unwrap()).unwrap();
             let c = mpa::config::Config::parse(&text)
                 .unwrap_or_else(|e| panic!("branch {b}: {e}\n{text}"));
             assert_eq!(c.remote.len(), 4);
@@ -1039,7 +936,8 @@ mod tests {
         let sock = Path::new("/tmp/mms-e2e-t1/ssc-gw.sock");
         for b in BRANCHES {
             let cache = PathBuf::from(format!("/tmp/mms-e2e-t1/mmsg-gw{b}-cache.json"));
-            let text = mmsg_controller_config(&topo, "t1", b, "rr", sock, &cache).unwrap();
+            let c = mmsg_controller_config(&topo, "t1", b, "rr", sock, &cache).unwrap();
+            let text = mmsg::to_toml("test", &c).unwrap();
             let c = mpa::config::Config::parse(&text)
                 .unwrap_or_else(|e| panic!("branch {b}: {e}\n{text}"));
             assert!(c.remote.is_empty());

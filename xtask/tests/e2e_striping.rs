@@ -81,8 +81,10 @@ fn striping_beats_the_best_single_group_on_the_paper_topology() {
     // `ssc` derives the weights from what each group carried (controller::wrr, measured rates),
     // so the group an unstriped flow just used gets nearly all of the striped flow.
     opts.static_configs = true;
-    opts.striping =
-        Some("[striping]\nprefixes = [\"198.19.2.11/32\"]\nthreshold_kbit = 2000\n".to_owned());
+    opts.striping = Some(xtask::mmsg::stripe_host(
+        std::net::Ipv4Addr::new(198, 19, 2, 11),
+        2000,
+    ));
     let sys = System::up(&opts).unwrap();
     eprintln!("MEASURE system up: {:.1} s", t0.elapsed().as_secs_f64());
 
