@@ -384,8 +384,9 @@ fn tunnel_run(opts: &Options, m: &Mmsg) -> anyhow::Result<TunnelRun> {
 }
 
 /// In-kernel MPTCP path manager on both gateways: gw1's WAN addresses `subflow fullmesh`, gw2's
-/// second address `signal`, so a connection 1a → 2a gets 2 × 2 subflows (as `bench table1`).
-fn kernel_pm(prefix: &str) -> anyhow::Result<()> {
+/// second address `signal`, so a connection 1a → 2a gets 2 × 2 subflows (also `bench table1`'s
+/// end-to-end MPTCP column).
+pub(crate) fn kernel_pm(prefix: &str) -> anyhow::Result<()> {
     let (gw1, gw2) = (testbed::ns_gw(prefix, 1), testbed::ns_gw(prefix, 2));
     for ns in [&gw1, &gw2] {
         sh::ns(ns, "sysctl", &["-qw", "net.mptcp.enabled=1"])?;

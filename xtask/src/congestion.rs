@@ -109,18 +109,7 @@ pub struct Timeline {
 impl Timeline {
     /// Mean sender rate over seconds [from, to).
     pub fn mean(&self, from: u32, to: u32) -> f64 {
-        let v: Vec<f64> = self
-            .mbps
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| (from as usize..to as usize).contains(i))
-            .map(|(_, x)| *x)
-            .collect();
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        }
+        crate::stats::mean_of_seconds(&self.mbps, from, to)
     }
 
     /// Seconds from the flood's start until group 1's published weight first fell below
@@ -176,13 +165,8 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
         std::net::Ipv4Addr::new(198, 19, 2, 10),
         1000,
     ));
-    let started = crate::sh::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-        .map(|d| d.trim().to_owned())
-        .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(0.0);
+    let started = crate::sh::utc_now();
+    let load = crate::sh::load_1min();
     let sys = System::up(&e2e_opts)?;
     let path = |imp: &Impairment, from: &str, to: &str| {
         testbed::pair_set(&sys.prefix, from, to, false, imp)

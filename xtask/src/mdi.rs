@@ -425,13 +425,8 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Report> {
         settings.secs,
         settings.expected_s()
     );
-    let started = sh::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-        .map(|d| d.trim().to_owned())
-        .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(0.0);
+    let started = crate::sh::utc_now();
+    let load = crate::sh::load_1min();
     let t0 = Instant::now();
     let topo = topology::parse(TOPOLOGY)?;
     testbed::up(

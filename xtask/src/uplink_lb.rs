@@ -431,32 +431,21 @@ fn scenario(opts: &Options, bin: &Path, rates: &[u32], dir: &Path) -> anyhow::Re
     )?;
     // MPTCP on both ends for the mptcp mode: the server accepts extra subflows, the client
     // opens one from each uplink address.
-    sh::ns(
-        &topo.i,
-        "ip",
-        &[
-            "mptcp",
-            "limits",
-            "set",
-            "subflow",
-            "8",
-            "add_addr_accepted",
-            "8",
-        ],
-    )?;
-    sh::ns(
-        &topo.g,
-        "ip",
-        &[
-            "mptcp",
-            "limits",
-            "set",
-            "subflow",
-            "8",
-            "add_addr_accepted",
-            "8",
-        ],
-    )?;
+    for ns in [&topo.i, &topo.g] {
+        sh::ns(
+            ns,
+            "ip",
+            &[
+                "mptcp",
+                "limits",
+                "set",
+                "subflow",
+                "8",
+                "add_addr_accepted",
+                "8",
+            ],
+        )?;
+    }
     for k in 0..rates.len() {
         sh::ns(
             &topo.g,
