@@ -39,3 +39,13 @@ pub fn e2e_options(prefix: &str) -> xtask::e2e::Options {
     opts.xtask = Some(PathBuf::from(env!("CARGO_BIN_EXE_xtask")));
     opts
 }
+
+/// [`xtask::congestion::RunOptions`] (also the adaptive runner's) on testbed `prefix`, run by
+/// this build's `xtask`.
+pub fn run_options(prefix: String) -> xtask::congestion::RunOptions {
+    xtask::congestion::RunOptions {
+        root: root(),
+        prefix,
+        xtask: Some(PathBuf::from(env!("CARGO_BIN_EXE_xtask"))),
+    }
+}
