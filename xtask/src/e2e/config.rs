@@ -27,7 +27,7 @@ pub(super) fn table2_pair(a: u8, b: u8) -> bool {
     matches!((a, b), (1, 2) | (2, 1))
 }
 
-/// The static `mmsg` config of branch `b` in testbed `prefix` ([`Options::static_configs`]): the
+/// The static `mmsg` config of branch `b` in testbed `prefix` ([`super::Options::static_configs`]): the
 /// four other branches as remotes with both WAN addresses and their LAN prefix, path groups 1..4
 /// between branches 1 and 2 (both directions, Table II), group 0 elsewhere, and `[ovs]`.
 pub fn mmsg_config(
