@@ -24,10 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::congestion::RunOptions;
-use crate::e2e::{self, System};
-use crate::iperf::{self, Server};
-use crate::testbed;
+use crate::congestion::{self, RunOptions};
 use crate::topology::Impairment;
 
 /// Settings of one run.
@@ -104,18 +101,7 @@ pub struct Timeline {
 impl Timeline {
     /// Mean sender rate over seconds [from, to).
     pub fn mean(&self, from: u32, to: u32) -> f64 {
-        let v: Vec<f64> = self
-            .mbps
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| (from as usize..to as usize).contains(i))
-            .map(|(_, x)| *x)
-            .collect();
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        }
+        crate::stats::mean_of_seconds(&self.mbps, from, to)
     }
 
     /// When the pair first had more than one group, seconds.
@@ -274,31 +260,13 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
 }
 
 fn run_with(opts: &RunOptions, settings: &Settings, paths: &Path) -> anyhow::Result<Timeline> {
-    let mut e2e_opts = e2e::Options::new(&opts.root, &opts.prefix);
-    e2e_opts.xtask.clone_from(&opts.xtask);
-    e2e_opts.selection_policy = "wrr".to_owned();
-    e2e_opts.paths = Some(paths.to_owned());
-    e2e_opts.striping =
-        Some("[striping]\nprefixes = [\"198.19.2.10/32\"]\nthreshold_kbit = 1000\n".to_owned());
-    let started = crate::sh::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-        .map(|d| d.trim().to_owned())
-        .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(0.0);
-    let sys = System::up(&e2e_opts)?;
+    let (sys, started, load) = congestion::striped_system(opts, Some(paths))?;
     let limited = Impairment {
         rate_mbit: Some(settings.rate_mbit),
         queue_kib: Some(settings.queue_kib),
         ..Impairment::default()
     };
-    for from in ["1a", "1b"] {
-        for to in ["2a", "2b", "3a", "3b", "4a", "4b", "5a", "5b"] {
-            testbed::pair_set(&sys.prefix, from, to, false, &limited)
-                .with_context(|| format!("set pair {from}>{to}"))?;
-        }
-    }
+    congestion::limit_branch1(&sys, &limited)?;
     let mut s = sys.api().get("/api/v1/settings")?;
     let obj = s
         .as_object_mut()
@@ -321,18 +289,7 @@ fn run_with(opts: &RunOptions, settings: &Settings, paths: &Path) -> anyhow::Res
         .context("switch adaptive path groups on")?;
     std::thread::sleep(Duration::from_secs(2));
 
-    let (h1, h2) = (sys.ns_host(1), sys.ns_host(2));
-    let server = Server::start(&h2, 5402, None)?;
-    let secs = settings.secs.to_string();
-    let client = {
-        let h1 = h1.clone();
-        std::thread::spawn(move || {
-            iperf::client(
-                &h1,
-                &["-c", "198.19.2.10", "-p", "5402", "-t", &secs, "-i", "1"],
-            )
-        })
-    };
+    let flow = congestion::Flow::start(&sys, 5402, settings.secs)?;
     let t0 = Instant::now();
     let mut samples = Vec::new();
     let total = Duration::from_secs(u64::from(settings.secs + settings.idle_secs));
@@ -347,13 +304,7 @@ fn run_with(opts: &RunOptions, settings: &Settings, paths: &Path) -> anyhow::Res
         }
         std::thread::sleep(POLL);
     }
-    let v = client
-        .join()
-        .map_err(|_| anyhow::anyhow!("iperf3 client thread panicked"))??;
-    server.wait(Duration::from_secs(3));
-    let mbps = iperf::interval_mbps(&v);
-    let goodput_mbps = iperf::tcp_received_mbps(&v).unwrap_or(0.0);
-    let retransmits = iperf::tcp_retransmits(&v);
+    let (mbps, goodput_mbps, retransmits) = flow.finish()?;
     let changes = std::fs::read_to_string(sys.ssc_log())
         .unwrap_or_default()
         .lines()

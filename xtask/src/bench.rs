@@ -40,7 +40,7 @@
 //! transit branches and ports). The flow count is always the one `swap::compile` gives.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
@@ -50,8 +50,9 @@ use controller::path_group::{MemberPath, PathGroup, PathGroupId, PathGroups, Tra
 use controller::sdc::StatsView;
 use controller::ui::client::Client;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
+use crate::stats::median_or_nan;
 use crate::{sh, testbed, topology};
 
 /// Bearer token of the benchmark's `ssc` (a throwaway instance on loopback).
@@ -127,7 +128,7 @@ pub fn controller(opts: &Options) -> anyhow::Result<BTreeMap<String, CaseResult>
         (1..=16).contains(&opts.mesh_groups),
         "--groups must be in 1..=16"
     );
-    let ssc = build_ssc(&opts.root)?;
+    let ssc = crate::mmsg::build_release(&opts.root, "controller", "ssc")?;
     let mut out = BTreeMap::new();
     if !opts.skip_paper {
         let inv_text = std::fs::read_to_string(opts.root.join("examples/inventory-paper.toml"))
@@ -315,45 +316,6 @@ pub fn mesh_groups(inv: &Inventory, per_pair: u8) -> anyhow::Result<PathGroups> 
     Ok(PathGroups::new(inv, groups)?)
 }
 
-/// Builds `ssc` in release (`cargo build --release -p controller --bin ssc`) and returns the
-/// binary's path, as cargo reports it.
-fn build_ssc(root: &Path) -> anyhow::Result<PathBuf> {
-    let out = crate::sh::cargo()
-        .current_dir(root)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "controller",
-            "--bin",
-            "ssc",
-            "--message-format=json-render-diagnostics",
-        ])
-        .stderr(Stdio::inherit())
-        .output()
-        .context("run cargo build -p controller")?;
-    ensure!(out.status.success(), "cargo build of ssc failed");
-    let text = String::from_utf8_lossy(&out.stdout);
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        let field = |k: &str| v.get(k);
-        let is_ssc = field("reason").and_then(Value::as_str) == Some("compiler-artifact")
-            && field("target")
-                .and_then(|t| t.get("name"))
-                .and_then(Value::as_str)
-                == Some("ssc");
-        if let Some(exe) = field("executable")
-            .and_then(Value::as_str)
-            .filter(|_| is_ssc)
-        {
-            return Ok(PathBuf::from(exe));
-        }
-    }
-    bail!("cargo did not report the ssc executable")
-}
-
 /// The testbed and `ssc` of one case; both go away in `Drop`, also on error or panic.
 struct Bed {
     prefix: String,
@@ -420,12 +382,6 @@ impl Bed {
 /// `GET /api/v1/stats`, typed.
 fn stats(api: &Client) -> anyhow::Result<StatsView> {
     serde_json::from_value(api.get("/api/v1/stats")?).context("stats from ssc")
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn wait_for<T>(
@@ -684,7 +640,7 @@ fn run_case(opts: &Options, ssc: &Path, case: &Case, prefix: &str) -> anyhow::Re
         total_runs.push(total_ms);
         last = Some(push);
     }
-    let push_ms = median(&push_runs);
+    let push_ms = median_or_nan(&push_runs);
     Ok(CaseResult {
         description: case.description.clone(),
         groups_from: case.groups_from.clone(),
@@ -699,8 +655,8 @@ fn run_case(opts: &Options, ssc: &Path, case: &Case, prefix: &str) -> anyhow::Re
         push_ms,
         flows_per_s: flows as f64 / (push_ms / 1e3),
         push_ms_runs: push_runs,
-        import_ms: median(&import_runs),
-        total_ms: median(&total_runs),
+        import_ms: median_or_nan(&import_runs),
+        total_ms: median_or_nan(&total_runs),
     })
 }
 

@@ -109,18 +109,7 @@ pub struct Timeline {
 impl Timeline {
     /// Mean sender rate over seconds [from, to).
     pub fn mean(&self, from: u32, to: u32) -> f64 {
-        let v: Vec<f64> = self
-            .mbps
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| (from as usize..to as usize).contains(i))
-            .map(|(_, x)| *x)
-            .collect();
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        }
+        crate::stats::mean_of_seconds(&self.mbps, from, to)
     }
 
     /// Seconds from the flood's start until group 1's published weight first fell below
@@ -169,19 +158,7 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
         settings.background_mbit < settings.rate_mbit,
         "the flood must be below the path rate (the emulator's background always gets its rate)"
     );
-    let mut e2e_opts = e2e::Options::new(&opts.root, &opts.prefix);
-    e2e_opts.xtask.clone_from(&opts.xtask);
-    e2e_opts.selection_policy = "wrr".to_owned();
-    e2e_opts.striping =
-        Some("[striping]\nprefixes = [\"198.19.2.10/32\"]\nthreshold_kbit = 1000\n".to_owned());
-    let started = crate::sh::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-        .map(|d| d.trim().to_owned())
-        .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(0.0);
-    let sys = System::up(&e2e_opts)?;
+    let (sys, started, load) = striped_system(opts, None)?;
     let path = |imp: &Impairment, from: &str, to: &str| {
         testbed::pair_set(&sys.prefix, from, to, false, imp)
             .with_context(|| format!("set pair {from}>{to}"))
@@ -195,11 +172,7 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
         background_mbit: Some(settings.background_mbit),
         ..plain.clone()
     };
-    for from in ["1a", "1b"] {
-        for to in ["2a", "2b", "3a", "3b", "4a", "4b", "5a", "5b"] {
-            path(&plain, from, to)?;
-        }
-    }
+    limit_branch1(&sys, &plain)?;
     // Group 1's first hops: `1a>3a>3b>2a` → (1a, 3a).
     let first_hops: Vec<(String, String)> = sys
         .routes
@@ -224,18 +197,7 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
     // Let the weights settle on the configured capacities before the transfer.
     std::thread::sleep(Duration::from_secs(2));
 
-    let (h1, h2) = (sys.ns_host(1), sys.ns_host(2));
-    let server = Server::start(&h2, 5401, None)?;
-    let secs = settings.secs.to_string();
-    let client = {
-        let h1 = h1.clone();
-        std::thread::spawn(move || {
-            iperf::client(
-                &h1,
-                &["-c", "198.19.2.10", "-p", "5401", "-t", &secs, "-i", "1"],
-            )
-        })
-    };
+    let flow = Flow::start(&sys, 5401, settings.secs)?;
     let t0 = Instant::now();
     let mut weights = Vec::new();
     let (mut flooding, mut flooded_once) = (false, false);
@@ -257,13 +219,7 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
         }
         std::thread::sleep(POLL);
     }
-    let v = client
-        .join()
-        .map_err(|_| anyhow::anyhow!("iperf3 client thread panicked"))??;
-    server.wait(Duration::from_secs(3));
-    let mbps = iperf::interval_mbps(&v);
-    let goodput_mbps = iperf::tcp_received_mbps(&v).unwrap_or(0.0);
-    let retransmits = iperf::tcp_retransmits(&v);
+    let (mbps, goodput_mbps, retransmits) = flow.finish()?;
     drop(sys);
     Ok(Timeline {
         settings: settings.clone(),
@@ -274,6 +230,72 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
         goodput_mbps,
         retransmits,
     })
+}
+
+/// The e2e system of the congestion and adaptive timelines: `wrr`, the flow to h2
+/// (198.19.2.10) striped above 1 Mbit/s, `paths` instead of Table II when given; returns it with
+/// the start time (UTC) and the 1-minute load then.
+pub(crate) fn striped_system(
+    opts: &RunOptions,
+    paths: Option<&Path>,
+) -> anyhow::Result<(System, String, f64)> {
+    let mut e2e_opts = e2e::Options::new(&opts.root, &opts.prefix);
+    e2e_opts.xtask.clone_from(&opts.xtask);
+    e2e_opts.selection_policy = "wrr".to_owned();
+    e2e_opts.paths = paths.map(Path::to_owned);
+    e2e_opts.striping = Some(crate::mmsg::stripe_host(H2, 1000));
+    let started = crate::sh::utc_now();
+    let load = crate::sh::load_1min();
+    Ok((System::up(&e2e_opts)?, started, load))
+}
+
+/// Limits every pair from branch 1's uplinks (1a, 1b) to the other branches' ports with `imp`.
+pub(crate) fn limit_branch1(sys: &System, imp: &Impairment) -> anyhow::Result<()> {
+    for from in ["1a", "1b"] {
+        for to in ["2a", "2b", "3a", "3b", "4a", "4b", "5a", "5b"] {
+            testbed::pair_set(&sys.prefix, from, to, false, imp)
+                .with_context(|| format!("set pair {from}>{to}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The striped host of branch 2.
+const H2: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 19, 2, 10);
+
+/// One iperf3 TCP flow h1 → h2 ([`H2`]) with 1-second intervals, running in a thread.
+pub(crate) struct Flow {
+    server: Server,
+    client: std::thread::JoinHandle<anyhow::Result<serde_json::Value>>,
+}
+
+impl Flow {
+    /// Starts the server in h2 on `port` and the client in h1 for `secs`.
+    pub(crate) fn start(sys: &System, port: u16, secs: u32) -> anyhow::Result<Flow> {
+        let server = Server::start(&sys.ns_host(2), port, None)?;
+        let (h1, port, secs) = (sys.ns_host(1), port.to_string(), secs.to_string());
+        let client = std::thread::spawn(move || {
+            iperf::client(
+                &h1,
+                &["-c", &H2.to_string(), "-p", &port, "-t", &secs, "-i", "1"],
+            )
+        });
+        Ok(Flow { server, client })
+    }
+
+    /// Waits for the end: sender Mbit/s per second, receiver goodput, sender retransmits.
+    pub(crate) fn finish(self) -> anyhow::Result<(Vec<f64>, f64, u64)> {
+        let v = self
+            .client
+            .join()
+            .map_err(|_| anyhow::anyhow!("iperf3 client thread panicked"))??;
+        self.server.wait(Duration::from_secs(3));
+        Ok((
+            iperf::interval_mbps(&v),
+            iperf::tcp_received_mbps(&v).unwrap_or(0.0),
+            iperf::tcp_retransmits(&v),
+        ))
+    }
 }
 
 /// One weights sample from `GET /api/v1/weights/1/2`.

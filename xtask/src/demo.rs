@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use crate::iperf;
+use crate::mmsg::{self, Profile};
 use crate::sh;
 use crate::testbed::{self, UpOptions};
 use crate::topology::{self, PortKind, ResolvedPort, Topology};
@@ -257,30 +258,6 @@ pub fn print_table(rows: &[Row]) {
     }
 }
 
-/// Builds the `mmsg` binary (release) and returns its path.
-pub fn build_mmsg(root: &Path) -> anyhow::Result<std::path::PathBuf> {
-    let status = crate::sh::cargo()
-        .args([
-            "build",
-            "--release",
-            "-q",
-            "-p",
-            "mmsg-dataplane",
-            "--bin",
-            "mmsg",
-        ])
-        .current_dir(root)
-        .status()
-        .context("run cargo build for mmsg")?;
-    if !status.success() {
-        bail!("building mmsg failed");
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    Ok(target.join("release").join("mmsg"))
-}
-
 /// One running `mmsg` (stopped by PID on drop).
 #[derive(Debug)]
 struct Gateway {
@@ -301,15 +278,6 @@ impl Drop for Gateway {
     }
 }
 
-fn mmsg_status(mmsg: &Path, control: &Path) -> Option<serde_json::Value> {
-    let out = std::process::Command::new(mmsg)
-        .args(["status", "--json", "--control"])
-        .arg(control)
-        .output()
-        .ok()?;
-    serde_json::from_slice(&out.stdout).ok()
-}
-
 /// `mmsg` running in the gateways of branches 1 and 2 (stopped by PID on drop).
 #[derive(Debug)]
 pub struct Tunnels {
@@ -320,23 +288,22 @@ pub struct Tunnels {
 
 /// Runs `mmsg` in the gateways of branches 1 and 2 with `examples/mmsg-branch{1,2}.toml` plus a
 /// `[tls]` table (a CA made for the run issues both gateways' certificates,
-/// [`crate::e2e::provision_tls`]: the tunnels are encrypted and mutually authenticated, as in
+/// [`mmsg::provision_tls`]: the tunnels are encrypted and mutually authenticated, as in
 /// production) and waits until every tunnel connection is up with its n × m subflows.
 pub fn start_tunnels(root: &Path, prefix: &str, topo: &Topology) -> anyhow::Result<Tunnels> {
-    let mmsg = build_mmsg(root)?;
+    let mmsg = mmsg::build_mmsg(root, Profile::Release)?;
     let dir = testbed::state_dir(prefix);
-    let tls = crate::e2e::provision_tls(&dir.join("tls"), &[1, 2])?;
+    let tls = mmsg::provision_tls(&dir.join("tls"), "MMS e2e CA", &[1, 2])?;
     let mut gws = Vec::new();
     for b in [1u8, 2] {
-        let example = root.join(format!("examples/mmsg-branch{b}.toml"));
-        let text = std::fs::read_to_string(&example)
-            .with_context(|| format!("read {}", example.display()))?;
+        let mut c = mmsg::example(root, b)?;
+        c.tls = tls.get(&b).cloned();
         let config = dir.join(format!("mmsg-gw{b}.toml"));
-        std::fs::write(
+        mmsg::write_config(
             &config,
-            format!("{text}\n{}", tls.get(&b).map_or("", String::as_str)),
-        )
-        .with_context(|| format!("write {}", config.display()))?;
+            &format!("examples/mmsg-branch{b}.toml with the run's [tls]"),
+            &c,
+        )?;
         let control = dir.join(format!("mmsg-gw{b}.sock"));
         let log = std::fs::File::create(dir.join(format!("mmsg-gw{b}.log")))?;
         let child = std::process::Command::new("ip")
@@ -365,7 +332,11 @@ pub fn start_tunnels(root: &Path, prefix: &str, topo: &Topology) -> anyhow::Resu
     loop {
         let all: Option<Vec<Vec<usize>>> = gws
             .iter()
-            .map(|g| mmsg_status(&mmsg, &g.control).and_then(|s| crate::e2e::subflows_when_up(&s)))
+            .map(|g| {
+                mmsg::status(&mmsg, &g.control)
+                    .ok()
+                    .and_then(|s| crate::e2e::subflows_when_up(&s))
+            })
             .collect();
         if let Some(all) = all {
             if all.iter().flatten().all(|&n| n == n_m) {

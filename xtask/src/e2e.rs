@@ -37,11 +37,19 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context};
 use controller::sdc::StatsView;
 use controller::ui::client::Client;
+use mpa::config::StripingConfig;
 use serde_json::Value;
 
+mod config;
+pub use config::{
+    expected_connections, expected_connections_with, member_routes, mmsg_config,
+    mmsg_controller_config, ovs_dir,
+};
+
+use crate::mmsg::{self, Profile};
 use crate::sh;
 use crate::testbed::{self, UpOptions};
-use crate::topology::{self, PortKind, Topology};
+use crate::topology::{self, Topology};
 
 /// Bearer token of the system's `ssc` (a throwaway instance on loopback).
 pub const TOKEN: &str = "e2e-token-0123456789abcdef0123";
@@ -73,11 +81,11 @@ pub struct Options {
     /// The path groups `ssc` imports (default `examples/paths-paper-table2.toml`). Controller mode
     /// only; groups must go from branch 1 to branch 2 (experiments use subsets of Table II).
     pub paths: Option<PathBuf>,
-    /// A `[striping]` table (TOML text) appended to every `mmsg` config (docs/mpa.md "Striping").
-    pub striping: Option<String>,
+    /// A `[striping]` table for every `mmsg` config (docs/mpa.md "Striping"; [`mmsg::striping`]).
+    pub striping: Option<StripingConfig>,
     /// `true` (default): every tunnel connection runs TLS 1.3 with mutual authentication
     /// (docs/security.md): a CA made for the run issues each gateway's certificate
-    /// ([`provision_tls`]) and every `mmsg` config gets a `[tls]` table. `false`: clear tunnels
+    /// ([`mmsg::provision_tls`]) and every `mmsg` config gets a `[tls]` table. `false`: clear tunnels
     /// (the paper's set-up; `mmsg` warns `TUNNEL IN CLEAR TEXT`).
     pub tls: bool,
 }
@@ -97,40 +105,6 @@ impl Options {
             tls: true,
         }
     }
-}
-
-/// Makes a CA for the run in `dir` and issues branch `b`'s gateway certificate for each of
-/// `branches` (serial = branch id); returns each branch's `[tls]` table. Keys are written 0600
-/// (`pki`), as `mmsg` requires.
-pub fn provision_tls(dir: &Path, branches: &[u8]) -> anyhow::Result<BTreeMap<u8, String>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    let ca = pki::ca::Ca::generate("MMS e2e CA").context("generate the run's CA")?;
-    let ca_file = dir.join("ca.pem");
-    ca.save(&ca_file, &dir.join("ca.key"))
-        .context("save the run's CA")?;
-    let mut out = BTreeMap::new();
-    for &b in branches {
-        let id = mpa::BranchId::new(b).with_context(|| format!("branch id {b}"))?;
-        let issued = ca
-            .issue_gateway(id, u64::from(b), pki::ca::DEFAULT_VALIDITY)
-            .with_context(|| format!("issue branch {b}'s certificate"))?;
-        let (cert, key) = (
-            dir.join(format!("gw{b}.pem")),
-            dir.join(format!("gw{b}.key")),
-        );
-        pki::ca::Ca::save_issued(&issued, &cert, &key)
-            .with_context(|| format!("save branch {b}'s certificate"))?;
-        out.insert(
-            b,
-            format!(
-                "[tls]\nmode = \"tls\"\nca_file = {:?}\ncert_file = {:?}\nkey_file = {:?}\n",
-                ca_file.display().to_string(),
-                cert.display().to_string(),
-                key.display().to_string()
-            ),
-        );
-    }
-    Ok(out)
 }
 
 /// One running `mmsg`.
@@ -171,224 +145,6 @@ pub struct System {
     stats_interval: String,
     gateways: Vec<Gateway>,
     testbed_up: bool,
-}
-
-/// Builds `bin` of `package` in release and returns the executable cargo reports.
-pub fn build_release(root: &Path, package: &str, bin: &str) -> anyhow::Result<PathBuf> {
-    let mut v = build_release_bins(root, &[(package, bin)])?;
-    v.pop().context("cargo reported no executable")
-}
-
-/// Builds every `(package, bin)` in release in **one** cargo run and returns the executables in
-/// the same order. One run unifies the dependencies' features once: building `mmsg` and `ssc`
-/// one after the other would rebuild the crates they share with different features (rustls,
-/// ring, ...) every time, minutes each.
-pub fn build_release_bins(root: &Path, bins: &[(&str, &str)]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut cmd = crate::sh::cargo();
-    cmd.current_dir(root).args(["build", "--release"]);
-    for (package, bin) in bins {
-        cmd.args(["-p", package, "--bin", bin]);
-    }
-    let out = cmd
-        .arg("--message-format=json-render-diagnostics")
-        .stderr(Stdio::inherit())
-        .output()
-        .context("run cargo build --release")?;
-    ensure!(out.status.success(), "cargo build of {bins:?} failed");
-    let mut found: BTreeMap<String, PathBuf> = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        if v.get("reason").and_then(Value::as_str) != Some("compiler-artifact") {
-            continue;
-        }
-        let name = v
-            .get("target")
-            .and_then(|t| t.get("name"))
-            .and_then(Value::as_str);
-        if let (Some(name), Some(exe)) = (name, v.get("executable").and_then(Value::as_str)) {
-            found.insert(name.to_owned(), PathBuf::from(exe));
-        }
-    }
-    bins.iter()
-        .map(|(_, bin)| {
-            found
-                .get(*bin)
-                .cloned()
-                .with_context(|| format!("cargo did not report the {bin} executable"))
-        })
-        .collect()
-}
-
-/// The OVS directory of gateway `b` (run dir, database socket, management sockets).
-pub fn ovs_dir(prefix: &str, b: u8) -> PathBuf {
-    crate::ovs::dir(&testbed::state_dir(prefix), b)
-}
-
-/// Whether branches `a` and `b` use Table II's groups 1..4 (branches 1 and 2) or group 0.
-fn table2_pair(a: u8, b: u8) -> bool {
-    matches!((a, b), (1, 2) | (2, 1))
-}
-
-/// The static `mmsg` config of branch `b` in testbed `prefix` ([`Options::static_configs`]): the
-/// four other branches as remotes with both WAN addresses and their LAN prefix, path groups 1..4
-/// between branches 1 and 2 (both directions, Table II), group 0 elsewhere, and `[ovs]`.
-pub fn mmsg_config(
-    topo: &Topology,
-    prefix: &str,
-    b: u8,
-    selection_policy: &str,
-) -> anyhow::Result<String> {
-    let mut t = config_head(topo, prefix, b, selection_policy)?;
-    for r in topo.branches.iter().map(|x| x.id).filter(|&r| r != b) {
-        let addrs: Vec<String> = internet_ports(topo, r)
-            .iter()
-            .map(|p| format!("\"{}\"", p.addr))
-            .collect();
-        writeln!(
-            t,
-            "[[remote]]\nid = {r}\nwan_addresses = [{}]\nlan_prefixes = [\"198.19.{r}.0/24\"]",
-            addrs.join(", ")
-        )?;
-        if table2_pair(b, r) {
-            writeln!(
-                t,
-                "path_groups = [{{ id = 1 }}, {{ id = 2 }}, {{ id = 3 }}, {{ id = 4 }}]"
-            )?;
-        }
-        writeln!(t)?;
-    }
-    config_ovs(&mut t, prefix, b)?;
-    Ok(t)
-}
-
-/// The `mmsg` config of branch `b` in controller mode (the default): its own `branch_id`,
-/// `lan_prefixes`, `[[wan]]`, `[ovs]` and `[controller]` (the gateway channel of `ssc` on the
-/// unix socket `gw_socket`, the cache at `cache`), and no `[[remote]]`: remotes, path groups and
-/// weights come from `ssc` (docs/gwchan.md §3).
-pub fn mmsg_controller_config(
-    topo: &Topology,
-    prefix: &str,
-    b: u8,
-    selection_policy: &str,
-    gw_socket: &Path,
-    cache: &Path,
-) -> anyhow::Result<String> {
-    let mut t = config_head(topo, prefix, b, selection_policy)?;
-    config_ovs(&mut t, prefix, b)?;
-    writeln!(
-        t,
-        "\n[controller]\naddress = \"unix:{}\"\ncache = {:?}",
-        gw_socket.display(),
-        cache.display().to_string()
-    )?;
-    Ok(t)
-}
-
-fn internet_ports(topo: &Topology, b: u8) -> Vec<topology::ResolvedPort> {
-    topo.ports()
-        .into_iter()
-        .filter(|p| p.id.branch == b && p.kind == PortKind::Internet)
-        .collect()
-}
-
-/// `branch_id`, `lan_prefixes`, `selection_policy` and the `[[wan]]` ports.
-fn config_head(
-    topo: &Topology,
-    prefix: &str,
-    b: u8,
-    selection_policy: &str,
-) -> anyhow::Result<String> {
-    let mut t = String::new();
-    writeln!(
-        t,
-        "# Generated by xtask::e2e for branch {b} of testbed {prefix}.\n\
-         branch_id = {b}\nlan_prefixes = [\"198.19.{b}.0/24\"]\nselection_policy = \"{selection_policy}\"\n"
-    )?;
-    for p in internet_ports(topo, b) {
-        writeln!(
-            t,
-            "[[wan]]\nname = \"{}\"\naddress = \"{}/{}\"\ngateway = \"{}\"\n",
-            p.gw_if, p.addr, p.prefix_len, p.next_hop
-        )?;
-    }
-    Ok(t)
-}
-
-/// `[ovs]`: the gateway's database and its `ssc` OpenFlow socket.
-fn config_ovs(t: &mut String, prefix: &str, b: u8) -> anyhow::Result<()> {
-    let d = ovs_dir(prefix, b);
-    writeln!(
-        t,
-        "[ovs]\nbridge = \"br0\"\ndb = \"unix:{}\"\ncontroller = \"unix:{}\"",
-        d.join("db.sock").display(),
-        d.join("ssc.sock").display()
-    )?;
-    Ok(())
-}
-
-/// How many tunnel connections (outbound + inbound) gateway `b` lists once everything is up:
-/// one per (remote, group, class) in each direction. Static configs: every pair of branches,
-/// groups 1..4 between 1 and 2, group 0 elsewhere (28 at branches 1 and 2, 16 elsewhere).
-/// Controller: only the pairs with a path group in `examples/paths-paper-table2.toml` (1 ⇄ 2,
-/// 16 each); branches 3..5 have no remotes (pure transit, 0).
-pub fn expected_connections(static_configs: bool, b: u8) -> usize {
-    expected_connections_with(static_configs, b, 4)
-}
-
-/// [`expected_connections`] when the paths file defines `groups_1_2` groups from branch 1 to 2.
-pub fn expected_connections_with(static_configs: bool, b: u8, groups_1_2: usize) -> usize {
-    let groups = |r: u8| if table2_pair(b, r) { groups_1_2 } else { 1 };
-    let one_way: usize = BRANCHES
-        .iter()
-        .filter(|&&r| r != b)
-        .filter(|&&r| static_configs || table2_pair(b, r))
-        .map(|&r| groups(r) * 2)
-        .sum();
-    2 * one_way
-}
-
-/// Member routes of a paths file: (group, member 1..) → `1a>2a`.
-pub fn member_routes(paths_toml: &str) -> anyhow::Result<BTreeMap<(u8, u8), String>> {
-    let v: toml::Value = toml::from_str(paths_toml).context("parse the paths file")?;
-    let mut out = BTreeMap::new();
-    for g in v
-        .get("groups")
-        .and_then(toml::Value::as_array)
-        .context("no [[groups]]")?
-    {
-        let id = g
-            .get("id")
-            .and_then(toml::Value::as_integer)
-            .and_then(|i| u8::try_from(i).ok())
-            .context("group without id")?;
-        let members = g
-            .get("members")
-            .and_then(toml::Value::as_array)
-            .context("group without members")?;
-        for (s, m) in members.iter().enumerate() {
-            let s = u8::try_from(s + 1).context("too many members")?;
-            out.insert((id, s), m.as_str().unwrap_or("?").to_owned());
-        }
-    }
-    Ok(out)
-}
-
-/// `mmsg status --json` of the daemon behind `control`.
-fn status_of(mmsg: &Path, control: &Path) -> anyhow::Result<Value> {
-    let out = Command::new(mmsg)
-        .args(["status", "--json", "--control"])
-        .arg(control)
-        .output()
-        .context("run mmsg status")?;
-    ensure!(
-        out.status.success(),
-        "mmsg status --control {}: {}",
-        control.display(),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    serde_json::from_slice(&out.stdout).context("parse mmsg status --json")
 }
 
 /// Whether one `mmsg status` shows gateway `b` fully up ([`System::wait_tunnels_up`]); else why not.
@@ -523,9 +279,12 @@ impl System {
             .with_context(|| format!("create {}", log_dir.display()))?;
 
         // Build first: a build failure then leaves nothing to clean up.
-        let mut bins =
-            build_release_bins(root, &[("mmsg-dataplane", "mmsg"), ("controller", "ssc")])?
-                .into_iter();
+        let mut bins = mmsg::build(
+            root,
+            Profile::Release,
+            &[("mmsg-dataplane", "mmsg"), ("controller", "ssc")],
+        )?
+        .into_iter();
         let (Some(mmsg), Some(ssc)) = (bins.next(), bins.next()) else {
             bail!("cargo reported fewer executables than asked for");
         };
@@ -601,13 +360,13 @@ impl System {
         );
 
         let tls = if opts.tls {
-            provision_tls(&log_dir.join("tls"), &BRANCHES)?
+            mmsg::provision_tls(&log_dir.join("tls"), "MMS e2e CA", &BRANCHES)?
         } else {
             BTreeMap::new()
         };
         for b in BRANCHES {
             let cfg = sys.mmsg_config_path(b);
-            let text = if opts.static_configs {
+            let mut config = if opts.static_configs {
                 mmsg_config(&topo, &opts.prefix, b, &opts.selection_policy)?
             } else {
                 let cache = log_dir.join(format!("mmsg-gw{b}-cache.json"));
@@ -621,15 +380,16 @@ impl System {
                     &cache,
                 )?
             };
-            let text = match &opts.striping {
-                Some(st) => format!("{text}\n{st}\n"),
-                None => text,
-            };
-            let text = match tls.get(&b) {
-                Some(t) => format!("{text}\n{t}"),
-                None => text,
-            };
-            std::fs::write(&cfg, text)?;
+            config.striping.clone_from(&opts.striping);
+            config.tls = tls.get(&b).cloned();
+            mmsg::write_config(
+                &cfg,
+                &format!(
+                    "Generated by xtask::e2e for branch {b} of testbed {}.",
+                    opts.prefix
+                ),
+                &config,
+            )?;
             let g = sys.spawn_mmsg(b, false)?;
             sys.gateways.push(g);
         }
@@ -758,7 +518,7 @@ impl System {
                         tail.join("\n")
                     );
                 }
-                match status_of(&self.mmsg, &g.control) {
+                match mmsg::status(&self.mmsg, &g.control) {
                     Ok(s) => {
                         if let Err(why) =
                             tunnels_ready(&s, self.static_configs, g.branch, self.groups_1_2)
@@ -819,7 +579,7 @@ impl System {
             .iter()
             .find(|g| g.branch == b)
             .with_context(|| format!("no mmsg for branch {b}"))?;
-        status_of(&self.mmsg, &g.control)
+        mmsg::status(&self.mmsg, &g.control)
     }
 
     /// The REST client of `ssc`.
@@ -992,77 +752,5 @@ impl Drop for System {
                 eprintln!("e2e: testbed down {}: {e:#}", self.prefix);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn root() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-    }
-
-    #[test]
-    fn configs_validate() {
-        let topo = topology::parse(
-            &std::fs::read_to_string(root().join("examples/testbed-paper.toml")).unwrap(),
-        )
-        .unwrap();
-        for b in BRANCHES {
-            let text = mmsg_config(&topo, "t1", b, "rr").unwrap();
-            let c = mpa::config::Config::parse(&text)
-                .unwrap_or_else(|e| panic!("branch {b}: {e}\n{text}"));
-            assert_eq!(c.remote.len(), 4);
-            for r in &c.remote {
-                let groups: Vec<u8> = r.path_groups.iter().map(|g| g.id).collect();
-                let want = if table2_pair(b, r.id) {
-                    vec![1, 2, 3, 4]
-                } else {
-                    vec![0]
-                };
-                assert_eq!(groups, want, "branch {b} -> {}", r.id);
-                assert_eq!(r.wan_addresses.len(), 2);
-            }
-            let o = c.ovs.unwrap();
-            assert_eq!(o.db, format!("unix:/run/mms-testbed/t1/ovs/gw{b}/db.sock"));
-            assert!(o.controller.ends_with(&format!("/ovs/gw{b}/ssc.sock")));
-        }
-    }
-
-    #[test]
-    fn controller_configs_validate() {
-        let topo = topology::parse(
-            &std::fs::read_to_string(root().join("examples/testbed-paper.toml")).unwrap(),
-        )
-        .unwrap();
-        let sock = Path::new("/tmp/mms-e2e-t1/ssc-gw.sock");
-        for b in BRANCHES {
-            let cache = PathBuf::from(format!("/tmp/mms-e2e-t1/mmsg-gw{b}-cache.json"));
-            let text = mmsg_controller_config(&topo, "t1", b, "rr", sock, &cache).unwrap();
-            let c = mpa::config::Config::parse(&text)
-                .unwrap_or_else(|e| panic!("branch {b}: {e}\n{text}"));
-            assert!(c.remote.is_empty());
-            assert_eq!(c.wan.len(), 2);
-            let ctl = c.controller.unwrap();
-            assert_eq!(ctl.address, "unix:/tmp/mms-e2e-t1/ssc-gw.sock");
-            assert_eq!(ctl.cache, cache);
-            assert!(c.ovs.is_some());
-        }
-        assert_eq!(expected_connections(true, 1), 28);
-        assert_eq!(expected_connections(true, 3), 16);
-        assert_eq!(expected_connections(false, 2), 16);
-        assert_eq!(expected_connections(false, 4), 0);
-    }
-
-    #[test]
-    fn routes_of_table2() {
-        let r = member_routes(
-            &std::fs::read_to_string(root().join("examples/paths-paper-table2.toml")).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(r.len(), 16);
-        assert_eq!(r[&(1, 1)], "1a>2a");
-        assert_eq!(r[&(3, 2)], "1a>3a>3b>2a");
     }
 }

@@ -31,8 +31,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
+use mpa::config::Config;
+
 use crate::iperf;
+use crate::mmsg::{self, Profile};
 use crate::sh;
+use crate::stats::median;
 use crate::testbed::{self, UpOptions};
 use crate::topology::{self, Impairment};
 
@@ -120,22 +124,6 @@ pub fn delay_for(d_min: f64, mdi: f64) -> Option<f64> {
         return None;
     }
     Some(d_min * (0.5 + mdi) / (0.5 - mdi))
-}
-
-/// Median (mean of the middle two for an even count); `None` when empty.
-pub fn median(v: &[f64]) -> Option<f64> {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if s.is_empty() {
-        return None;
-    }
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    let hi = s.get(n / 2).copied()?;
-    if n % 2 == 1 {
-        return Some(hi);
-    }
-    let lo = s.get(n / 2 - 1).copied()?;
-    Some((lo + hi) / 2.0)
 }
 
 /// One run.
@@ -238,14 +226,15 @@ pub fn pin_ruleset() -> anyhow::Result<String> {
 
 /// The gateway config: `examples/mmsg-branch{b}.toml` (two groups, weights 1:1) plus, with
 /// `stripe`, a `[striping]` table for Type II flows.
-pub fn gateway_config(base: &str, stripe: bool, threshold_kbit: u32) -> String {
-    let mut text = base.to_owned();
+pub fn gateway_config(mut base: Config, stripe: bool, threshold_kbit: u32) -> Config {
     if stripe {
-        text.push_str(&format!(
-            "\n[striping]\nclasses = [\"type2\"]\nthreshold_kbit = {threshold_kbit}\n"
+        base.striping = Some(mmsg::striping(
+            vec![mms_types::Class::TypeII],
+            Vec::new(),
+            u64::from(threshold_kbit),
         ));
     }
-    text
+    base
 }
 
 /// One running `mmsg` in a gateway namespace (stopped by PID on drop).
@@ -302,12 +291,7 @@ impl Bed {
     }
 
     fn status(&self, gw: &Gateway) -> Option<serde_json::Value> {
-        let out = Command::new(&self.mmsg)
-            .args(["status", "--json", "--control"])
-            .arg(&gw.control)
-            .output()
-            .ok()?;
-        serde_json::from_slice(&out.stdout).ok()
+        mmsg::status(&self.mmsg, &gw.control).ok()
     }
 
     /// Waits until both gateways have all connections up, each with exactly one established
@@ -418,22 +402,6 @@ impl Bed {
     }
 }
 
-/// Builds the debug `mmsg` (the tunnel runs at 20 Mbit/s here, well within a debug build).
-fn build_mmsg(root: &Path) -> anyhow::Result<PathBuf> {
-    let status = crate::sh::cargo()
-        .args(["build", "-q", "-p", "mmsg-dataplane", "--bin", "mmsg"])
-        .current_dir(root)
-        .status()
-        .context("run cargo build for mmsg")?;
-    if !status.success() {
-        bail!("building mmsg failed");
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    Ok(target.join("debug").join("mmsg"))
-}
-
 /// Runs the experiment: testbed up, the three phases, testbed down (always).
 pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Report> {
     anyhow::ensure!(settings.secs >= 2, "need at least 2 s per run");
@@ -447,7 +415,8 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Report> {
         .collect::<anyhow::Result<_>>()?;
     let mmsg = match &opts.mmsg {
         Some(p) => p.clone(),
-        None => build_mmsg(&opts.root)?,
+        // The debug build: the tunnel runs at 20 Mbit/s here, well within it.
+        None => mmsg::build_mmsg(&opts.root, Profile::Debug)?,
     };
     println!(
         "MDI experiment: {} points × {} rep(s) × (with, without resequencer) + single path, {} s each; expected ~{} s",
@@ -456,13 +425,8 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Report> {
         settings.secs,
         settings.expected_s()
     );
-    let started = sh::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-        .map(|d| d.trim().to_owned())
-        .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(0.0);
+    let started = crate::sh::utc_now();
+    let load = crate::sh::load_1min();
     let t0 = Instant::now();
     let topo = topology::parse(TOPOLOGY)?;
     testbed::up(
@@ -496,14 +460,17 @@ fn phases(
     sh::nft(&testbed::ns_inet(&opts.prefix), &pin_ruleset()?)?;
     let mut configs = BTreeMap::new();
     for b in [1u8, 2] {
-        let base = std::fs::read_to_string(opts.root.join(format!("examples/mmsg-branch{b}.toml")))
-            .context("read the example gateway config")?;
+        let base = mmsg::example(&opts.root, b)?;
         for stripe in [false, true] {
             let p = dir.join(format!(
                 "mdi-gw{b}-{}.toml",
                 if stripe { "striped" } else { "plain" }
             ));
-            std::fs::write(&p, gateway_config(&base, stripe, settings.threshold_kbit))?;
+            mmsg::write_config(
+                &p,
+                &format!("examples/mmsg-branch{b}.toml, striped: {stripe}"),
+                &gateway_config(base.clone(), stripe, settings.threshold_kbit),
+            )?;
             configs.insert((b, stripe), p);
         }
     }
@@ -837,12 +804,7 @@ mod tests {
     }
 
     #[test]
-    fn median_odd_even_empty() {
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[3.0]), Some(3.0));
-        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
-        assert_eq!(median(&[f64::NAN, 2.0]), Some(2.0));
+    fn median_run_is_the_middle() {
         let runs: Vec<Run> = [9.0, 1.0, 5.0]
             .iter()
             .map(|m| Run {
@@ -946,12 +908,13 @@ mod tests {
     fn settings_and_configs() {
         let s = Settings::default();
         assert_eq!(s.expected_s(), 21 * 19 + 50);
-        let c = gateway_config("branch_id = 1\n", true, 1000);
-        assert!(c.contains("[striping]\nclasses = [\"type2\"]\nthreshold_kbit = 1000\n"));
-        assert_eq!(
-            gateway_config("branch_id = 1\n", false, 1000),
-            "branch_id = 1\n"
-        );
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let base = mmsg::example(&root, 1).unwrap();
+        let c = gateway_config(base.clone(), true, 1000);
+        let mut text = std::fs::read_to_string(root.join("examples/mmsg-branch1.toml")).unwrap();
+        text.push_str("\n[striping]\nclasses = [\"type2\"]\nthreshold_kbit = 1000\n");
+        assert_eq!(Config::parse(&text).unwrap(), c);
+        assert_eq!(gateway_config(base.clone(), false, 1000), base);
         assert!(topology::parse(TOPOLOGY).is_ok());
     }
 }

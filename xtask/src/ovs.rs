@@ -40,19 +40,27 @@ fn read_pid(path: &Path) -> anyhow::Result<u32> {
     }
 }
 
+/// The gateway namespace of branch `b` and the `OVS_*DIR` variables that point the OVS tools at
+/// the instance directory `ds`.
+fn ns_env(prefix: &str, b: u8, ds: &str) -> (String, [String; 4]) {
+    (
+        crate::testbed::ns_gw(prefix, b),
+        [
+            format!("OVS_RUNDIR={ds}"),
+            format!("OVS_DBDIR={ds}"),
+            format!("OVS_LOGDIR={ds}"),
+            format!("OVS_SYSCONFDIR={ds}"),
+        ],
+    )
+}
+
 /// Starts ovs-vswitchd of branch `b` (its ovsdb-server must run) in the gateway namespace, with
 /// the instance's run/db/log directory, pidfile and log file, detached; returns its PID. Also
 /// used to restart a stopped switch (the database, and so the bridges, stay).
 pub fn start_vswitchd(prefix: &str, b: u8, state_dir: &Path) -> anyhow::Result<u32> {
     let d = dir(state_dir, b);
     let ds = d.display().to_string();
-    let ns = crate::testbed::ns_gw(prefix, b);
-    let env = [
-        format!("OVS_RUNDIR={ds}"),
-        format!("OVS_DBDIR={ds}"),
-        format!("OVS_LOGDIR={ds}"),
-        format!("OVS_SYSCONFDIR={ds}"),
-    ];
+    let (ns, env) = ns_env(prefix, b, &ds);
     let sock = format!("unix:{ds}/db.sock");
     let pid_vs = format!("--pidfile={ds}/ovs-vswitchd.pid");
     let log_vs = format!("--log-file={ds}/ovs-vswitchd.log");
@@ -81,13 +89,7 @@ pub fn start(prefix: &str, b: u8, state_dir: &Path) -> anyhow::Result<(u32, u32)
     let ds = d.display().to_string();
     let db = format!("{ds}/conf.db");
     sh::run("ovsdb-tool", &["create", &db, SCHEMA])?;
-    let ns = crate::testbed::ns_gw(prefix, b);
-    let env = [
-        format!("OVS_RUNDIR={ds}"),
-        format!("OVS_DBDIR={ds}"),
-        format!("OVS_LOGDIR={ds}"),
-        format!("OVS_SYSCONFDIR={ds}"),
-    ];
+    let (ns, env) = ns_env(prefix, b, &ds);
     let mut args: Vec<&str> = vec!["netns", "exec", &ns, "env"];
     args.extend(env.iter().map(String::as_str));
     let remote = format!("--remote=punix:{ds}/db.sock");

@@ -5,6 +5,21 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context};
 
+/// Now in UTC, RFC 3339 to the second (`date -u`), empty if `date` fails: when a run started.
+pub fn utc_now() -> String {
+    run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .map(|d| d.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// The machine's 1-minute load average (`/proc/loadavg`), 0 if unreadable.
+pub fn load_1min() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(0.0)
+}
+
 /// Runs `prog args...`, returns stdout; a non-zero exit is an error carrying stderr.
 pub fn run(prog: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new(prog)

@@ -161,32 +161,7 @@ pub fn e2e_mptcp(prefix: &str, rates: &[[f64; 4]], secs: u32) -> anyhow::Result<
 fn e2e_mptcp_on(prefix: &str, rates: &[[f64; 4]], secs: u32) -> anyhow::Result<Vec<Option<f64>>> {
     let t = secs.to_string();
     let (gw1, gw2) = (testbed::ns_gw(prefix, 1), testbed::ns_gw(prefix, 2));
-    for ns in [&gw1, &gw2] {
-        sh::ns(ns, "sysctl", &["-qw", "net.mptcp.enabled=1"])?;
-        // Kernels >= 6.15 name the path manager; older ones use pm_type (0 = in-kernel).
-        if sh::ns(ns, "sysctl", &["-qw", "net.mptcp.path_manager=kernel"]).is_err() {
-            sh::ns(ns, "sysctl", &["-qw", "net.mptcp.pm_type=0"])?;
-        }
-        sh::ip_batch(
-            ns,
-            &["mptcp limits set subflow 8 add_addr_accepted 8".to_owned()],
-        )?;
-    }
-    sh::ip_batch(
-        &gw1,
-        &[
-            "mptcp endpoint flush".to_owned(),
-            "mptcp endpoint add 198.18.10.2 dev wan0 subflow fullmesh".to_owned(),
-            "mptcp endpoint add 198.18.11.2 dev wan1 subflow fullmesh".to_owned(),
-        ],
-    )?;
-    sh::ip_batch(
-        &gw2,
-        &[
-            "mptcp endpoint flush".to_owned(),
-            "mptcp endpoint add 198.18.21.2 dev wan1 signal".to_owned(),
-        ],
-    )?;
+    crate::bench_tunnel::kernel_pm(prefix)?;
     let mut out = Vec::new();
     for r in rates {
         set_case(prefix, r)?;

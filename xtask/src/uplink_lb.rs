@@ -19,14 +19,18 @@
 //! `mmsg` only programs the kernel here (the data path is the kernel's forwarding and NAT), so
 //! its debug build is used. Results: `results/uplink-lb.{json,md}` and `results/uplink-lb.svg`.
 use std::fmt::Write as _;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context};
+use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use crate::sh;
+use mpa::config::{Config, UplinkPolicy};
+
+use crate::mmsg::{self, Profile};
+use crate::{sh, stats};
 
 /// The web server's address (on `lo` of the internet namespace).
 const SERVER: &str = "198.18.99.1";
@@ -369,66 +373,31 @@ fn one_run(
     })
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let at = |i: usize| v.get(i).copied().unwrap_or(f64::NAN);
-    if n % 2 == 1 {
-        at(n / 2)
-    } else if n == 0 {
-        f64::NAN
-    } else {
-        (at(n / 2 - 1) + at(n / 2)) / 2.0
-    }
-}
-
-fn mmsg_bin(root: &Path) -> anyhow::Result<PathBuf> {
-    let st = crate::sh::cargo()
-        .current_dir(root)
-        .args(["build", "-p", "mmsg-dataplane", "--bin", "mmsg"])
-        .status()
-        .context("cargo build mmsg")?;
-    ensure!(st.success(), "cargo build of mmsg failed");
-    let dir =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    Ok(dir.join("debug/mmsg"))
-}
-
-fn mmsg_config(dir: &Path, policy: &str, rates: &[u32]) -> anyhow::Result<PathBuf> {
-    let mut s = String::from("branch_id = 1\nlan_prefixes = [\"198.19.1.0/24\"]\n");
+/// The gateway config of one `policy` (`single`, `rr`, `mbw`, `wrr`): one `[[wan]]` per uplink
+/// (`wan<k>`, `198.18.1<k>.2/24`) and `[internet]` with the uplinks' capacities.
+pub fn mmsg_config(policy: &str, rates: &[u32]) -> anyhow::Result<Config> {
+    let mut wan = Vec::new();
     for k in 0..rates.len() {
-        let _ = writeln!(
-            s,
-            "[[wan]]\nname = \"wan{k}\"\naddress = \"198.18.1{k}.2/24\"\ngateway = \"198.18.1{k}.1\""
-        );
+        let net = u8::try_from(10 + k).context("too many uplinks")?;
+        wan.push(mmsg::wan_port(
+            &format!("wan{k}"),
+            Ipv4Addr::new(198, 18, net, 2),
+            24,
+            Ipv4Addr::new(198, 18, net, 1),
+        ));
     }
-    let caps = rates
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
-    let _ = writeln!(
-        s,
-        "[internet]\npolicy = \"{policy}\"\ncapacity_mbit = [{caps}]\nmeasure_interval_ms = 500"
-    );
-    let p = dir.join(format!("mmsg-{policy}.toml"));
-    std::fs::write(&p, s)?;
-    Ok(p)
+    let mut c = mmsg::config(1, wan)?;
+    c.internet.policy = UplinkPolicy::deserialize(serde_json::Value::from(policy))
+        .with_context(|| format!("uplink policy {policy:?}"))?;
+    c.internet.capacity_mbit = Some(rates.to_vec());
+    c.internet.measure_interval_ms = 500;
+    Ok(c)
 }
 
 fn wait_status(bin: &Path, control: &Path) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {
-        if let Ok(out) = sh::run(
-            &bin.display().to_string(),
-            &[
-                "status",
-                "--json",
-                "--control",
-                &control.display().to_string(),
-            ],
-        ) {
-            let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        if let Ok(v) = mmsg::status(bin, control) {
             if v.get("internet").is_some_and(|i| !i.is_null()) {
                 return Ok(());
             }
@@ -462,32 +431,21 @@ fn scenario(opts: &Options, bin: &Path, rates: &[u32], dir: &Path) -> anyhow::Re
     )?;
     // MPTCP on both ends for the mptcp mode: the server accepts extra subflows, the client
     // opens one from each uplink address.
-    sh::ns(
-        &topo.i,
-        "ip",
-        &[
-            "mptcp",
-            "limits",
-            "set",
-            "subflow",
-            "8",
-            "add_addr_accepted",
-            "8",
-        ],
-    )?;
-    sh::ns(
-        &topo.g,
-        "ip",
-        &[
-            "mptcp",
-            "limits",
-            "set",
-            "subflow",
-            "8",
-            "add_addr_accepted",
-            "8",
-        ],
-    )?;
+    for ns in [&topo.i, &topo.g] {
+        sh::ns(
+            ns,
+            "ip",
+            &[
+                "mptcp",
+                "limits",
+                "set",
+                "subflow",
+                "8",
+                "add_addr_accepted",
+                "8",
+            ],
+        )?;
+    }
     for k in 0..rates.len() {
         sh::ns(
             &topo.g,
@@ -527,7 +485,12 @@ fn scenario(opts: &Options, bin: &Path, rates: &[u32], dir: &Path) -> anyhow::Re
         let mmsg = if mode == "mptcp" {
             None
         } else {
-            let config = mmsg_config(dir, mode, rates)?;
+            let config = dir.join(format!("mmsg-{mode}.toml"));
+            mmsg::write_config(
+                &config,
+                &format!("xtask uplink-lb: policy {mode}"),
+                &mmsg_config(mode, rates)?,
+            )?;
             let control = dir.join(format!("{mode}.sock"));
             let p = spawn_logged(
                 &topo.g,
@@ -557,10 +520,10 @@ fn scenario(opts: &Options, bin: &Path, rates: &[u32], dir: &Path) -> anyhow::Re
             runs.push(r);
         }
         drop(mmsg);
-        let mut t: Vec<f64> = runs.iter().map(|r| r.total_s).collect();
+        let t: Vec<f64> = runs.iter().map(|r| r.total_s).collect();
         modes.push(ModeResult {
             mode: mode.to_owned(),
-            median_s: median(&mut t),
+            median_s: stats::median_or_nan(&t),
             runs,
         });
     }
@@ -573,7 +536,7 @@ fn scenario(opts: &Options, bin: &Path, rates: &[u32], dir: &Path) -> anyhow::Re
 /// Runs both scenarios and writes the results.
 pub fn run(opts: &Options) -> anyhow::Result<Report> {
     crate::deps::ensure()?;
-    let bin = mmsg_bin(&opts.root)?;
+    let bin = mmsg::build_mmsg(&opts.root, Profile::Debug)?;
     let dir = std::env::temp_dir().join(format!("{}-uplink-lb", opts.prefix));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
@@ -818,8 +781,20 @@ mod tests {
     }
 
     #[test]
+    fn config_is_the_text_it_replaced() {
+        let text = "branch_id = 1\nlan_prefixes = [\"198.19.1.0/24\"]\n\
+            [[wan]]\nname = \"wan0\"\naddress = \"198.18.10.2/24\"\ngateway = \"198.18.10.1\"\n\
+            [[wan]]\nname = \"wan1\"\naddress = \"198.18.11.2/24\"\ngateway = \"198.18.11.1\"\n\
+            [internet]\npolicy = \"wrr\"\ncapacity_mbit = [10, 5]\nmeasure_interval_ms = 500\n";
+        assert_eq!(
+            Config::parse(text).unwrap(),
+            mmsg_config("wrr", &[10, 5]).unwrap()
+        );
+    }
+
+    #[test]
     fn median_of_even_and_odd() {
-        assert!((median(&mut [3.0, 1.0, 2.0]) - 2.0).abs() < 1e-9);
-        assert!((median(&mut [4.0, 1.0, 2.0, 3.0]) - 2.5).abs() < 1e-9);
+        assert!((stats::median_or_nan(&[3.0, 1.0, 2.0]) - 2.0).abs() < 1e-9);
+        assert!((stats::median_or_nan(&[4.0, 1.0, 2.0, 3.0]) - 2.5).abs() < 1e-9);
     }
 }

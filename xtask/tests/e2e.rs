@@ -14,22 +14,15 @@
     clippy::indexing_slicing
 )]
 
+mod common;
+
+use common::ns_run;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use xtask::e2e::{self, System};
 use xtask::iperf::{self, Server};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn ns_run(ns: &str, cmd: &[&str]) -> String {
-    let (prog, args) = cmd.split_first().expect("a command");
-    xtask::sh::ns(ns, prog, args).unwrap_or_else(|e| panic!("{ns}: {e:#}"))
-}
 
 /// Packets of the transit entries of gateway `b` (cookies whose SDC description says `transit`),
 /// counted from `ovs-ofctl dump-flows` on the switch itself.
@@ -65,29 +58,17 @@ fn diff(a: &BTreeMap<(u8, u8), u64>, b: &BTreeMap<(u8, u8), u64>) -> BTreeMap<(u
 
 #[test]
 fn paper_system_end_to_end() {
-    for tool in [
+    common::require_tools(&[
         "ip",
         "iperf3",
         "ping",
         "ovs-vswitchd",
         "ovs-vsctl",
         "ovs-ofctl",
-    ] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .unwrap()
-            .status
-            .success();
-        assert!(
-            found,
-            "{tool} is missing: this test needs iproute2, iperf3 and Open vSwitch 3.1"
-        );
-    }
+    ]);
     let t0 = Instant::now();
     let prefix = format!("e{}", std::process::id() % 10_000_000);
-    let mut opts = e2e::Options::new(&root(), &prefix);
-    opts.xtask = Some(PathBuf::from(env!("CARGO_BIN_EXE_xtask")));
+    let opts = common::e2e_options(&prefix);
     let sys = System::up(&opts).unwrap();
     eprintln!(
         "MEASURE system up (testbed, builds, ssc, import, 5 mmsg, all 2x2 subflows): {:.1} s; logs in {}",

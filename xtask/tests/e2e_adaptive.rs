@@ -16,20 +16,16 @@
     clippy::indexing_slicing
 )]
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::Instant;
 
 use xtask::adaptive::{self, Settings};
-use xtask::congestion::RunOptions;
 
 #[test]
 fn a_short_pair_grows_its_groups_gains_and_gives_them_back_when_idle() {
     let t0 = Instant::now();
-    let opts = RunOptions {
-        root: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."),
-        prefix: format!("mada{}", std::process::id() % 100_000),
-        xtask: Some(PathBuf::from(env!("CARGO_BIN_EXE_xtask"))),
-    };
+    let opts = common::run_options(format!("mada{}", std::process::id() % 100_000));
     let settings = Settings {
         secs: 45,
         idle_secs: 35,

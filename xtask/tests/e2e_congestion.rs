@@ -18,19 +18,16 @@
     clippy::indexing_slicing
 )]
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::Instant;
 
-use xtask::congestion::{self, RunOptions, Settings};
+use xtask::congestion::{self, Settings};
 
 #[test]
 fn a_flooded_group_loses_its_share_and_the_striped_flow_keeps_going() {
     let t0 = Instant::now();
-    let opts = RunOptions {
-        root: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."),
-        prefix: format!("mcng{}", std::process::id() % 100_000),
-        xtask: Some(PathBuf::from(env!("CARGO_BIN_EXE_xtask"))),
-    };
+    let opts = common::run_options(format!("mcng{}", std::process::id() % 100_000));
     let settings = Settings {
         secs: 36,
         flood_at: 12,

@@ -25,8 +25,10 @@
     clippy::indexing_slicing
 )]
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -40,10 +42,6 @@ const TRANSFER_S: u32 = 14;
 const FAULT_AT: Duration = Duration::from_secs(3);
 /// An interval below this receiver rate counts as "nothing arrived" (the flow runs at ~70).
 const ZERO_MBPS: f64 = 1.0;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + timeout;
@@ -276,22 +274,10 @@ fn ns_run(ns: &str, cmd: &[&str]) -> String {
 
 #[test]
 fn paper_system_survives_faults() {
-    for tool in ["ip", "iperf3", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .unwrap()
-            .status
-            .success();
-        assert!(
-            found,
-            "{tool} is missing: this test needs iproute2, iperf3 and Open vSwitch 3.1"
-        );
-    }
+    common::require_tools(&["ip", "iperf3", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl"]);
     let t0 = Instant::now();
     let prefix = format!("f{}", std::process::id() % 10_000_000);
-    let mut opts = e2e::Options::new(&root(), &prefix);
-    opts.xtask = Some(PathBuf::from(env!("CARGO_BIN_EXE_xtask")));
+    let opts = common::e2e_options(&prefix);
     let mut sys = System::up(&opts).unwrap();
     eprintln!(
         "MEASURE system up (controller mode): {:.1} s; logs in {}",

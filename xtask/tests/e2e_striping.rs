@@ -16,21 +16,15 @@
     clippy::indexing_slicing
 )]
 
-use std::path::PathBuf;
+mod common;
+
+use common::{ns_run, root};
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use xtask::e2e::{self, System};
 use xtask::iperf::{self, Server};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn ns_run(ns: &str, cmd: &[&str]) -> String {
-    let (prog, args) = cmd.split_first().expect("a command");
-    xtask::sh::ns(ns, prog, args).unwrap_or_else(|e| panic!("{ns}: {e:#}"))
-}
 
 /// An absolute kernel counter of namespace `ns` (`nstat -as`, history untouched).
 fn nstat(ns: &str, name: &str) -> u64 {
@@ -75,14 +69,15 @@ fn transfer(
 fn striping_beats_the_best_single_group_on_the_paper_topology() {
     let t0 = Instant::now();
     let prefix = format!("mseed{}", std::process::id() % 100_000);
-    let mut opts = e2e::Options::new(&root(), &prefix);
-    opts.xtask = Some(PathBuf::from(env!("CARGO_BIN_EXE_xtask")));
+    let mut opts = common::e2e_options(&prefix);
     // Static configs: the four groups keep their configured weights 1:1:1:1. In controller mode
     // `ssc` derives the weights from what each group carried (controller::wrr, measured rates),
     // so the group an unstriped flow just used gets nearly all of the striped flow.
     opts.static_configs = true;
-    opts.striping =
-        Some("[striping]\nprefixes = [\"198.19.2.11/32\"]\nthreshold_kbit = 2000\n".to_owned());
+    opts.striping = Some(xtask::mmsg::stripe_host(
+        std::net::Ipv4Addr::new(198, 19, 2, 11),
+        2000,
+    ));
     let sys = System::up(&opts).unwrap();
     eprintln!("MEASURE system up: {:.1} s", t0.elapsed().as_secs_f64());
 

@@ -13,14 +13,13 @@
     clippy::indexing_slicing
 )]
 
-use std::path::PathBuf;
+mod common;
+
+use common::root;
+
 use std::process::Command;
 
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn case<'a>(report: &'a Value, figure: &str, id: u64) -> &'a Value {
     report["figures"]

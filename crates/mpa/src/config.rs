@@ -85,7 +85,7 @@ impl fmt::Display for Problem {
 }
 
 /// The whole gateway configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// This branch's id, 1..=15 (the first nibble of the ports it listens on).
@@ -112,11 +112,11 @@ pub struct Config {
     pub queue: QueueConfig,
     /// The controller (`ssc`) to take remotes, path groups and weights from (`crate::gwchan`,
     /// `docs/gwchan.md`). With it, `remote` may be empty.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller: Option<ControllerConfig>,
     /// `[ovs]`: `mmsg` builds its Open vSwitch bridge itself (`docs/e2e.md`). Without it, OVS is
     /// not touched and the WAN addresses stay on the WAN interfaces.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ovs: Option<OvsConfig>,
     /// `[qos]`: strict-priority egress shaping on the WAN ports (PM, `docs/mmsg.md` "Priority at
     /// the WAN egress"); only ports with `rate_mbit` are shaped.
@@ -125,12 +125,12 @@ pub struct Config {
     /// `[striping]`: elephant flows of some classes or prefixes are spread packet by packet over
     /// several path groups and resequenced by the receiving gateway (seed 001 §III-C, D;
     /// `docs/mpa.md` "Striping"). Off without the table.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub striping: Option<StripingConfig>,
     /// `[tls]`: authenticated, encrypted tunnel connections (docs/security.md). Without the
     /// section the tunnel runs in clear (the paper's behaviour, kept for existing set-ups and
     /// logged loudly at start-up); with it, `mode` defaults to `tls`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsConfig>,
     /// `[internet]`: per-flow load balancing of external (Type III) traffic over the uplinks with
     /// SNAT (seed 004 §5, [`crate::uplink_lb`], `docs/mmsg.md` "External traffic load
@@ -150,7 +150,7 @@ pub const MIN_MEASURE_INTERVAL_MS: u64 = 100;
 /// Off by default: with it, `mmsg` owns the gateway's NAT for LAN → internet traffic (an
 /// nftables table, `fwmark` rules) and would fight whatever NAT the operator already runs;
 /// without it, external traffic follows the main routing table as before.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct InternetConfig {
     /// `off`, `single`, `rr`, `mbw` or `wrr`. Default: `off`.
@@ -158,14 +158,14 @@ pub struct InternetConfig {
     pub policy: UplinkPolicy,
     /// The WAN ports (indices into `wan`) to balance over. Default: every port of kind
     /// `internet`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uplinks: Option<Vec<usize>>,
     /// Capacity of each entry of the uplinks, Mbit/s, in the same order. Default per uplink:
     /// `wan[k].rate_mbit`; `mbw` and `wrr` need one or the other for every uplink.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_mbit: Option<Vec<u32>>,
     /// `single`: the WAN port (index into `wan`) that takes every flow. Default: the first uplink.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub single: Option<usize>,
     /// How often the uplinks' interface counters are sampled for the available-bandwidth
     /// estimate, ms. Default: 1000.
@@ -256,7 +256,7 @@ impl Config {
 /// its class is in `classes` or its inner source or destination is in `prefixes`. Both gateways of
 /// a pair should carry the same table: the sender stripes, the receiver resequences with `S`, `T`
 /// and `LRF` from here.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StripingConfig {
     /// Classes whose elephant flows are striped. Default: none.
@@ -297,12 +297,14 @@ fn default_striping_lrf() -> u32 {
 }
 
 /// A number or the word "auto".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Auto {
     /// Computed at run time.
     #[default]
     Auto,
     /// This value.
+    #[serde(untagged)]
     Value(u64),
 }
 
@@ -415,28 +417,28 @@ impl StripingConfig {
 
 /// `[tls]`: TLS 1.3 with mutual authentication on every tunnel connection (docs/security.md).
 /// The files are re-read on SIGHUP (certificate rotation, new CRL).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// `tls` (default) or `clear`.
     #[serde(default)]
     pub mode: TlsMode,
     /// The CA certificate (PEM): the trust anchor of every peer. Required with `mode = "tls"`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<std::path::PathBuf>,
     /// This gateway's certificate (PEM, SAN `branch-<branch_id>.mms`). Required with `tls`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cert_file: Option<std::path::PathBuf>,
     /// This gateway's private key (PEM, mode 0600). Required with `tls`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_file: Option<std::path::PathBuf>,
     /// Revoked certificates: a CRL (PEM) signed by the CA. Optional.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crl_file: Option<std::path::PathBuf>,
 }
 
 /// Whether tunnel connections are protected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TlsMode {
     /// TLS 1.3, mutual authentication against `ca_file`.
@@ -454,7 +456,7 @@ impl Config {
 }
 
 /// `[qos]`: the egress qdisc on every WAN port that has a `rate_mbit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct QosConfig {
     /// Install the qdisc. Default: true.
@@ -483,7 +485,7 @@ fn default_shaping_percent() -> u8 {
 pub const MAX_WAN_RATE_MBIT: u32 = 100_000;
 
 /// `[ovs]`: the gateway's Open vSwitch (DESIGN §2, docs/ofc.md §9).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OvsConfig {
     /// The bridge name. Default: `br0`.
@@ -510,7 +512,7 @@ fn default_ovs_db() -> String {
 }
 
 /// `[controller]`: where the gateway channel connects and where it keeps the last good config.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ControllerConfig {
     /// `tls:HOST:PORT` (mutual TLS with the `[tls]` credentials; the controller's certificate
@@ -557,7 +559,7 @@ fn default_flow_idle_timeout_s() -> u64 {
 }
 
 /// One WAN port (uplink) of this gateway.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WanPort {
     /// The interface name (at most 15 bytes, IFNAMSIZ - 1), e.g. `wan0`.
@@ -571,12 +573,12 @@ pub struct WanPort {
     pub kind: WanKind,
     /// With `[ovs]`: the MAC of the internal port `mpa{k}` that carries `address`. Default:
     /// `02:00` + the address's four octets ([`MacAddr::from_ipv4`], as the controller's inventory).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<MacAddr>,
     /// The uplink's rate towards the ISP in Mbit/s (1..=100000). With it, `mmsg` shapes this
     /// port's egress at `qos.shaping_percent` of it with strict priority by DSCP; without it, no
     /// shaping (a queue in a modem we do not own cannot be prioritised).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_mbit: Option<u32>,
 }
 
@@ -623,7 +625,7 @@ fn default_weight() -> u32 {
 }
 
 /// How a new flow picks its path group (seed 000 §III-A, seed 001 §III-C).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SelectionPolicy {
     /// Round robin over the groups that are up.
@@ -674,7 +676,7 @@ pub struct Rule {
     #[serde(default)]
     pub dscp: Vec<u8>,
     /// The IP protocol number (6 TCP, 17 UDP, 1 ICMP, ...).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip_protocol: Option<u8>,
     /// Inner source prefixes.
     #[serde(default)]
@@ -750,7 +752,7 @@ impl<'de> Deserialize<'de> for PortRange {
 }
 
 /// The per-connection queues' AQM (see [`crate::queue`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueConfig {
     /// CoDel target sojourn time. Default: 5 (RFC 8289).

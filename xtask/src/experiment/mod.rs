@@ -569,9 +569,7 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
     );
 
     let started = Instant::now();
-    let started_utc = crate::sh::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default();
+    let started_utc = crate::sh::utc_now();
     let machine = machine();
     let mut results: Vec<(usize, CaseResult)> = Vec::new();
     let mut done = 0usize;

@@ -416,3 +416,27 @@ fn type3_is_never_a_tunnel_class() {
     let err = Config::parse(&bad).unwrap_err().to_string();
     assert!(err.contains("classifier.default_class"), "{err}");
 }
+
+#[test]
+fn serialized_configs_parse_back_equal() {
+    let all = examples();
+    assert!(!all.is_empty());
+    for (path, text) in all {
+        let c = Config::parse(&text).unwrap();
+        let again = toml::to_string(&c).unwrap();
+        assert_eq!(
+            Config::parse(&again).unwrap(),
+            c,
+            "{}: {again}",
+            path.display()
+        );
+    }
+    // The parts the examples leave out: striping with numbers and "auto", TLS, internet, rules.
+    let text = "branch_id = 1\nlan_prefixes = [\"198.19.1.0/24\"]\n\
+        [[wan]]\nname = \"wan0\"\naddress = \"198.18.10.2/24\"\ngateway = \"198.18.10.1\"\n\
+        [striping]\nclasses = [\"type2\"]\nrelease_frames = 8\n\
+        [tls]\nmode = \"clear\"\n[internet]\npolicy = \"single\"\nsingle = 0\n\
+        [[classifier.rules]]\nclass = \"type1\"\ndst_ports = [22, \"5000-5010\"]\n";
+    let c = Config::parse(text).unwrap();
+    assert_eq!(Config::parse(&toml::to_string(&c).unwrap()).unwrap(), c);
+}

@@ -1,0 +1,51 @@
+//! What the netns integration tests share: the repository root, commands in a namespace, the
+//! tool check and the options of the paper system with this build's `xtask`.
+// Each test binary uses only some of these.
+#![allow(dead_code, clippy::expect_used, clippy::panic, clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs `cmd` in namespace `ns`; its stdout (panics on failure).
+pub fn ns_run(ns: &str, cmd: &[&str]) -> String {
+    let (prog, args) = cmd.split_first().expect("a command");
+    xtask::sh::ns(ns, prog, args).unwrap_or_else(|e| panic!("{ns}: {e:#}"))
+}
+
+/// Fails (never skips) when one of `tools` is not installed.
+pub fn require_tools(tools: &[&str]) {
+    for tool in tools {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(
+            found,
+            "{tool} is missing: this test needs iproute2, iperf3 and Open vSwitch 3.1"
+        );
+    }
+}
+
+/// [`xtask::e2e::Options`] of the paper system on testbed `prefix`, run by this build's `xtask`.
+pub fn e2e_options(prefix: &str) -> xtask::e2e::Options {
+    let mut opts = xtask::e2e::Options::new(&root(), prefix);
+    opts.xtask = Some(PathBuf::from(env!("CARGO_BIN_EXE_xtask")));
+    opts
+}
+
+/// [`xtask::congestion::RunOptions`] (also the adaptive runner's) on testbed `prefix`, run by
+/// this build's `xtask`.
+pub fn run_options(prefix: String) -> xtask::congestion::RunOptions {
+    xtask::congestion::RunOptions {
+        root: root(),
+        prefix,
+        xtask: Some(PathBuf::from(env!("CARGO_BIN_EXE_xtask"))),
+    }
+}
