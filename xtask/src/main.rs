@@ -36,6 +36,15 @@ enum Cmd {
         #[arg(long, default_value = "paper", value_parser = ["paper", "2x2"])]
         topology: String,
     },
+    /// The structure of the workspace from the code's own paths: per crate, every file with its
+    /// floor (one above the highest file it imports) and imports; then circles between files and
+    /// files over 800 lines of non-test code (docs/ARCHITECTURE.md "Rules"). Exits 1 when a rule
+    /// is broken.
+    Arch {
+        /// Print the module tables of docs/ARCHITECTURE.md instead (markdown).
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Run every test: unit, property, and netns integration tests (what CI runs).
     Test {
         /// Skip the netns integration tests (unit tests only).
@@ -332,6 +341,19 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Cmd::Test { unit_only } => run_tests(unit_only),
+        Cmd::Arch { markdown } => {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            let report = xtask::arch::read(&root)?;
+            if markdown {
+                print!("{}", report.markdown());
+                return Ok(());
+            }
+            print!("{}", report.render());
+            if !report.circles().is_empty() || !report.long_files().is_empty() {
+                anyhow::bail!("the architecture rules are broken (see above)");
+            }
+            Ok(())
+        }
         Cmd::Experiment {
             name,
             figures,
