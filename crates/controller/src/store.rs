@@ -28,11 +28,11 @@
 //! resumes where it stopped. Version 0 is a file without the `meta` table (new or empty).
 //! A file newer than this binary is refused ([`StoreError::TooNew`]), never rewritten.
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 pub use crate::catalog::{
     validate_settings, BranchPatch, Catalog, CatalogError, NewPort, PortPatch,
@@ -42,105 +42,20 @@ use crate::path_config::Settings;
 use crate::path_group::{GroupsFile, MemberId, MemberPath, PathGroup, PathGroupId};
 
 pub mod creds;
+mod db;
+
+use db::{from_json, to_json, META};
+pub use db::{Store, StoreError};
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: u64 = 3;
 
-const META: TableDefinition<'static, &'static str, u64> = TableDefinition::new("meta");
 const BRANCHES: TableDefinition<'static, u8, &'static str> = TableDefinition::new("branches");
 const GROUPS: TableDefinition<'static, (u8, u8, u8), &'static str> = TableDefinition::new("groups");
 const SETTINGS: TableDefinition<'static, &'static str, &'static str> =
     TableDefinition::new("settings");
 const VERSION_KEY: &str = "schema_version";
 const PATH_CONFIG_KEY: &str = "path_config";
-
-/// Why an operation on the inventory was refused or failed: the operator's input
-/// ([`StoreError::Catalog`], HTTP 4xx), or IO and a damaged file.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The change was refused by the catalog (the operator's input).
-    #[error(transparent)]
-    Catalog(#[from] CatalogError),
-    /// The database file does not exist (only [`Store::check`] refuses to create it).
-    #[error("the database file does not exist (`ssc run` creates it)")]
-    Missing(PathBuf),
-    /// The file was written by a newer `ssc`.
-    #[error("database schema version {found} is newer than this ssc supports ({supported}); use a newer ssc")]
-    TooNew {
-        /// Version in the file.
-        found: u64,
-        /// Newest version known here.
-        supported: u64,
-    },
-    /// The file needs migrations that were not run (only from [`Store::check`]).
-    #[error("database schema version {found} is older than {supported}; `ssc run` migrates it")]
-    TooOld {
-        /// Version in the file.
-        found: u64,
-        /// Version this binary writes.
-        supported: u64,
-    },
-    /// A row that does not decode.
-    #[error("database row {key} is damaged: {reason}")]
-    Corrupt {
-        /// Table and key.
-        key: String,
-        /// Why.
-        reason: String,
-    },
-    /// The stored contents break a rule (written by another version, or edited by hand).
-    #[error("database contents are invalid: {0}")]
-    StoredInvalid(CatalogError),
-    /// The migration list is not 0→1→2→... (our bug).
-    #[error("migration #{index} starts at version {from}, expected {index}")]
-    BadMigrations {
-        /// Position in the list.
-        index: usize,
-        /// Its `from`.
-        from: u64,
-    },
-    /// Another process (or another `Store` in this one) has the file open; redb locks it.
-    #[error("the database file is in use by another process (is `ssc run` running?)")]
-    Locked(PathBuf),
-    /// The database (IO, a damaged file).
-    #[error("database: {0}")]
-    Db(Box<redb::Error>),
-}
-
-impl StoreError {
-    /// Whether the operator's input caused it (an HTTP 4xx).
-    pub fn is_input(&self) -> bool {
-        !matches!(
-            self,
-            Self::Missing(_)
-                | Self::TooNew { .. }
-                | Self::TooOld { .. }
-                | Self::Corrupt { .. }
-                | Self::StoredInvalid(_)
-                | Self::BadMigrations { .. }
-                | Self::Locked(_)
-                | Self::Db(_)
-        )
-    }
-}
-
-macro_rules! redb_error {
-    ($($t:ty),*) => {$(
-        impl From<$t> for StoreError {
-            fn from(e: $t) -> Self {
-                Self::Db(Box::new(e.into()))
-            }
-        }
-    )*};
-}
-redb_error!(
-    redb::Error,
-    redb::DatabaseError,
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError
-);
 
 // ---------------------------------------------------------------------------------------------
 // Migrations
@@ -275,23 +190,6 @@ fn migrate(db: &Database, migrations: &[Migration]) -> Result<u64, StoreError> {
 // Driver
 // ---------------------------------------------------------------------------------------------
 
-fn to_json<T: Serialize>(v: &T) -> Result<String, StoreError> {
-    serde_json::to_string(v).map_err(|e| StoreError::Corrupt {
-        key: "(encoding)".into(),
-        reason: e.to_string(),
-    })
-}
-
-fn from_json<'a, T: Deserialize<'a>>(
-    key: impl FnOnce() -> String,
-    s: &'a str,
-) -> Result<T, StoreError> {
-    serde_json::from_str(s).map_err(|e| StoreError::Corrupt {
-        key: key(),
-        reason: e.to_string(),
-    })
-}
-
 fn load(
     branches: &impl ReadableTable<u8, &'static str>,
     groups: &impl ReadableTable<(u8, u8, u8), &'static str>,
@@ -390,23 +288,6 @@ fn read_catalog(db: &Database) -> Result<Catalog, StoreError> {
     let groups = txn.open_table(GROUPS)?;
     let settings = txn.open_table(SETTINGS)?;
     load(&branches, &groups, &settings)
-}
-
-/// The inventory database (one redb file).
-pub struct Store {
-    db: Database,
-    path: PathBuf,
-    /// The catalog after the last committed update (the OFC follows it).
-    changes: tokio::sync::watch::Sender<Arc<Catalog>>,
-    /// Held from an update's write transaction until its catalog is published, so subscribers
-    /// see the commits in order.
-    publish: std::sync::Mutex<()>,
-}
-
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish()
-    }
 }
 
 impl Store {
@@ -538,6 +419,7 @@ mod tests {
     use crate::inventory::{Inventory, InventoryError, PortIndex, PortRef, WanKind};
     use crate::path_group::{GroupError, PathGroups};
     use crate::swap;
+    use std::path::PathBuf;
 
     const INVENTORY: &str = include_str!("../../../examples/inventory-paper.toml");
     const PATHS: &str = include_str!("../../../examples/paths-paper-table2.toml");

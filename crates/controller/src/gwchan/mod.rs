@@ -38,16 +38,7 @@ mod session;
 
 pub use config::{build_remotes, priorities};
 pub use registry::{GatewayList, GatewayView, Registry};
-
-/// How long a gateway may take for its hello and registration.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Silence after which a gateway's session is closed (it reports every 2 s).
-pub const SESSION_TIMEOUT: Duration = Duration::from_secs(15);
-/// Bytes read from a gateway per call; the receive buffer holds at most one message
-/// ([`gwchan::MAX_BODY_LEN`]) plus one chunk.
-const READ_CHUNK: usize = 16 * 1024;
-/// The first gateway protocol that gets pushed CRLs (`ControllerMsg::Crl`).
-const CRL_PROTOCOL: u32 = 3;
+pub use session::{HANDSHAKE_TIMEOUT, SESSION_TIMEOUT};
 
 /// Settings of the gateway listeners (`[gateways]` in the config, `--gateway-listen`,
 /// `--gateway-tls-listen`, `--gateway-unix`).

@@ -9,7 +9,16 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::{debug, info, warn};
 
 use super::registry::{Opened, Registry};
-use super::{CRL_PROTOCOL, HANDSHAKE_TIMEOUT, READ_CHUNK, SESSION_TIMEOUT};
+
+/// How long a gateway may take for its hello and registration.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Silence after which a gateway's session is closed (it reports every 2 s).
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(15);
+/// Bytes read from a gateway per call; the receive buffer holds at most one message
+/// ([`gwchan::MAX_BODY_LEN`]) plus one chunk.
+const READ_CHUNK: usize = 16 * 1024;
+/// The first gateway protocol that gets pushed CRLs (`ControllerMsg::Crl`).
+const CRL_PROTOCOL: u32 = 3;
 
 /// Why a session ended (logged; the peer got an [`ErrorMsg`] where there is one).
 #[derive(Debug, thiserror::Error)]

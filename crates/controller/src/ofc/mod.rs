@@ -24,6 +24,11 @@
 //! `other-config:datapath-id=000000000000000B` on `br0` (B in hex); no extra inventory field or
 //! database schema is needed, and a switch with any other id is refused with a WARN naming the
 //! setting.
+//!
+//! Files: `config` (settings, queue bound, datapath id ↔ branch; shared with the switch tasks),
+//! `switch` (one connection, and the events it sends the coordinator), this file (listeners and
+//! the coordinator).
+mod config;
 pub mod flowmod;
 pub mod reconcile;
 mod switch;
@@ -38,8 +43,9 @@ use crate::listen::Listeners;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, oneshot, watch};
 
+pub use config::{branch_of_datapath, datapath_id_of, OfcConfig, COMMAND_QUEUE};
 pub use switch::SwitchError;
-use switch::{Command, SwitchHandle};
+use switch::{Command, CoordEvent, SwitchHandle};
 
 use crate::inventory::BranchId;
 use crate::path_group::PathCode;
@@ -47,83 +53,8 @@ use crate::sdc::Sdc;
 use crate::store::Catalog;
 use crate::swap;
 
-/// Commands queued per switch. The coordinator sends at most one step per update at a time plus
-/// a reconcile, so 64 is never reached by a healthy switch; a full queue means the switch is
-/// stuck, and it is dropped. Worst case memory: 64 × one step's flows.
-pub const COMMAND_QUEUE: usize = 64;
 /// How long a switch may take for its TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Settings of the OpenFlow server (`[openflow]` in the config, see [`crate::ui::config`]).
-#[derive(Clone, Debug)]
-pub struct OfcConfig {
-    /// TCP listen address (`None`: no TCP listener).
-    pub listen: Option<SocketAddr>,
-    /// Unix socket paths to listen on (a stale socket file is replaced).
-    pub unix: Vec<PathBuf>,
-    /// TLS listen address for OVS `ssl:` targets (`None`: none); needs `tls`.
-    pub tls_listen: Option<SocketAddr>,
-    /// The TLS acceptor configuration (client certificate required; `ssc`'s CA,
-    /// [`crate::authority::Authority::openflow_config`]). A switch on this listener must
-    /// present the certificate of the branch its datapath id names.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
-    /// Where newer TLS configurations come from (a new CRL after a revocation or re-signing,
-    /// [`crate::authority::Authority::subscribe_openflow`]): each handshake uses the latest,
-    /// so a revoked switch certificate is refused from the next connection on. `None`: `tls`
-    /// for ever.
-    pub tls_updates: Option<tokio::sync::watch::Receiver<Arc<rustls::ServerConfig>>>,
-    /// Channel timers: echo interval, dead-peer timeout, HELLO timeout.
-    pub channel: ofproto::channel::Config,
-    /// Longest wait for one reply or barrier.
-    pub request_timeout: Duration,
-    /// Longest wait for every switch of one update step to confirm it.
-    pub stage_timeout: Duration,
-    /// Flow and port statistics polling period.
-    pub stats_interval: Duration,
-}
-
-impl Default for OfcConfig {
-    fn default() -> Self {
-        Self {
-            listen: Some(SocketAddr::from(([0, 0, 0, 0], ofproto::OFP_TCP_PORT))),
-            unix: Vec::new(),
-            tls_listen: None,
-            tls: None,
-            tls_updates: None,
-            channel: ofproto::channel::Config::default(),
-            request_timeout: Duration::from_secs(10),
-            stage_timeout: Duration::from_secs(5),
-            stats_interval: Duration::from_secs(5),
-        }
-    }
-}
-
-/// The branch of a switch: its datapath id, when that is 1..=15.
-pub fn branch_of_datapath(datapath_id: u64) -> Option<BranchId> {
-    u8::try_from(datapath_id)
-        .ok()
-        .and_then(|b| BranchId::new(b).ok())
-}
-
-/// The datapath id a gateway's bridge must have (`other-config:datapath-id`, 16 hex digits).
-pub fn datapath_id_of(branch: BranchId) -> String {
-    format!("{:016x}", branch.get())
-}
-
-/// What switch tasks and listeners tell the coordinator.
-#[derive(Debug)]
-pub(crate) enum CoordEvent {
-    Up {
-        branch: BranchId,
-        datapath_id: u64,
-        peer: String,
-        handle: SwitchHandle,
-    },
-    Down {
-        branch: BranchId,
-        conn: u64,
-    },
-}
 
 /// The bound OpenFlow server.
 #[derive(Debug)]

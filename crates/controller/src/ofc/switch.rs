@@ -1,7 +1,7 @@
 //! One switch connection (driver): a tokio task around an [`ofproto::channel::Channel`].
 //!
 //! Order of events: HELLO (the channel) → FEATURES_REQUEST (datapath id → branch, see
-//! [`super::branch_of_datapath`]) → `Up` to the coordinator → commands from the coordinator, one at
+//! [`branch_of_datapath`]) → `Up` to the coordinator → commands from the coordinator, one at
 //! a time, from a bounded queue: `Reconcile` (dump our flows, [`reconcile::diff`] against the
 //! compiled table, apply in [`reconcile::plan`] order with a barrier per step) and `Apply` (one
 //! step of an inventory change + barrier). Between commands it polls flow and port statistics for
@@ -19,11 +19,27 @@ use ofproto::{Body, Message};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
+use super::config::{branch_of_datapath, OfcConfig, COMMAND_QUEUE};
+use super::flowmod;
 use super::reconcile::{self, FlowOp, Installed};
-use super::{flowmod, CoordEvent, OfcConfig};
 use crate::inventory::BranchId;
 use crate::sdc::Sdc;
 use crate::swap::{FlowTables, SwitchPort};
+
+/// What switch tasks and listeners tell the coordinator.
+#[derive(Debug)]
+pub(crate) enum CoordEvent {
+    Up {
+        branch: BranchId,
+        datapath_id: u64,
+        peer: String,
+        handle: SwitchHandle,
+    },
+    Down {
+        branch: BranchId,
+        conn: u64,
+    },
+}
 
 /// Bytes read from the socket at a time (OVS sends multipart replies in parts of ≤ 64 KiB).
 const READ_CHUNK: usize = 64 * 1024;
@@ -355,7 +371,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         _ => return Err(SwitchError::Unexpected("FEATURES")),
     };
     let dpid = features.datapath_id;
-    let branch = super::branch_of_datapath(dpid).ok_or(SwitchError::NotABranch(dpid))?;
+    let branch = branch_of_datapath(dpid).ok_or(SwitchError::NotABranch(dpid))?;
     // Over TLS the certificate names the branch: a switch may only program its own datapath.
     if let Some(id) = identity {
         if id != branch {
@@ -367,7 +383,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     }
     c.branch = Some(branch);
     tracing::info!(%peer, conn = c.conn, branch = branch.get(), datapath_id = %format!("{dpid:#018x}"), "switch connected");
-    let (cmd_tx, mut cmd_rx) = mpsc::channel(super::COMMAND_QUEUE);
+    let (cmd_tx, mut cmd_rx) = mpsc::channel(COMMAND_QUEUE);
     if events
         .send(CoordEvent::Up {
             branch,

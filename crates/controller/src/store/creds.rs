@@ -9,7 +9,7 @@
 use redb::{ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use super::{from_json, to_json, Store, StoreError, META};
+use super::db::{from_json, to_json, Store, StoreError, META};
 
 /// `enrol_tokens`: SHA-256 of the token (hex) → JSON [`TokenRow`].
 pub(super) const ENROL_TOKENS: TableDefinition<'static, &'static str, &'static str> =

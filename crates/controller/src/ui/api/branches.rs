@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::Serialize;
 
-use super::{blocking, parse_branch, parse_port, snapshot, ApiError, ApiJson, AppState};
+use super::common::{blocking, parse_branch, parse_port, snapshot, ApiError, ApiJson, AppState};
 use crate::catalog::{BranchPatch, Catalog, CatalogError, NewPort, PortPatch};
 use crate::inventory::{Branch, BranchId, PortRef, WanPort};
 use crate::swap::FlowEntry;

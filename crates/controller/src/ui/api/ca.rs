@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-use super::{blocking, snapshot, ApiError, AppState};
+use super::common::{blocking, snapshot, ApiError, AppState};
 use crate::inventory::BranchId;
 
 /// `POST /api/v1/enrol-tokens`.

@@ -6,7 +6,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{blocking, parse_branch, parse_group, snapshot, ApiError, ApiJson, AppState};
+use super::common::{blocking, parse_branch, parse_group, snapshot, ApiError, ApiJson, AppState};
 use crate::catalog::CatalogError;
 use crate::inventory::PortRef;
 use crate::path_group::{MemberPath, PathGroup, Transit};

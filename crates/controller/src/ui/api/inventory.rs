@@ -4,7 +4,7 @@ use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-use super::{blocking, snapshot, ApiError, ApiJson, AppState};
+use super::common::{blocking, snapshot, ApiError, ApiJson, AppState};
 use crate::catalog::Catalog;
 use crate::inventory::InventoryFile;
 use crate::path_config::Settings;

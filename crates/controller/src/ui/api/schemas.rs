@@ -15,7 +15,7 @@ pub fn openapi_document() -> Value {
 /// The schemas derived from the serde types with `utoipa` (by schema name).
 pub fn derived_schemas() -> Map<String, Value> {
     let mut all = Vec::new();
-    add::<super::Health>(&mut all);
+    add::<super::common::Health>(&mut all);
     add::<Branch>(&mut all);
     add::<WanPort>(&mut all);
     add::<InventoryFile>(&mut all);

@@ -8,7 +8,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{parse_branch, snapshot, ApiError, AppState};
+use super::common::{parse_branch, snapshot, ApiError, AppState};
 use crate::wrr::PairWeights;
 
 pub(super) async fn stats(State(state): State<AppState>) -> Json<Value> {

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-use super::{blocking, ApiError, AppState};
+use super::common::{blocking, ApiError, AppState};
 use crate::store::creds::Role;
 
 /// `POST /api/v1/tokens`.
