@@ -40,19 +40,18 @@ use crate::stats::median;
 use crate::topology::{self, PortKind, Topology};
 use crate::{deps, iperf, sh, testbed};
 
+mod options;
 mod report;
+use options::OMIT_SECS;
+pub use options::{Options, TOPOLOGY_FILE};
 use report::summarize;
 pub use report::{print_table, Details, Rep, Report, Spread, Transfer, TunnelRun};
 
-/// The topology: 2 × 2 unlimited uplinks.
-pub const TOPOLOGY_FILE: &str = "examples/testbed-2x2-unlimited.toml";
 const TOPOLOGY: &str = include_str!("../../examples/testbed-2x2-unlimited.toml");
 /// iperf3 port of the tunnel measurements (h2).
 const PORT_TUNNEL: u16 = 5321;
 /// iperf3 port of the end-to-end MPTCP measurement (gw2).
 const PORT_DIRECT: u16 = 5322;
-/// Seconds iperf3 omits at the start of each transfer (slow start, buffer growth).
-const OMIT_SECS: u32 = 2;
 /// Pings per RTT measurement and their interval (s): 200 × 10 ms = 2 s.
 const PING_COUNT: &str = "200";
 const PING_INTERVAL: &str = "0.01";
@@ -63,23 +62,6 @@ const GW1_A: &str = "198.18.10.2";
 const GW1_B: &str = "198.18.11.2";
 const GW2_A: &str = "198.18.20.2";
 const GW2_B: &str = "198.18.21.2";
-
-/// What to run.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// Workspace root (examples, cargo).
-    pub root: PathBuf,
-    /// Testbed prefix.
-    pub prefix: String,
-    /// Measured seconds per transfer (`OMIT_SECS` more are sent first).
-    pub secs: u32,
-    /// Repetitions of the three measurements.
-    pub reps: u32,
-    /// Rate of every internet uplink (both directions), Mbit/s; `None`: unlimited (CPU-bound,
-    /// the emulator bypassed). With a rate the WAN emulator shapes every uplink, as a branch's
-    /// DSL/cable/fibre line would: what TLS costs where the links, not the CPU, are the limit.
-    pub uplink_mbit: Option<f64>,
-}
 
 /// The topology of a run: [`TOPOLOGY`], or the same two branches with every uplink limited to
 /// `uplink_mbit` both ways (64 KiB queues would starve a fast line: default queue, 100 ms).
@@ -297,15 +279,6 @@ const TROUBLE: [&str; 9] = [
     "frame_errors",
     "conn_dead",
 ];
-
-fn iperf_cpu(v: &serde_json::Value) -> [Option<f64>; 2] {
-    [
-        v.pointer("/end/cpu_utilization_percent/host_total")
-            .and_then(serde_json::Value::as_f64),
-        v.pointer("/end/cpu_utilization_percent/remote_total")
-            .and_then(serde_json::Value::as_f64),
-    ]
-}
 
 /// Median RTT (µs) of `ping -c 200 -i 0.01` from `ns` to `dst` (optionally from address `src`).
 fn ping_median_us(ns: &str, dst: &str, src: Option<&str>) -> anyhow::Result<f64> {

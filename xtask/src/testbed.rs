@@ -11,22 +11,28 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::sh;
 use crate::topology::{self, Impairment, PortKind, PortRef, ResolvedPort, Topology};
 use crate::wanem::core::{EmuConfig, LinkConfig, PairConfig};
 
+mod names;
+mod state;
 mod status;
+pub use names::{
+    host_addr, list_netns, ns_gw, ns_host, ns_inet, ns_pids, our_netns, state_dir, validate_prefix,
+    STATE_ROOT,
+};
+use state::save_state;
+pub use state::{load_state, State};
 pub use status::{describe, print_status, status, Status};
 
-/// Where run state of all testbeds lives.
-pub const STATE_ROOT: &str = "/run/mms-testbed";
 /// Routing table in `inet` whose default route is the emulator's TUN.
 const EMU_TABLE: u32 = 200;
 /// TUN device of the emulator inside `inet`.
@@ -42,111 +48,6 @@ const PREF_DIVERT: u32 = 1000;
 const PREF_DIVERT_END: u32 = 10_000;
 /// Policy routing table of gateway WAN port k: 100 + k (DESIGN §2).
 const GW_TABLE_BASE: u32 = 100;
-
-/// Persistent description of a running testbed.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct State {
-    /// Name prefix.
-    pub prefix: String,
-    /// The topology it was built from (with run-time `link set` changes applied).
-    pub topology: Topology,
-    /// Ports currently cut.
-    pub cut: BTreeSet<String>,
-    /// Processes we started: name → PID.
-    pub pids: BTreeMap<String, u32>,
-    /// Whether OVS was started in each gateway.
-    pub ovs: bool,
-}
-
-/// Checks a prefix: 1..=12 of `[a-z0-9]`, so `P-` never matches another testbed's names.
-pub fn validate_prefix(prefix: &str) -> anyhow::Result<()> {
-    if prefix.is_empty()
-        || prefix.len() > 12
-        || !prefix
-            .bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-    {
-        bail!("prefix {prefix:?} must be 1 to 12 characters of a-z and 0-9");
-    }
-    Ok(())
-}
-
-/// The state directory of testbed `prefix`.
-pub fn state_dir(prefix: &str) -> PathBuf {
-    Path::new(STATE_ROOT).join(prefix)
-}
-
-/// Names of the namespaces of a testbed.
-pub fn ns_inet(p: &str) -> String {
-    format!("{p}-inet")
-}
-/// Gateway namespace of branch `b`.
-pub fn ns_gw(p: &str, b: u8) -> String {
-    format!("{p}-gw{b}")
-}
-/// Namespace of LAN host `j` of branch `b`.
-pub fn ns_host(p: &str, b: u8, j: usize) -> String {
-    if j == 0 {
-        format!("{p}-h{b}")
-    } else {
-        format!("{p}-h{b}-{j}")
-    }
-}
-/// Address of LAN host `j` of branch `b`.
-pub fn host_addr(b: u8, j: usize) -> std::net::Ipv4Addr {
-    // j < MAX_HOSTS (200) so 10 + j fits.
-    topology::lan_addr(b, 10 + j as u8)
-}
-
-/// True when `name` is one of the namespace names testbed `prefix` uses.
-fn is_our_ns(prefix: &str, name: &str) -> bool {
-    let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else {
-        return false;
-    };
-    if rest == "inet" {
-        return true;
-    }
-    let digits_then = |s: &str, tag: &str| -> bool {
-        s.strip_prefix(tag).is_some_and(|n| {
-            let mut parts = n.splitn(2, '-');
-            let b = parts.next().unwrap_or("");
-            let j = parts.next();
-            !b.is_empty()
-                && b.bytes().all(|c| c.is_ascii_digit())
-                && j.is_none_or(|j| !j.is_empty() && j.bytes().all(|c| c.is_ascii_digit()))
-        })
-    };
-    (digits_then(rest, "gw") && !rest.contains('-')) || digits_then(rest, "h")
-}
-
-/// All network namespaces on the machine.
-pub fn list_netns() -> anyhow::Result<Vec<String>> {
-    let out = sh::run("ip", &["netns", "list"])?;
-    Ok(out
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .map(str::to_owned)
-        .collect())
-}
-
-/// Namespaces that belong to testbed `prefix`.
-pub fn our_netns(prefix: &str) -> anyhow::Result<Vec<String>> {
-    Ok(list_netns()?
-        .into_iter()
-        .filter(|n| is_our_ns(prefix, n))
-        .collect())
-}
-
-/// PIDs of processes living in namespace `ns`.
-pub fn ns_pids(ns: &str) -> Vec<u32> {
-    sh::run("ip", &["netns", "pids", ns])
-        .map(|o| {
-            o.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 fn pid_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
@@ -166,22 +67,6 @@ pub fn stop_pids(pids: &[u32], grace: Duration) {
         // SAFETY: as above.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
     }
-}
-
-/// Reads the state of testbed `prefix`.
-pub fn load_state(prefix: &str) -> anyhow::Result<State> {
-    let path = state_dir(prefix).join("state.json");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("testbed {prefix:?} is not up (no {})", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))
-}
-
-fn save_state(state: &State) -> anyhow::Result<()> {
-    let dir = state_dir(&state.prefix);
-    let tmp = dir.join("state.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(state)?)?;
-    std::fs::rename(&tmp, dir.join("state.json"))?;
-    Ok(())
 }
 
 /// Options of `testbed up`.
@@ -765,30 +650,6 @@ fn in_our_ns(prefix: &str, pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn namespace_names_are_recognised_exactly() {
-        assert!(is_our_ns("mms", "mms-inet"));
-        assert!(is_our_ns("mms", "mms-gw1"));
-        assert!(is_our_ns("mms", "mms-h12"));
-        assert!(is_our_ns("mms", "mms-h1-3"));
-        assert!(!is_our_ns("mms", "mmsx-gw1"));
-        assert!(!is_our_ns("mms", "mms-gw1-2"));
-        assert!(!is_our_ns("mms", "mms-h"));
-        assert!(!is_our_ns("mms", "mms-hx"));
-        assert!(!is_our_ns("mms", "other"));
-        assert!(!is_our_ns("mms", "mms-inet2"));
-    }
-
-    #[test]
-    fn prefixes_are_checked() {
-        assert!(validate_prefix("mms").is_ok());
-        assert!(validate_prefix("t1234").is_ok());
-        assert!(validate_prefix("").is_err());
-        assert!(validate_prefix("a-b").is_err());
-        assert!(validate_prefix("ABC").is_err());
-        assert!(validate_prefix("abcdefghijklm").is_err());
-    }
 
     #[test]
     fn router_macs_follow_the_inventory_convention() {

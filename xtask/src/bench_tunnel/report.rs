@@ -5,8 +5,9 @@ use serde::Serialize;
 
 use anyhow::Context;
 
-use super::{iperf_cpu, Options, OMIT_SECS, TOPOLOGY_FILE};
+use super::options::{Options, OMIT_SECS, TOPOLOGY_FILE};
 use crate::stats::median;
+
 /// Median, min and max of samples.
 #[derive(Debug, Clone, Serialize)]
 pub struct Spread {
@@ -58,6 +59,16 @@ impl Transfer {
                 .map(|b| b / 100.0 * cpus / (mbps / 8000.0)),
         }
     }
+}
+
+/// iperf3's own CPU use from its JSON report: sender and receiver, percent of one core.
+fn iperf_cpu(v: &serde_json::Value) -> [Option<f64>; 2] {
+    [
+        v.pointer("/end/cpu_utilization_percent/host_total")
+            .and_then(serde_json::Value::as_f64),
+        v.pointer("/end/cpu_utilization_percent/remote_total")
+            .and_then(serde_json::Value::as_f64),
+    ]
 }
 
 /// One tunnel transfer plus what `mmsg` did for it.

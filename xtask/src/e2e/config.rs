@@ -12,7 +12,7 @@ use mpa::config::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::BRANCHES;
+use super::options::BRANCHES;
 use crate::mmsg;
 use crate::testbed;
 use crate::topology::{self, PortKind, Topology};

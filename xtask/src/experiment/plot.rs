@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::{Background, Case, FigureResult, Report};
+use super::def::{Background, Case};
+use super::report::{FigureResult, Report, Spread};
 
 /// A case's settings in one short string: `pg 8/8/6/2`, `members 8/6/4/2 x2 PG`, `rates 1:2:4:33`.
 pub fn describe_case(c: &Case) -> String {
@@ -98,7 +99,7 @@ pub fn markdown(r: &Report) -> String {
         let _ = writeln!(s, "| {} |", head.join(" | "));
         let _ = writeln!(s, "|{}|", rule.join("|"));
         for c in &f.cases {
-            let spread = |x: &super::Spread| {
+            let spread = |x: &Spread| {
                 if x.reps.len() > 1 {
                     format!("{:.1} ({:.1}–{:.1})", x.median, x.min, x.max)
                 } else {
@@ -269,7 +270,7 @@ pub fn svg(f: &FigureResult) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{def::CaseDef, CaseResult, Spread};
+    use super::super::{def::CaseDef, CaseResult};
     use super::*;
 
     fn result(id: u32, ip: f64, bl: f64) -> CaseResult {

@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::{
-    is_our_ns, list_netns, load_state, ns_pids, our_netns, state_dir, validate_prefix, STATE_ROOT,
+use super::names::{
+    is_our_ns, list_netns, ns_pids, our_netns, state_dir, validate_prefix, STATE_ROOT,
 };
+use super::state::load_state;
 use crate::topology::{Impairment, ResolvedPort};
 
 /// What `status` reports about one testbed.
