@@ -571,6 +571,9 @@ fn resolve(
 }
 
 /// Tarjan's strongly connected components.
+// Every index is a file index below `files.len()`, the length of each Vec it indexes: imports
+// are built from the same `infos` list (invariant of `read`).
+#[allow(clippy::indexing_slicing)]
 fn strongly_connected(files: &[FileInfo]) -> Vec<Vec<usize>> {
     struct State<'a> {
         files: &'a [FileInfo],
