@@ -2,6 +2,8 @@
 //! validation names the offending key.
 
 use super::*;
+use ipnet::Ipv4Net;
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
 fn examples_dir() -> PathBuf {

@@ -1,0 +1,100 @@
+//! `[queue]` (the per-connection queues' CoDel) and `[qos]` (WAN egress shaping).
+
+use serde::{Deserialize, Serialize};
+
+use super::problems::Problems;
+
+/// `[qos]`: the egress qdisc on every WAN port that has a `rate_mbit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct QosConfig {
+    /// Install the qdisc. Default: true.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Shape at this percentage of `wan[k].rate_mbit`, so that our queue, not the modem's, is
+    /// the bottleneck. Default: 95.
+    #[serde(default = "default_shaping_percent")]
+    pub shaping_percent: u8,
+}
+
+impl Default for QosConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            shaping_percent: default_shaping_percent(),
+        }
+    }
+}
+
+fn default_shaping_percent() -> u8 {
+    95
+}
+
+/// The per-connection queues' AQM (see [`crate::queue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    /// CoDel target sojourn time. Default: 5 (RFC 8289).
+    #[serde(default = "default_codel_target_ms")]
+    pub codel_target_ms: u64,
+    /// CoDel interval, about one worst-case RTT. Default: 100 (RFC 8289).
+    #[serde(default = "default_codel_interval_ms")]
+    pub codel_interval_ms: u64,
+    /// CE-mark ECN-capable inner packets instead of dropping them. Default: true.
+    #[serde(default = "default_true")]
+    pub ecn: bool,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            codel_target_ms: default_codel_target_ms(),
+            codel_interval_ms: default_codel_interval_ms(),
+            ecn: true,
+        }
+    }
+}
+
+fn default_codel_target_ms() -> u64 {
+    5
+}
+fn default_codel_interval_ms() -> u64 {
+    100
+}
+fn default_true() -> bool {
+    true
+}
+
+impl QosConfig {
+    /// `qos.shaping_percent` in 1..=100.
+    pub(super) fn validate(&self, p: &mut Problems) {
+        if !(1..=100).contains(&self.shaping_percent) {
+            p.push(
+                "qos.shaping_percent",
+                format!("{} is out of range 1..=100", self.shaping_percent),
+            );
+        }
+    }
+}
+
+impl QueueConfig {
+    /// The CoDel target below the interval, the interval at most 10 s.
+    pub(super) fn validate(&self, p: &mut Problems) {
+        let q = self;
+        if q.codel_target_ms == 0 || q.codel_target_ms >= q.codel_interval_ms {
+            p.push(
+                "queue.codel_target_ms",
+                format!(
+                    "{} must be above 0 and below queue.codel_interval_ms ({})",
+                    q.codel_target_ms, q.codel_interval_ms
+                ),
+            );
+        }
+        if q.codel_interval_ms > 10_000 {
+            p.push(
+                "queue.codel_interval_ms",
+                format!("{} is out of range 1..=10000", q.codel_interval_ms),
+            );
+        }
+    }
+}
