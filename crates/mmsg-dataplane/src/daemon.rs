@@ -265,9 +265,10 @@ async fn run_inner(
         opts.sockets,
         tls.clone(),
     );
-    if let Some(r) = &sh.reseq {
-        // Hold-time releases of the striping resequencer (`crate::reseq`).
-        tokio::spawn(Arc::clone(r).run_timer(Arc::clone(&sh.tun), Arc::clone(&sh.stats)));
+    // Hold-time releases of the resequencer (`crate::reseq`; a peer may stripe when we do not).
+    let r = &sh.reseq;
+    tokio::spawn(Arc::clone(r).run_timer(Arc::clone(&sh.tun), Arc::clone(&sh.stats)));
+    if r.striping() {
         info!(params = ?r.params(), "resequencing striped flows");
     }
     // Listeners and outbound connections, keyed so a new config can start/stop exactly those

@@ -8,7 +8,7 @@
 //! Modules:
 //! - [`daemon`]: `mmsg run`: set-up, then the tasks.
 //! - [`tunnel`]: TUN reader, per-connection writer/reader tasks, subflow management.
-//! - [`reseq`]: the receive side of striping: sequenced frames through the shared resequencer.
+//! - [`reseq`]: the receive side around the core's `Receiver`: sequenced frames through the resequencer.
 //! - [`deliver`]: received IP packets to TUN (used by the tunnel readers and the resequencer).
 //! - [`tun`]: the TUN device with virtio-net header offload.
 //! - [`mptcp_pm`] / [`genl`]: the MPTCP userspace path manager over generic netlink (not the

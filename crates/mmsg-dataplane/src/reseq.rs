@@ -1,6 +1,10 @@
-//! The receive side of striping: sequenced frames (`FLAG_SEQ`) go through one
-//! [`mpa::resequencer::Resequencer`] shared by every connection of every peer, then to TUN in order
-//! (seed 001 §III-D, `docs/mpa.md` "Striping"). A timer task runs its hold-time releases.
+//! The receive side of the tunnel around the gateway core's [`Receiver`]: sequenced frames
+//! (`FLAG_SEQ`, striping) go through its resequencer, shared by every connection of every peer,
+//! then to TUN in order (seed 001 §III-D, `docs/mpa.md` "Striping"); the core also decides
+//! virtio-or-plain for every TUN write. This driver part owns the lock, the TUN writes, the timer
+//! task that runs the hold-time releases, and the sizing of an "auto" `T` from measured paths.
+//! Unsequenced frames (the bulk) never take the lock: the readers decide them with the stateless
+//! [`mpa::gateway::tun_write`].
 //!
 //! The resequencer is keyed by the inner 5-tuple. That is also the (source branch, flow) of the
 //! brief: the inner source address lies in exactly one branch's LAN prefixes (validated disjoint),
@@ -21,13 +25,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use mpa::classifier::{parse, FlowKey};
 use mpa::config::{Auto, StripingConfig};
-use mpa::framing::VIRTIO_NET_HDR_LEN;
-use mpa::resequencer::{Delivery, Params, Resequencer, Threshold};
+use mpa::framing::Frame;
+use mpa::gateway::{Counters, PacketDrop, Receiver};
+use mpa::resequencer::{Params, Threshold};
 use tokio::sync::Notify;
-use tracing::{debug, trace};
+use tracing::debug;
 
 use crate::deliver::ToTun;
 use crate::stats::{ConnState, Stats};
@@ -39,40 +42,20 @@ const IDLE_TICK: Duration = Duration::from_secs(1);
 /// once a second too).
 const AUTO_INTERVAL: Duration = Duration::from_secs(1);
 
-/// A frame's payload (virtio header, if any, then the IP packet) copied out of the connection's
-/// receive buffer: a held 1.4 KB frame must not pin the 128 KiB receive chunk it was split from
-/// (S frames could pin S chunks).
-#[derive(Debug)]
-struct Held {
-    payload: Bytes,
-    /// The payload starts with a virtio header ([`VIRTIO_NET_HDR_LEN`] bytes).
-    virtio: bool,
-}
-
-impl Held {
-    /// The virtio header (if any) and the IP packet, as the reader found them.
-    fn parts(&self) -> (Option<&[u8]>, &[u8]) {
-        match self
-            .virtio
-            .then(|| self.payload.split_at_checked(VIRTIO_NET_HDR_LEN))
-        {
-            Some(Some((v, ip))) => (Some(v), ip),
-            // Not virtio; or (never: checked when it was received) too short for a header.
-            _ => (None, &self.payload),
-        }
-    }
-}
-
 struct Inner {
-    rs: Resequencer<FlowKey, Held>,
+    rx: Receiver,
     /// The deadline the timer task sleeps towards.
     armed: Option<Instant>,
+    /// The receiver's counters as last published to [`Stats`].
+    published: Counters,
 }
 
-/// The shared resequencer and the wake-up of its timer task.
+/// The shared receiver and the wake-up of its timer task.
 pub struct Reseq {
     inner: Mutex<Inner>,
     wake: Notify,
+    /// `[striping]` is configured here (logged at start-up).
+    striping: bool,
     /// Which halves of `T` are "auto" (sized by [`Reseq::run_timer`] from the measured paths).
     auto_frames: bool,
     auto_hold: bool,
@@ -85,17 +68,26 @@ impl std::fmt::Debug for Reseq {
 }
 
 impl Reseq {
-    /// A resequencer for `[striping]`.
-    pub fn new(st: &StripingConfig) -> Self {
+    /// The receive side for `[striping]` (or the resequencer's defaults without it: a peer may
+    /// stripe when we do not) and a TUN device with or without `offload`.
+    pub fn new(st: Option<&StripingConfig>, offload: bool) -> Self {
+        let params = st.map(StripingConfig::reseq_params).unwrap_or_default();
         Reseq {
             inner: Mutex::new(Inner {
-                rs: Resequencer::new(st.reseq_params()),
+                rx: Receiver::new(params, offload),
                 armed: None,
+                published: Counters::default(),
             }),
             wake: Notify::new(),
-            auto_frames: st.release_frames == Auto::Auto,
-            auto_hold: st.release_hold_ms == Auto::Auto,
+            striping: st.is_some(),
+            auto_frames: st.is_some_and(|s| s.release_frames == Auto::Auto),
+            auto_hold: st.is_some_and(|s| s.release_hold_ms == Auto::Auto),
         }
+    }
+
+    /// Whether `[striping]` is configured.
+    pub fn striping(&self) -> bool {
+        self.striping
     }
 
     /// The parameters in force.
@@ -103,38 +95,21 @@ impl Reseq {
         self.inner
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .rs
+            .rx
+            .resequencer()
             .params()
     }
 
-    /// One sequenced IP frame from a tunnel (its `payload`, and in it the virtio header `vnet`
-    /// and the IP packet `ip`), received on connection `lane` (an id unique for the life of the
-    /// process): resequence it and write whatever is released to TUN. A frame whose inner packet
-    /// does not parse has no flow: it goes straight to TUN.
-    pub fn handle(
-        &self,
-        to_tun: ToTun<'_>,
-        payload: &[u8],
-        vnet: Option<&[u8]>,
-        ip: &[u8],
-        lane: u64,
-        seq: u32,
-    ) {
-        let Some(key) = parse(ip).ok().map(|i| i.flow) else {
-            to_tun.write(vnet, ip);
-            return;
-        };
-        let held = Held {
-            payload: Bytes::copy_from_slice(payload),
-            virtio: vnet.is_some(),
-        };
-        let len = held.payload.len();
+    /// One sequenced IP frame from a tunnel, received on connection `lane` (an id unique for the
+    /// life of the process): resequence it and write whatever is released to TUN. A frame whose
+    /// inner packet does not parse has no flow: it goes straight to TUN.
+    pub fn handle(&self, to_tun: ToTun<'_>, frame: Frame, lane: u64) {
         let now = Instant::now();
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        inner.rs.handle_frame_on(now, key, lane, seq, held, len);
-        drain(to_tun, &mut inner.rs);
+        inner.rx.handle_frame(now, lane, frame);
+        drain(to_tun, &mut inner);
         // Wake the timer when a new, earlier deadline appeared.
-        let due = inner.rs.poll_timeout();
+        let due = inner.rx.poll_timeout();
         if due.is_some_and(|d| inner.armed.is_none_or(|a| d < a)) {
             inner.armed = due;
             self.wake.notify_one();
@@ -154,7 +129,7 @@ impl Reseq {
         loop {
             let due = {
                 let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-                let due = inner.rs.poll_timeout();
+                let due = inner.rx.poll_timeout();
                 inner.armed = due;
                 due
             };
@@ -168,8 +143,8 @@ impl Reseq {
                 }
             }
             let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            inner.rs.handle_timeout(Instant::now());
-            drain(to_tun, &mut inner.rs);
+            inner.rx.handle_timeout(Instant::now());
+            drain(to_tun, &mut inner);
         }
     }
 }
@@ -205,7 +180,7 @@ impl Reseq {
         let rate = d_bytes * 1_000 / AUTO_INTERVAL.as_millis().max(1) as u64;
         let frame = usize::try_from(d_bytes / d_packets).unwrap_or(usize::MAX);
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let p = inner.rs.params();
+        let p = inner.rx.resequencer().params();
         let sized = Threshold::from_delays(&delays, &[rate], frame, p.buffer_frames);
         let t = Threshold {
             frames: if self.auto_frames {
@@ -225,20 +200,27 @@ impl Reseq {
                 hold_ms = t.hold.as_millis() as u64,
                 "resequencer T sized"
             );
-            inner.rs.set_threshold(t);
+            inner.rx.set_threshold(t);
         }
     }
 }
 
-/// Writes every released frame to TUN, in order, and publishes the counters.
-fn drain(to_tun: ToTun<'_>, rs: &mut Resequencer<FlowKey, Held>) {
-    while let Some(Delivery { packet, seq, .. }) = rs.poll_deliver() {
-        trace!(seq, "resequenced frame to TUN");
-        let (vnet, ip) = packet.parts();
-        to_tun.write(vnet, ip);
+/// Writes every released packet to TUN, in order, and publishes the counters.
+fn drain(to_tun: ToTun<'_>, inner: &mut Inner) {
+    while let Some(w) = inner.rx.poll_tun_write() {
+        to_tun.write(&w);
     }
-    let s = rs.stats();
     let c = to_tun.stats;
+    let now = *inner.rx.counters();
+    let delta = |r| now.drops(r).saturating_sub(inner.published.drops(r));
+    Stats::add(
+        &c.drop_virtio_unsupported,
+        delta(PacketDrop::VirtioUnsupported),
+    );
+    Stats::add(&c.frame_errors, delta(PacketDrop::Malformed));
+    Stats::add(&c.tun_write_errors, delta(PacketDrop::TunBacklog));
+    inner.published = now;
+    let s = inner.rx.resequencer().stats();
     Stats::set(&c.reseq_in_order, s.in_order);
     Stats::set(&c.reseq_buffered, s.buffered);
     Stats::set(&c.reseq_released_in_order, s.released_in_order);

@@ -58,6 +58,9 @@ counters! {
     codel_marks,
     /// Packets the framing encoder refused (malformed from TUN).
     drop_encode,
+    /// Packets still queued on a connection when it went down (they waited at least the liveness
+    /// timeout or the socket failed; inner TCP has retransmitted them).
+    drop_conn_closed,
     /// Virtio frames received while the local TUN has no offload (cannot be written).
     drop_virtio_unsupported,
     /// Frames written to tunnels (IP packets).

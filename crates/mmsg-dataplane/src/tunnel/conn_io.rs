@@ -1,28 +1,25 @@
 //! The two halves of a running connection (framing IO): the writer (the only task writing to the
-//! socket, so frames never interleave) drains the connection's [`OutQueue`] (strict priority +
-//! CoDel), frames whole batches in place and writes them with `write_vectored`, sized by
-//! [`WriteSizer`]; it sends keepalives when idle. The reader decodes complete, checked frames
-//! (zero-copy splits of a reused receive buffer) and hands their packets to TUN, through the
-//! resequencer for sequenced frames. Both run the connection's [`Liveness`].
+//! socket, so frames never interleave) drains the connection's [`ConnCore`] (strict priority +
+//! CoDel, frames already framed in place by the router; keepalives when idle; liveness) in whole
+//! batches and writes them with `write_vectored`, sized by [`WriteSizer`]. The reader decodes
+//! complete, checked frames (zero-copy splits of a reused receive buffer), tells the core that
+//! bytes arrived, and hands their packets to TUN: unsequenced ones at once
+//! ([`mpa::gateway::tun_write`], no lock), sequenced ones through [`crate::reseq`].
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::sync::atomic::AtomicU64;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use mpa::framing::{
-    encode_frame, encode_header_in_place, Deframer, Frame, FrameType, Inbound, InboundConnection,
-    InboundError, FRAME_HEADER_LEN, MAX_FRAME_LEN, VIRTIO_NET_HDR_LEN,
+    Deframer, Frame, FrameType, Inbound, InboundConnection, InboundError, MAX_FRAME_LEN,
 };
-use mpa::keepalive::{Liveness, LivenessEvent};
-use mpa::queue::Dequeued;
+use mpa::gateway::{tun_write, ConnCore, Counters, Event, PacketDrop};
 use mpa::write_size::WriteSizer;
-use mpa::Class;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::Notify;
-use tracing::{trace, warn};
+use tracing::warn;
 
 use super::{OutQueue, Shared};
 use crate::deliver::ToTun;
@@ -131,15 +128,28 @@ impl ConnCounters {
     }
 }
 
-/// The writer of an outbound connection: drains its queue (strict priority + CoDel), frames and
-/// writes batches; sends keepalives when idle; ends when the peer is dead.
+/// Publishes what the core counted while the caller held its lock (`before` taken under the
+/// same lock, so drops counted by the TUN task's `enqueue` in between are not seen twice).
+pub(super) fn publish_core(st: &Stats, before: &Counters, after: &Counters) {
+    let delta = |r| after.drops(r).saturating_sub(before.drops(r));
+    Stats::add(&st.drop_codel, delta(PacketDrop::Codel));
+    Stats::add(&st.drop_conn_closed, delta(PacketDrop::ConnClosed));
+    Stats::add(
+        &st.codel_marks,
+        after.ce_marks.saturating_sub(before.ce_marks),
+    );
+}
+
+/// The writer of a connection: drains its [`ConnCore`] (queued frames, strict priority + CoDel,
+/// then a keepalive when one is due) in batches and writes them; ends when the peer is dead. An
+/// outbound connection passes its [`OutQueue`] (the wake-up on new packets and the figures of
+/// the status report); an inbound one has no queue and only sends keepalives.
 pub(super) async fn writer<W: AsyncWrite + Unpin>(
     sh: &Shared,
     w: &mut W,
     mut rekey: Option<&mut Rekey>,
-    oq: &OutQueue,
-    class: Class,
-    liveness: &Mutex<Liveness>,
+    core: &Mutex<ConnCore>,
+    oq: Option<&OutQueue>,
     cc: &ConnCounters,
 ) -> Result<(), ConnEnd> {
     let st = &sh.stats;
@@ -148,42 +158,30 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
     loop {
         let now = Instant::now();
         let mut bytes = 0usize;
-        if let Ok(mut q) = oq.q.lock() {
-            while batch.len() < MAX_BATCH_PACKETS && bytes < MAX_BATCH_BYTES {
-                let Some(d) = q.poll_dequeue(now) else { break };
-                let (mut pkt, ftype, seq, class, mark) = match d {
-                    Dequeued::Send((p, t, s), c) => (p, t, s, c, false),
-                    Dequeued::Mark((p, t, s), c) => (p, t, s, c, true),
-                    Dequeued::Drop(_, _, _) => {
-                        Stats::inc(&st.drop_codel);
-                        continue;
-                    }
-                };
-                if mark {
-                    let ip_at = if ftype == FrameType::IpVirtio {
-                        FRAME_HEADER_LEN + VIRTIO_NET_HDR_LEN
-                    } else {
-                        FRAME_HEADER_LEN
-                    };
-                    if let Some(ip) = pkt.get_mut(ip_at..) {
-                        mpa::classifier::mark_ce(ip);
-                    }
-                    Stats::inc(&st.codel_marks);
-                }
-                match encode_header_in_place(&mut pkt, ftype, class, seq) {
-                    Ok(_) => {
-                        bytes += pkt.len();
-                        batch.push_back(pkt);
-                    }
-                    Err(e) => {
-                        trace!(error = %e, "packet refused by the frame encoder");
-                        Stats::inc(&st.drop_encode);
-                    }
+        let (mut frames, mut keepalives) = (0u64, 0u64);
+        let deadline = {
+            let mut c = core.lock().unwrap_or_else(PoisonError::into_inner);
+            let before = *c.counters();
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                if let Some(Event::Close(_)) = c.handle_timeout(now) {
+                    publish_core(st, &before, c.counters());
+                    return Err(ConnEnd::Dead(mpa::keepalive::DEAD_AFTER));
                 }
             }
-        }
+            while batch.len() < MAX_BATCH_PACKETS && bytes < MAX_BATCH_BYTES {
+                let Some(t) = c.poll_transmit(now) else { break };
+                bytes += t.frame.len();
+                if t.keepalive {
+                    keepalives += 1;
+                } else {
+                    frames += 1;
+                }
+                batch.push_back(t.frame);
+            }
+            publish_core(st, &before, c.counters());
+            c.poll_timeout()
+        };
         if !batch.is_empty() {
-            let frames = batch.len() as u64;
             let started = Instant::now();
             write_all_vectored(w, &mut batch, &mut sizer).await?;
             if let Some(rk) = rekey.as_deref_mut() {
@@ -193,78 +191,26 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
             }
             // TLS keeps records it could not send yet; plain TCP: no-op.
             w.flush().await?;
-            let blocked = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-            Stats::add(&oq.busy_us, blocked);
             Stats::add(&st.frames_tx, frames);
+            Stats::add(&st.keepalives_tx, keepalives);
             Stats::add(&cc.frames_tx, frames);
             Stats::add(&cc.bytes_tx, bytes as u64);
-            Stats::add(&oq.sent_bytes, bytes as u64);
-            if let Ok(mut l) = liveness.lock() {
-                l.on_send(Instant::now());
+            if let Some(oq) = oq {
+                let blocked = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                Stats::add(&oq.busy_us, blocked);
+                Stats::add(&oq.sent_bytes, bytes as u64);
             }
             continue;
         }
-        if keepalive_or_wait(
-            w,
-            rekey.as_deref_mut(),
-            Some(&oq.notify),
-            class,
-            liveness,
-            st,
-        )
-        .await?
-        {
-            continue;
-        }
-    }
-}
-
-/// Runs the liveness timer: sends a keepalive when due, fails when the peer is dead, otherwise
-/// waits for `notify` (new packets) or the next timer. Returns true when woken by `notify`.
-pub(super) async fn keepalive_or_wait<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    rekey: Option<&mut Rekey>,
-    notify: Option<&Notify>,
-    class: Class,
-    liveness: &Mutex<Liveness>,
-    st: &Stats,
-) -> Result<bool, ConnEnd> {
-    let now = Instant::now();
-    let (event, deadline) = match liveness.lock() {
-        Ok(mut l) => (l.handle_timeout(now), l.poll_timeout()),
-        Err(_) => (None, None),
-    };
-    match event {
-        Some(LivenessEvent::Dead) => return Err(ConnEnd::Dead(mpa::keepalive::DEAD_AFTER)),
-        Some(LivenessEvent::SendKeepalive) => {
-            let mut ka = BytesMut::with_capacity(FRAME_HEADER_LEN);
-            if encode_frame(FrameType::Keepalive, class, None, &[], &mut ka).is_ok() {
-                w.write_all(&ka).await?;
-                if let Some(rk) = rekey {
-                    if rk.on_written(ka.len(), Instant::now())? {
-                        Stats::inc(&st.tls_key_updates);
-                    }
-                }
-                w.flush().await?;
-                Stats::inc(&st.keepalives_tx);
-            }
-            if let Ok(mut l) = liveness.lock() {
-                l.on_send(Instant::now());
-            }
-            return Ok(false);
-        }
-        None => {}
-    }
-    let deadline = deadline.unwrap_or(now + mpa::keepalive::KEEPALIVE_INTERVAL);
-    let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
-    match notify {
-        Some(n) => tokio::select! {
-            () = n.notified() => Ok(true),
-            () = sleep => Ok(false),
-        },
-        None => {
-            sleep.await;
-            Ok(false)
+        // Nothing to send: wait for new packets or the next liveness timer.
+        let deadline = deadline.unwrap_or(now + mpa::keepalive::KEEPALIVE_INTERVAL);
+        let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
+        match oq {
+            Some(oq) => tokio::select! {
+                () = oq.notify.notified() => {}
+                () = sleep => {}
+            },
+            None => sleep.await,
         }
     }
 }
@@ -308,14 +254,14 @@ pub(super) async fn reader<R: AsyncRead + Unpin>(
     r: &mut R,
     mut dec: Decoder,
     mut buf: BytesMut,
-    liveness: &Mutex<Liveness>,
+    core: &Mutex<ConnCore>,
     cc: &ConnCounters,
 ) -> Result<(), ConnEnd> {
     let st = &sh.stats;
     loop {
         loop {
             match dec.next(&mut buf) {
-                Ok(Some(frame)) => on_frame(sh, &frame, cc),
+                Ok(Some(frame)) => on_frame(sh, frame, cc),
                 Ok(None) => break,
                 Err(e) => {
                     Stats::inc(&st.frame_errors);
@@ -329,20 +275,20 @@ pub(super) async fn reader<R: AsyncRead + Unpin>(
         if n == 0 {
             return Err(ConnEnd::Eof);
         }
-        if let Ok(mut l) = liveness.lock() {
-            l.on_receive(Instant::now());
-        }
+        core.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .on_receive(Instant::now());
     }
 }
 
-/// What the reader does with one frame: an IP frame goes to TUN ([`crate::deliver`]), through the
-/// resequencer when it carries a sequence number and `[striping]` is on; the rest is counted.
-/// The IP packet is located once here (`Frame::ip_packet`), both paths take it as it is.
-fn on_frame(sh: &Shared, frame: &Frame, cc: &ConnCounters) {
+/// What the reader does with one frame: an IP frame goes to TUN ([`crate::deliver`]); a
+/// sequenced one through the resequencer ([`crate::reseq`]), an unsequenced one at once with the
+/// core's virtio-or-plain decision ([`tun_write`], stateless: no lock); the rest is counted.
+fn on_frame(sh: &Shared, frame: Frame, cc: &ConnCounters) {
     let st = &sh.stats;
     match frame.header.frame_type {
         FrameType::Ip | FrameType::IpVirtio => {
-            let Some((vnet, ip)) = frame.ip_packet() else {
+            let Some((_, ip)) = frame.ip_packet() else {
                 Stats::inc(&st.frame_errors);
                 return;
             };
@@ -353,9 +299,14 @@ fn on_frame(sh: &Shared, frame: &Frame, cc: &ConnCounters) {
                 tun: &sh.tun,
                 stats: st,
             };
-            match (&sh.reseq, frame.header.seq) {
-                (Some(r), Some(seq)) => r.handle(to_tun, &frame.payload, vnet, ip, cc.lane, seq),
-                _ => to_tun.write(vnet, ip),
+            if frame.header.seq.is_some() {
+                sh.reseq.handle(to_tun, frame, cc.lane);
+                return;
+            }
+            match tun_write(frame, sh.tun.offload()) {
+                Ok(w) => to_tun.write(&w),
+                Err(PacketDrop::VirtioUnsupported) => Stats::inc(&st.drop_virtio_unsupported),
+                Err(_) => Stats::inc(&st.frame_errors),
             }
         }
         FrameType::Keepalive => {}

@@ -14,16 +14,15 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use mpa::config::Config;
 use mpa::framing::{Hello, Inbound, InboundConnection, InboundError};
-use mpa::keepalive::Liveness;
+use mpa::gateway::ConnCore;
 use mpa::{BranchId, PathGroupId};
 use socket2::SockAddr;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{info, warn};
 
-use super::conn_io::{
-    keepalive_or_wait, peer_invalidated, reader, ConnCounters, ConnEnd, Decoder, RX_CHUNK,
-};
+use super::conn_io::{peer_invalidated, reader, writer, ConnCounters, ConnEnd, Decoder, RX_CHUNK};
+use super::shared::core_key;
 use super::socket::{apply_lowat, check_fallback, mark_class, mptcp_socket};
 use super::subflows::{subflow_status, SUBFLOW_CHECK};
 use super::{conn_name, Shared};
@@ -257,16 +256,17 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let peer_check = peer_id
         .as_ref()
         .map(|(_, _, c)| (c.clone(), pki::tls::PeerRole::Client));
-    let liveness = Mutex::new(Liveness::new(Instant::now()));
     let cc = ConnCounters::new(&sh);
+    // Liveness and keepalives: the core of an inbound connection (no queue).
+    let core = Mutex::new(ConnCore::inbound(core_key(key)));
+    core.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .handle_up(Instant::now(), cc.lane);
     let keepalives = async {
-        loop {
-            if let Err(e) =
-                keepalive_or_wait(&mut w, rekey.as_mut(), None, hello.class, &liveness, st).await
-            {
-                return e;
-            }
-        }
+        writer(&sh, &mut w, rekey.as_mut(), &core, None, &cc)
+            .await
+            .err()
+            .unwrap_or(ConnEnd::Eof)
     };
     let report = async {
         loop {
@@ -285,7 +285,7 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
     };
     let end: ConnEnd = tokio::select! {
-        r = reader(&sh, &mut r, Decoder::In(ic), buf, &liveness, &cc) => r.err().unwrap_or(ConnEnd::Eof),
+        r = reader(&sh, &mut r, Decoder::In(ic), buf, &core, &cc) => r.err().unwrap_or(ConnEnd::Eof),
         e = keepalives => e,
         () = report => ConnEnd::Eof,
         e = peer_invalidated(&sh, &name, peer_check.as_ref()) => e,

@@ -1,7 +1,9 @@
-//! The IPoMP tunnel (seed 000 §II-B, §III-A): the TUN reader that feeds the [`mpa::agent::Agent`]
-//! and the per-connection queues, the pre-established MPTCP connections (outbound to every
-//! (remote branch, path group, class) on `0xB00G`, inbound on our `0xA00G`), their writer and
-//! reader halves, liveness, subflow management and statistics.
+//! The IPoMP tunnel (seed 000 §II-B, §III-A), the driver of the gateway core [`mpa::gateway`]: it
+//! moves bytes and owns the sockets, the core's parts decide. The TUN reader holds the
+//! [`mpa::gateway::Router`] and feeds the per-connection [`mpa::gateway::ConnCore`]s (queue and
+//! liveness); the pre-established MPTCP connections (outbound to every (remote branch, path
+//! group, class) on `0xB00G`, inbound on our `0xA00G`), their writer and reader halves, subflow
+//! management and statistics are the driver's.
 //!
 //! Tasks: one TUN reader; per outbound connection one supervisor task that connects with backoff
 //! and then runs three futures (writer — the only one writing to the socket, so frames never
@@ -15,10 +17,13 @@
 //! it. Reader and writer are generic over the stream halves, clear or TLS alike.
 //!
 //! Files, by job (this one only declares them and re-exports what the daemon uses):
-//! - `shared`: the state every task shares ([`Shared`], [`OutQueue`], [`ConnKey`], [`build`]).
-//! - `tun_rx`: the TUN read loop, routing every packet into its connection's queue ([`tun_loop`]).
-//! - `conn_io`: the writer and reader halves of a connection (framing IO, keepalives), and what
-//!   the reader does with a frame (resequencer or straight to TUN, [`crate::deliver`]).
+//! - `shared`: the state every task shares ([`Shared`], [`OutQueue`]: a connection's core behind
+//!   its lock, [`ConnKey`], [`build`]).
+//! - `tun_rx`: the TUN read loop and the [`mpa::gateway::Router`], routing every packet into its
+//!   connection's core ([`tun_loop`]).
+//! - `conn_io`: the writer and reader halves of a connection (socket IO around the
+//!   [`mpa::gateway::ConnCore`]), and what the reader does with a frame (resequencer, or
+//!   [`mpa::gateway::tun_write`] and straight to TUN, [`crate::deliver`]).
 //! - `outbound`: the supervisor of one outbound connection: connect, TLS, hello, backoff
 //!   ([`run_outbound`]).
 //! - `subflows`: subflow management (n × m pairs, requests with backoff) and the once-a-second

@@ -8,19 +8,20 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use mpa::framing::{Deframer, Hello};
-use mpa::keepalive::Liveness;
 use mpa::Class;
 use socket2::SockAddr;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, info, warn};
 
-use super::conn_io::{peer_invalidated, reader, writer, ConnCounters, ConnEnd, Decoder, RX_CHUNK};
+use super::conn_io::{
+    peer_invalidated, publish_core, reader, writer, ConnCounters, ConnEnd, Decoder, RX_CHUNK,
+};
 use super::socket::{apply_lowat, check_fallback, mark_class, mptcp_socket};
 use super::subflows::{self, wanted_pairs};
 use super::{conn_name, ConnEvent, ConnKey, OutQueue, Shared, TunEvent};
@@ -103,6 +104,13 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
                 sh.stats.set_conn(&name, status.clone());
                 info!(conn = %name, %local, remote = %target, "tunnel connection up");
                 let end = run_outbound_conn(&sh, &name, key, &oq, stream, &pairs, port).await;
+                {
+                    // Queued packets go with the connection (counted): the core's rule.
+                    let mut core = oq.core.lock().unwrap_or_else(PoisonError::into_inner);
+                    let before = *core.counters();
+                    core.handle_down(Instant::now());
+                    publish_core(&sh.stats, &before, core.counters());
+                }
                 oq.up.store(false, Ordering::Relaxed);
                 oq.window_bps.store(0, Ordering::Relaxed);
                 oq.inflight_bps.store(0, Ordering::Relaxed);
@@ -252,17 +260,19 @@ async fn run_outbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     pairs: &[(usize, Ipv4Addr, Ipv4Addr)],
     port: u16,
 ) -> ConnEnd {
-    let class = key.2;
     let mut fallback_reported = false;
     check_fallback(sh, fd, name, &mut fallback_reported);
-    let liveness = Mutex::new(Liveness::new(Instant::now()));
     let cc = ConnCounters::new(sh);
+    oq.core
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .handle_up(Instant::now(), cc.lane);
     oq.up.store(true, Ordering::Relaxed);
     sh.send(TunEvent::Conn(ConnEvent { key, up: true }));
     let manage = subflows::run(sh, name, fd, pairs, port, oq, &cc, fallback_reported);
     tokio::select! {
-        r = writer(sh, &mut w, rekey.as_mut(), oq, class, &liveness, &cc) => r.err().unwrap_or(ConnEnd::Eof),
-        r = reader(sh, &mut r, Decoder::Out(Deframer::new()), BytesMut::with_capacity(RX_CHUNK), &liveness, &cc) => r.err().unwrap_or(ConnEnd::Eof),
+        r = writer(sh, &mut w, rekey.as_mut(), &oq.core, Some(oq), &cc) => r.err().unwrap_or(ConnEnd::Eof),
+        r = reader(sh, &mut r, Decoder::Out(Deframer::new()), BytesMut::with_capacity(RX_CHUNK), &oq.core, &cc) => r.err().unwrap_or(ConnEnd::Eof),
         () = manage => ConnEnd::Eof,
         e = peer_invalidated(sh, name, peer) => e,
     }

@@ -1,17 +1,17 @@
-//! The state every task of the tunnel shares: the config, the per-connection queues
-//! ([`OutQueue`], keyed by [`ConnKey`]), the event channel to the TUN task, and [`build`],
-//! which makes it all from a validated config.
+//! The state every task of the tunnel shares: the config, the outbound connections' cores
+//! ([`OutQueue`]: an [`mpa::gateway::ConnCore`] behind a lock, keyed by [`ConnKey`]), the
+//! receive side ([`crate::reseq::Reseq`], an [`mpa::gateway::Receiver`] behind a lock), the event
+//! channel to the TUN task, and [`build`], which makes it all from a validated config.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use bytes::BytesMut;
 use mpa::config::Config;
 use mpa::conn_report::{self, ConnSample};
-use mpa::framing::FrameType;
-use mpa::queue::{AqmConfig, PriorityQueue};
+use mpa::gateway::{self, ConnCore};
+use mpa::queue::AqmConfig;
 use mpa::{BranchId, Class, PathGroupId};
 use tokio::sync::{mpsc, Notify};
 
@@ -46,10 +46,22 @@ pub enum PathManagement {
 /// A connection's identity: (remote branch, path group, class).
 pub type ConnKey = (BranchId, PathGroupId, Class);
 
-/// The queue in front of one outbound connection.
+/// The core's part of a connection's identity.
+pub(super) fn core_key((branch, group, class): ConnKey) -> gateway::ConnKey {
+    gateway::ConnKey {
+        branch,
+        group,
+        class,
+    }
+}
+
+/// One outbound connection: its [`ConnCore`] (queue and liveness; it lives as long as the
+/// connection is configured, across reconnections) behind the lock the TUN task (enqueue), the
+/// writer (`poll_transmit`) and the reader (`on_receive`) share, the writer's wake-up, and the
+/// figures the status report reads.
 #[derive(Debug)]
 pub struct OutQueue {
-    pub(super) q: Mutex<PriorityQueue<(BytesMut, FrameType, Option<u32>)>>,
+    pub(super) core: Mutex<ConnCore>,
     pub(super) notify: Notify,
     pub(super) up: AtomicBool,
     /// Frame bytes written by this connection's writer (for the group's rate estimate).
@@ -75,9 +87,9 @@ pub struct OutQueue {
 }
 
 impl OutQueue {
-    fn new(aqm: AqmConfig) -> Self {
+    fn new(key: ConnKey, aqm: AqmConfig) -> Self {
         OutQueue {
-            q: Mutex::new(PriorityQueue::new(aqm)),
+            core: Mutex::new(ConnCore::outbound(core_key(key), aqm)),
             notify: Notify::new(),
             up: AtomicBool::new(false),
             sent_bytes: AtomicU64::new(0),
@@ -103,12 +115,12 @@ pub struct ConnEvent {
 pub enum TunEvent {
     /// A connection went up or down.
     Conn(ConnEvent),
-    /// New WRR weights of existing path groups (the controller published them): the schedulers
-    /// change in place, no flow moves.
+    /// New WRR weights of existing path groups (the controller published them; [`Shared::config`]
+    /// holds them already): applied with [`mpa::gateway::Router::apply`], no flow moves.
     Weights(Vec<(BranchId, PathGroupId, u32)>),
     /// Remotes, groups or classifier changed ([`Shared::config`] and the queues are already
-    /// replaced): the agent is rebuilt from the new config, the up state of the connections
-    /// that still exist is kept. Flows are re-assigned on their next packet.
+    /// replaced): [`mpa::gateway::Router::apply`] keeps the flow table and the up state of the
+    /// connections that still exist; a flow whose path group stays does not move.
     Reload,
 }
 
@@ -134,9 +146,10 @@ pub struct Shared {
     /// Outbound queues (the TUN task keeps its own copy, refreshed on [`TunEvent::Reload`]).
     queues: RwLock<BTreeMap<ConnKey, Arc<OutQueue>>>,
     events: mpsc::UnboundedSender<TunEvent>,
-    /// With `[striping]`: the resequencer of sequenced frames from all peers (parameters from the
-    /// start-up config).
-    pub reseq: Option<Arc<crate::reseq::Reseq>>,
+    /// The receive side: resequencing of sequenced frames from all peers (parameters from the
+    /// start-up `[striping]`, or the defaults: a peer may stripe when we do not) and the
+    /// virtio-or-plain decision for TUN writes.
+    pub reseq: Arc<crate::reseq::Reseq>,
     /// The next connection id (`conn_io::ConnCounters::lane`): the resequencer's lane of a
     /// connection, unique for the life of the process.
     next_lane: AtomicU64,
@@ -174,7 +187,8 @@ impl Shared {
             let mut q = self.queues.write().unwrap_or_else(PoisonError::into_inner);
             q.retain(|k, _| wanted.contains(k));
             for k in wanted {
-                q.entry(k).or_insert_with(|| Arc::new(OutQueue::new(aqm)));
+                q.entry(k)
+                    .or_insert_with(|| Arc::new(OutQueue::new(k, aqm)));
             }
         }
         *self.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
@@ -216,27 +230,17 @@ impl Shared {
     }
 }
 
-/// Every outbound connection a config asks for: (remote branch, path group, class).
+/// Every outbound connection a config asks for: (remote branch, path group, class)
+/// ([`mpa::gateway::conn_keys`]).
 pub fn conn_keys(config: &Config) -> BTreeSet<ConnKey> {
-    let mut out = BTreeSet::new();
-    for r in &config.remote {
-        let Some(b) = BranchId::new(r.id).ok() else {
-            continue;
-        };
-        for g in &r.path_groups {
-            let Some(g) = PathGroupId::new(g.id).ok() else {
-                continue;
-            };
-            for c in CLASSES {
-                out.insert((b, g, c));
-            }
-        }
-    }
-    out
+    gateway::conn_keys(config)
+        .into_iter()
+        .map(|k| (k.branch, k.group, k.class))
+        .collect()
 }
 
 /// The classes that get a connection per path group.
-pub const CLASSES: [Class; 2] = [Class::TypeI, Class::TypeII];
+pub const CLASSES: [Class; 2] = gateway::CLASSES;
 
 /// Builds the shared state; returns it and the receiver of connection events for [`tun_loop`].
 pub fn build(
@@ -251,13 +255,13 @@ pub fn build(
     let aqm = AqmConfig::from(&config.queue);
     let queues = conn_keys(&config)
         .into_iter()
-        .map(|k| (k, Arc::new(OutQueue::new(aqm))))
+        .map(|k| (k, Arc::new(OutQueue::new(k, aqm))))
         .collect();
     let (tx, rx) = mpsc::unbounded_channel();
-    let reseq = config
-        .striping
-        .as_ref()
-        .map(|st| Arc::new(crate::reseq::Reseq::new(st)));
+    let reseq = Arc::new(crate::reseq::Reseq::new(
+        config.striping.as_ref(),
+        tun.offload(),
+    ));
     (
         Arc::new(Shared {
             config: RwLock::new(Arc::new(config)),

@@ -1,25 +1,26 @@
 //! TUN → queues: the one task that reads TUN (batches into a shared arena, behind a reserved
-//! frame header), routes every packet with the [`Agent`] (classifier, flow table, path group) and
-//! queues it for its connection ([`OutQueue`]). It owns the agent: connection up/down events, new
-//! weights and reloads reach it as [`TunEvent`]s, and it feeds it the measured group rates
-//! ([`GroupRates`]) every [`mpa::path_group::RATE_WINDOW`].
+//! frame header) and holds the [`Router`] (classifier, flow table, path group, framing in place,
+//! the group-up rule); every packet it routes goes into its connection's
+//! [`mpa::gateway::ConnCore`] ([`OutQueue`]). Connection up/down events, new weights and reloads
+//! reach it as [`TunEvent`]s (a new config goes through [`Router::apply`], which keeps the flow
+//! table), and it feeds the router the measured group rates ([`GroupRates`]) every
+//! [`mpa::path_group::RATE_WINDOW`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, BytesMut};
-use mpa::agent::{Agent, RouteError};
+use bytes::{BufMut, BytesMut};
 use mpa::conn_report::GroupRates;
-use mpa::framing::{FrameType, FRAME_HEADER_LEN, VIRTIO_NET_HDR_LEN};
-use mpa::queue::DropReason;
-use mpa::{BranchId, PathGroupId};
+use mpa::framing::{FRAME_HEADER_LEN, VIRTIO_NET_HDR_LEN};
+use mpa::gateway::{Event, PacketDrop, Router};
 use tokio::sync::mpsc;
-use tracing::{debug, info, trace};
+use tracing::{debug, info};
 
-use super::{ConnEvent, ConnKey, OutQueue, Shared, TunEvent, CLASSES};
+use super::shared::core_key;
+use super::{ConnEvent, ConnKey, OutQueue, Shared, TunEvent};
 use crate::stats::Stats;
 use crate::tun::MAX_TUN_READ;
 
@@ -29,15 +30,14 @@ const TUN_ARENA: usize = 1024 * 1024;
 /// Packets read from TUN per wake-up before yielding (fairness with the other tasks).
 const TUN_BATCH: usize = 64;
 
-/// Reads TUN, routes every packet with the agent and queues it for its connection. Owns the agent;
-/// applies connection up/down events (a group is up when all its class connections are).
+/// Reads TUN, routes every packet with the [`Router`] and queues it for its connection. Owns the
+/// router; applies connection up/down events (its group-up rule decides the groups).
 pub async fn tun_loop(
     sh: Arc<Shared>,
     mut events: mpsc::UnboundedReceiver<TunEvent>,
 ) -> anyhow::Result<()> {
-    let mut agent = Agent::new(&sh.config());
+    let mut router = Router::new(&sh.config(), sh.tun.offload());
     let mut queues = sh.queues();
-    let mut up: BTreeSet<ConnKey> = BTreeSet::new();
     let mut arena = BytesMut::with_capacity(TUN_ARENA);
     let mut next_expiry = Instant::now();
     let mut rates = GroupRates::default();
@@ -45,7 +45,7 @@ pub async fn tun_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         while let Ok(ev) = events.try_recv() {
-            tun_event(&sh, &mut agent, &mut queues, &mut up, ev);
+            tun_event(&sh, &mut router, &mut queues, ev);
         }
         arena.reserve(FRAME_HEADER_LEN + MAX_TUN_READ);
         arena.put_bytes(0, FRAME_HEADER_LEN);
@@ -53,7 +53,7 @@ pub async fn tun_loop(
             r = sh.tun.read_into(&mut arena) => Some(r),
             ev = events.recv() => {
                 if let Some(ev) = ev {
-                    tun_event(&sh, &mut agent, &mut queues, &mut up, ev);
+                    tun_event(&sh, &mut router, &mut queues, ev);
                 }
                 None
             }
@@ -62,7 +62,7 @@ pub async fn tun_loop(
                     .iter()
                     .map(|((b, g, _), oq)| (*b, *g, oq.sent_bytes.load(Ordering::Relaxed)));
                 for (b, g, rate) in rates.handle_sent(Instant::now(), sent) {
-                    agent.set_group_rate(b, g, rate);
+                    router.set_group_rate(b, g, rate);
                 }
                 None
             }
@@ -77,7 +77,7 @@ pub async fn tun_loop(
             match result {
                 Ok(Some(n)) => {
                     let pkt = arena.split_to(FRAME_HEADER_LEN + n);
-                    handle_tun_packet(&sh, &queues, &mut agent, pkt);
+                    handle_tun_packet(&sh, &queues, &mut router, pkt);
                 }
                 Ok(None) => {
                     arena.clear();
@@ -105,8 +105,8 @@ pub async fn tun_loop(
         }
         let now = Instant::now();
         if now >= next_expiry {
-            agent.handle_timeout(now);
-            next_expiry = agent
+            router.handle_timeout(now);
+            next_expiry = router
                 .poll_timeout()
                 .unwrap_or(now + Duration::from_secs(1))
                 .max(now + Duration::from_millis(100));
@@ -116,121 +116,89 @@ pub async fn tun_loop(
 
 fn tun_event(
     sh: &Shared,
-    agent: &mut Agent,
+    router: &mut Router,
     queues: &mut BTreeMap<ConnKey, Arc<OutQueue>>,
-    up: &mut BTreeSet<ConnKey>,
     ev: TunEvent,
 ) {
+    let mut events = Vec::new();
     match ev {
-        TunEvent::Conn(ev) => apply_event(agent, up, ev),
+        TunEvent::Conn(ConnEvent { key, up }) => {
+            let key = core_key(key);
+            events.extend(if up {
+                router.handle_conn_up(key)
+            } else {
+                router.handle_conn_down(key)
+            });
+        }
         TunEvent::Weights(list) => {
-            for (b, g, w) in list {
-                agent.set_group_weight(b, g, w);
-            }
+            let plan = router.apply(&sh.config(), &mut events);
+            debug!(
+                published = list.len(),
+                changed = plan.weights.len(),
+                "weights applied"
+            );
             info!("path group weights updated in place");
         }
         TunEvent::Reload => {
             *queues = sh.queues();
-            *agent = Agent::new(&sh.config());
-            up.retain(|k| queues.contains_key(k));
-            let groups: BTreeSet<(BranchId, PathGroupId)> =
-                queues.keys().map(|(b, g, _)| (*b, *g)).collect();
-            for (b, g) in groups {
-                let group_up = CLASSES.iter().all(|c| up.contains(&(b, g, *c)));
-                agent.set_group_up(b, g, group_up);
-            }
+            router.apply(&sh.config(), &mut events);
             info!(
                 connections = queues.len(),
-                "agent rebuilt for the new config"
+                "router reconfigured for the new config (flow table kept)"
             );
         }
     }
-}
-
-fn apply_event(agent: &mut Agent, up: &mut BTreeSet<ConnKey>, ev: ConnEvent) {
-    if ev.up {
-        up.insert(ev.key);
-    } else {
-        up.remove(&ev.key);
-    }
-    let (b, g, _) = ev.key;
-    let group_up = CLASSES.iter().all(|c| up.contains(&(b, g, *c)));
-    if agent.set_group_up(b, g, group_up) {
-        info!(
-            branch = b.get(),
-            pg = g.get(),
-            up = group_up,
-            "path group state"
-        );
+    for ev in events {
+        if let Event::Group { branch, group, up } = ev {
+            info!(
+                branch = branch.get(),
+                pg = group.get(),
+                up,
+                "path group state"
+            );
+        }
     }
 }
 
 fn handle_tun_packet(
     sh: &Shared,
     queues: &BTreeMap<ConnKey, Arc<OutQueue>>,
-    agent: &mut Agent,
-    mut pkt: BytesMut,
+    router: &mut Router,
+    pkt: BytesMut,
 ) {
     let now = Instant::now();
     let st = &sh.stats;
-    let mut ftype = FrameType::Ip;
-    if sh.tun.offload() {
-        let plain = pkt
-            .get(FRAME_HEADER_LEN..FRAME_HEADER_LEN + VIRTIO_NET_HDR_LEN)
-            .is_some_and(|v| v.iter().all(|&b| b == 0));
-        if plain {
-            // No checksum or GSO work pending: drop the virtio header, send a plain IP frame (the
-            // header's last 12 bytes of room become the frame header's).
-            pkt.advance(VIRTIO_NET_HDR_LEN);
-        } else {
-            ftype = FrameType::IpVirtio;
-        }
-    }
-    let ip_at = if ftype == FrameType::IpVirtio {
-        FRAME_HEADER_LEN + VIRTIO_NET_HDR_LEN
+    let vnet = if sh.tun.offload() {
+        VIRTIO_NET_HDR_LEN
     } else {
-        FRAME_HEADER_LEN
+        0
     };
-    let Some(ip) = pkt.get(ip_at..) else {
-        Stats::inc(&st.drop_malformed);
-        return;
-    };
-    Stats::inc(&st.tun_rx_packets);
-    Stats::add(&st.tun_rx_bytes, ip.len() as u64);
-    let route = match agent.route(now, ip) {
-        Ok(r) => r,
-        Err(RouteError::Malformed(e)) => {
-            trace!(error = %e, "malformed packet from TUN");
+    let ip_len = pkt.len().saturating_sub(FRAME_HEADER_LEN + vnet);
+    let res = router.handle_tun_packet(now, pkt).and_then(|out| {
+        let (b, g, c) = (out.conn.branch, out.conn.group, out.conn.class);
+        let oq = queues.get(&(b, g, c)).ok_or(PacketDrop::NoConnection)?;
+        let mut core = oq.core.lock().map_err(|_| PacketDrop::NoConnection)?;
+        core.enqueue(now, out.packet)?;
+        drop(core);
+        oq.notify.notify_one();
+        Ok(())
+    });
+    let counter = match res {
+        Ok(()) => None,
+        Err(PacketDrop::Malformed) => {
             Stats::inc(&st.drop_malformed);
             return;
         }
-        Err(RouteError::External) => {
-            Stats::inc(&st.drop_external);
-            return;
-        }
-        Err(RouteError::NoGroupUp(_)) => {
-            Stats::inc(&st.drop_no_group);
-            return;
-        }
+        Err(PacketDrop::External) => Some(&st.drop_external),
+        Err(PacketDrop::NoGroupUp) => Some(&st.drop_no_group),
+        Err(PacketDrop::QueueFull) => Some(&st.drop_queue_full),
+        Err(PacketDrop::Codel) => Some(&st.drop_codel),
+        Err(PacketDrop::Encode) => Some(&st.drop_encode),
+        Err(_) => Some(&st.drop_no_connection),
     };
-    let Some(oq) = queues.get(&(route.branch, route.group, route.class)) else {
-        Stats::inc(&st.drop_no_connection);
-        return;
-    };
-    let len = pkt.len() - FRAME_HEADER_LEN;
-    let res = match oq.q.lock() {
-        Ok(mut q) => q.enqueue(
-            now,
-            route.class,
-            (pkt, ftype, route.seq),
-            len,
-            route.info.ect(),
-        ),
-        Err(_) => return,
-    };
-    match res {
-        Ok(()) => oq.notify.notify_one(),
-        Err((_, DropReason::NotTunnelled)) => Stats::inc(&st.drop_external),
-        Err(_) => Stats::inc(&st.drop_queue_full),
+    Stats::inc(&st.tun_rx_packets);
+    Stats::add(&st.tun_rx_bytes, ip_len as u64);
+    if let Some(c) = counter {
+        Stats::inc(c);
     }
 }

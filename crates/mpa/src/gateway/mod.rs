@@ -75,7 +75,7 @@ use std::time::Instant;
 use bytes::BytesMut;
 
 pub use conn::{ConnCore, Transmit};
-pub use receiver::{Receiver, TunWrite, MAX_PENDING_TUN_BYTES};
+pub use receiver::{tun_write, Receiver, TunWrite, MAX_PENDING_TUN_BYTES};
 pub use router::{conn_keys, Outgoing, Plan, QueuedPacket, Router};
 
 use crate::config::Config;

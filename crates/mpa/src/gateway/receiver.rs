@@ -34,6 +34,40 @@ pub struct TunWrite {
     pub ip: Bytes,
 }
 
+/// The virtio-or-plain decision for one received IP frame and a local TUN device with
+/// (`offload`) or without `IFF_VNET_HDR`. Stateless, so a multi-task driver may decide
+/// unsequenced frames (the bulk) in its readers without the [`Receiver`]'s lock; the
+/// [`Receiver`] makes the same decision for what it releases. No copy: both parts are slices of
+/// the frame's payload. An `Err` is not counted here.
+pub fn tun_write(frame: Frame, offload: bool) -> Result<TunWrite, PacketDrop> {
+    let p = frame.payload;
+    match (frame.header.frame_type, offload) {
+        (FrameType::Ip, true) => Ok(TunWrite {
+            vnet: Some(Bytes::from_static(&ZERO_VNET_HDR)),
+            ip: p,
+        }),
+        (FrameType::Ip, false) => Ok(TunWrite { vnet: None, ip: p }),
+        (FrameType::IpVirtio, _) if p.len() < VIRTIO_NET_HDR_LEN => Err(PacketDrop::Malformed),
+        (FrameType::IpVirtio, true) => Ok(TunWrite {
+            vnet: Some(p.slice(..VIRTIO_NET_HDR_LEN)),
+            ip: p.slice(VIRTIO_NET_HDR_LEN..),
+        }),
+        (FrameType::IpVirtio, false) => {
+            // Without offload locally a header with no pending work is simply dropped; one
+            // that asks for checksum or segmentation cannot be written.
+            if p.iter().take(VIRTIO_NET_HDR_LEN).any(|&b| b != 0) {
+                return Err(PacketDrop::VirtioUnsupported);
+            }
+            Ok(TunWrite {
+                vnet: None,
+                ip: p.slice(VIRTIO_NET_HDR_LEN..),
+            })
+        }
+        // Keepalive, control, unknown: not for TUN.
+        _ => Err(PacketDrop::Malformed),
+    }
+}
+
 /// Delivery and resequencing of received IP frames.
 #[derive(Debug)]
 pub struct Receiver {
@@ -90,37 +124,23 @@ impl Receiver {
         }
     }
 
-    /// The virtio-or-plain decision for the local TUN device.
+    /// The virtio-or-plain decision for the local TUN device ([`tun_write`]), then the backlog
+    /// bound.
     fn push(&mut self, frame: Frame) {
-        let p = frame.payload;
-        let (vnet, ip) = match (frame.header.frame_type, self.offload) {
-            (FrameType::Ip, true) => (Some(Bytes::from_static(&ZERO_VNET_HDR)), p),
-            (FrameType::Ip, false) => (None, p),
-            (FrameType::IpVirtio, _) if p.len() < VIRTIO_NET_HDR_LEN => {
-                self.counters.drop(PacketDrop::Malformed);
+        let w = match tun_write(frame, self.offload) {
+            Ok(w) => w,
+            Err(d) => {
+                self.counters.drop(d);
                 return;
             }
-            (FrameType::IpVirtio, true) => (
-                Some(p.slice(..VIRTIO_NET_HDR_LEN)),
-                p.slice(VIRTIO_NET_HDR_LEN..),
-            ),
-            (FrameType::IpVirtio, false) => {
-                // Without offload locally a header with no pending work is simply dropped; one
-                // that asks for checksum or segmentation cannot be written.
-                if p.iter().take(VIRTIO_NET_HDR_LEN).any(|&b| b != 0) {
-                    self.counters.drop(PacketDrop::VirtioUnsupported);
-                    return;
-                }
-                (None, p.slice(VIRTIO_NET_HDR_LEN..))
-            }
-            _ => return,
         };
+        let ip = &w.ip;
         if self.out_bytes + ip.len() > MAX_PENDING_TUN_BYTES {
             self.counters.drop(PacketDrop::TunBacklog);
             return;
         }
         self.out_bytes += ip.len();
-        self.out.push_back(TunWrite { vnet, ip });
+        self.out.push_back(w);
     }
 
     /// The next packet to write to TUN, in delivery order.

@@ -214,3 +214,48 @@ fn an_idle_connection_sends_keepalives_and_a_silent_one_dies_with_its_queue() {
         Err(PacketDrop::NoGroupUp)
     );
 }
+
+/// The stateless decision the driver's readers make without the receiver's lock: no copy, the
+/// same outcome as the [`Receiver`]'s.
+#[test]
+fn tun_write_decides_virtio_or_plain_without_state() {
+    let frame = |t, payload: Vec<u8>| Frame {
+        header: FrameHeader {
+            frame_type: t,
+            class: Class::TypeII,
+            seq: None,
+            payload_len: payload.len() as u32,
+        },
+        payload: Bytes::from(payload),
+    };
+    let ip = udp(7);
+    let mut virtio = vec![0u8; VIRTIO_NET_HDR_LEN];
+    virtio.extend_from_slice(&ip);
+    let mut gso = virtio.clone();
+    gso[0] = 1;
+
+    // Plain frame: a zero header with offload, none without.
+    let w = tun_write(frame(FrameType::Ip, ip.clone()), true).unwrap();
+    assert_eq!(w.vnet.as_deref(), Some(&[0u8; VIRTIO_NET_HDR_LEN][..]));
+    assert_eq!(&w.ip[..], &ip[..]);
+    let w = tun_write(frame(FrameType::Ip, ip.clone()), false).unwrap();
+    assert_eq!((w.vnet, &w.ip[..]), (None, &ip[..]));
+    // Virtio frame: header kept with offload; dropped when it asks for nothing; refused otherwise.
+    let w = tun_write(frame(FrameType::IpVirtio, gso.clone()), true).unwrap();
+    assert_eq!(w.vnet.as_deref(), Some(&gso[..VIRTIO_NET_HDR_LEN]));
+    assert_eq!(&w.ip[..], &ip[..]);
+    let w = tun_write(frame(FrameType::IpVirtio, virtio), false).unwrap();
+    assert_eq!((w.vnet, &w.ip[..]), (None, &ip[..]));
+    assert_eq!(
+        tun_write(frame(FrameType::IpVirtio, gso), false),
+        Err(PacketDrop::VirtioUnsupported)
+    );
+    assert_eq!(
+        tun_write(frame(FrameType::IpVirtio, vec![0; 3]), true),
+        Err(PacketDrop::Malformed)
+    );
+    assert_eq!(
+        tun_write(frame(FrameType::Keepalive, Vec::new()), true),
+        Err(PacketDrop::Malformed)
+    );
+}
