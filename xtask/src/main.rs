@@ -44,6 +44,9 @@ enum Cmd {
         /// Print the module tables of docs/ARCHITECTURE.md instead (markdown).
         #[arg(long)]
         markdown: bool,
+        /// Read another checkout (e.g. a worktree of an older commit) instead of this one.
+        #[arg(long)]
+        root: Option<PathBuf>,
     },
     /// Run every test: unit, property, and netns integration tests (what CI runs).
     Test {
@@ -341,8 +344,8 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Cmd::Test { unit_only } => run_tests(unit_only),
-        Cmd::Arch { markdown } => {
-            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        Cmd::Arch { markdown, root } => {
+            let root = root.unwrap_or_else(repo_root);
             let report = xtask::arch::read(&root)?;
             if markdown {
                 print!("{}", report.markdown());
