@@ -68,10 +68,10 @@ impl std::fmt::Debug for Reseq {
 }
 
 impl Reseq {
-    /// The receive side for `[striping]` (or the resequencer's defaults without it: a peer may
-    /// stripe when we do not) and a TUN device with or without `offload`.
+    /// The receive side for `[striping]` and a TUN device with or without `offload`. Without
+    /// `[striping]` sequenced frames from a striping peer pass in arrival order (not resequenced).
     pub fn new(st: Option<&StripingConfig>, offload: bool) -> Self {
-        let params = st.map(StripingConfig::reseq_params).unwrap_or_default();
+        let params = st.map(StripingConfig::reseq_params);
         Reseq {
             inner: Mutex::new(Inner {
                 rx: Receiver::new(params, offload),

@@ -282,7 +282,7 @@ pub(super) async fn reader<R: AsyncRead + Unpin>(
 }
 
 /// What the reader does with one frame: an IP frame goes to TUN ([`crate::deliver`]); a
-/// sequenced one through the resequencer ([`crate::reseq`]), an unsequenced one at once with the
+/// sequenced one, with `[striping]`, through the resequencer ([`crate::reseq`]), any other at once with the
 /// core's virtio-or-plain decision ([`tun_write`], stateless: no lock); the rest is counted.
 fn on_frame(sh: &Shared, frame: Frame, cc: &ConnCounters) {
     let st = &sh.stats;
@@ -299,7 +299,8 @@ fn on_frame(sh: &Shared, frame: Frame, cc: &ConnCounters) {
                 tun: &sh.tun,
                 stats: st,
             };
-            if frame.header.seq.is_some() {
+            // Without `[striping]` here sequenced frames pass like any other (no lock).
+            if frame.header.seq.is_some() && sh.reseq.striping() {
                 sh.reseq.handle(to_tun, frame, cc.lane);
                 return;
             }

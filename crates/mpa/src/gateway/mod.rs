@@ -302,11 +302,7 @@ impl Gateway {
             .iter()
             .map(|k| (ConnId::outbound(*k), ConnCore::outbound(*k, aqm)))
             .collect();
-        let params = config
-            .striping
-            .as_ref()
-            .map(|s| s.reseq_params())
-            .unwrap_or_default();
+        let params = config.striping.as_ref().map(|s| s.reseq_params());
         Gateway {
             router,
             conns,

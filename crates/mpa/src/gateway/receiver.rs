@@ -72,6 +72,9 @@ pub fn tun_write(frame: Frame, offload: bool) -> Result<TunWrite, PacketDrop> {
 #[derive(Debug)]
 pub struct Receiver {
     reseq: Resequencer<FlowKey, Frame>,
+    /// `[striping]` is configured here: sequenced frames are resequenced. Without it they pass
+    /// in arrival order, as any frame (the seed's "without the resequencer" baseline).
+    resequence: bool,
     offload: bool,
     out: VecDeque<TunWrite>,
     out_bytes: usize,
@@ -80,10 +83,12 @@ pub struct Receiver {
 
 impl Receiver {
     /// A receiver whose TUN device has offload (`IFF_VNET_HDR`) or not; `params` size the
-    /// resequencer (from `[striping]`, or the defaults: the peer may stripe even when we do not).
-    pub fn new(params: Params, offload: bool) -> Self {
+    /// resequencer (from `[striping]`). `None` (no `[striping]` here): sequenced frames pass in
+    /// arrival order, unresequenced, as they did before the gateway core.
+    pub fn new(params: Option<Params>, offload: bool) -> Self {
         Receiver {
-            reseq: Resequencer::new(params),
+            reseq: Resequencer::new(params.unwrap_or_default()),
+            resequence: params.is_some(),
             offload,
             out: VecDeque::new(),
             out_bytes: 0,
@@ -91,17 +96,17 @@ impl Receiver {
         }
     }
 
-    /// One IP frame from connection `lane` ([`super::ConnCore::lane`]). Unsequenced frames are
-    /// ready at once; sequenced ones go through the resequencer (their payload is copied, so a
+    /// One IP frame from connection `lane` ([`super::ConnCore::lane`]). Unsequenced frames (and
+    /// every frame without `[striping]`) are ready at once; sequenced ones go through the resequencer (their payload is copied, so a
     /// held 1.5 KB frame does not pin the connection's 128 KiB receive chunk). Then drain
     /// [`Receiver::poll_tun_write`].
     pub fn handle_frame(&mut self, now: Instant, lane: u64, frame: Frame) {
         let key = match frame.header.seq {
-            Some(_) => frame
+            Some(_) if self.resequence => frame
                 .ip_packet()
                 .and_then(|(_, ip)| parse(ip).ok())
                 .map(|i| i.flow),
-            None => None,
+            _ => None,
         };
         match (key, frame.header.seq) {
             (Some(key), Some(seq)) => {

@@ -140,7 +140,7 @@ fn the_tun_format_follows_the_local_device() {
     let mut gso = [0u8; VIRTIO_NET_HDR_LEN];
     gso[0] = 1;
     // With offload: always a virtio header, zero for plain packets.
-    let mut rx = Receiver::new(Default::default(), true);
+    let mut rx = Receiver::new(Some(Default::default()), true);
     rx.handle_frame(now, 1, ip_frame(FrameType::Ip, None));
     rx.handle_frame(now, 1, ip_frame(FrameType::IpVirtio, Some(gso)));
     let w = rx.poll_tun_write().unwrap();
@@ -154,7 +154,7 @@ fn the_tun_format_follows_the_local_device() {
         (Some(&gso[..]), &udp(7)[..])
     );
     // Without: an idle header is dropped, a busy one cannot be written.
-    let mut rx = Receiver::new(Default::default(), false);
+    let mut rx = Receiver::new(Some(Default::default()), false);
     rx.handle_frame(now, 1, ip_frame(FrameType::IpVirtio, Some([0; 10])));
     rx.handle_frame(now, 1, ip_frame(FrameType::IpVirtio, Some(gso)));
     let w = rx.poll_tun_write().unwrap();
@@ -258,4 +258,36 @@ fn tun_write_decides_virtio_or_plain_without_state() {
         tun_write(frame(FrameType::Keepalive, Vec::new()), true),
         Err(PacketDrop::Malformed)
     );
+}
+
+/// Without `[striping]` a receiver passes sequenced frames in arrival order (the baseline "without
+/// the resequencer"); with it, it holds a frame that arrives before its predecessor.
+#[test]
+fn sequenced_frames_are_resequenced_only_with_striping() {
+    use crate::framing::{encode_frame, Deframer, FrameType};
+    let t0 = Instant::now();
+    let frame = |seq: u32| {
+        let mut p = vec![0u8; 28];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&28u16.to_be_bytes());
+        p[8] = 64;
+        p[9] = 17;
+        p[12..16].copy_from_slice(&[198, 19, 1, 10]);
+        p[16..20].copy_from_slice(&[198, 19, 2, 10]);
+        p[20..22].copy_from_slice(&4000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&5001u16.to_be_bytes());
+        let mut buf = BytesMut::new();
+        encode_frame(FrameType::Ip, Class::TypeII, Some(seq), &p, &mut buf).unwrap();
+        Deframer::default().decode(&mut buf).unwrap().unwrap()
+    };
+    for (params, released_before_gap_fills) in [(None, 2), (Some(Default::default()), 1)] {
+        let mut rx = Receiver::new(params, false);
+        rx.handle_frame(t0, 1, frame(0));
+        rx.handle_frame(t0, 1, frame(2));
+        let mut n = 0;
+        while rx.poll_tun_write().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, released_before_gap_fills, "params {params:?}");
+    }
 }
