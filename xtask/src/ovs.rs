@@ -44,7 +44,7 @@ fn read_pid(path: &Path) -> anyhow::Result<u32> {
 /// the instance directory `ds`.
 fn ns_env(prefix: &str, b: u8, ds: &str) -> (String, [String; 4]) {
     (
-        crate::testbed::ns_gw(prefix, b),
+        crate::testbed::names::ns_gw(prefix, b),
         [
             format!("OVS_RUNDIR={ds}"),
             format!("OVS_DBDIR={ds}"),

@@ -22,7 +22,7 @@ use crate::sh;
 use crate::topology::{self, Impairment, PortKind, PortRef, ResolvedPort, Topology};
 use crate::wanem::core::{EmuConfig, LinkConfig, PairConfig};
 
-mod names;
+pub mod names;
 mod state;
 mod status;
 pub use names::{
