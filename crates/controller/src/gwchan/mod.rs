@@ -133,48 +133,10 @@ impl GwChan {
         let first = Arc::clone(&catalog.borrow_and_update());
         let _ = recompute(first).await;
         let mut tasks = tokio::task::JoinSet::new();
-        if let Some(l) = self.tcp {
-            let reg = Arc::clone(&self.registry);
-            tasks.spawn(async move {
-                loop {
-                    match l.accept().await {
-                        Ok((s, peer)) => {
-                            let _ = s.set_nodelay(true);
-                            tokio::spawn(session::session(
-                                s,
-                                peer.to_string(),
-                                session::Transport::Tcp,
-                                Arc::clone(&reg),
-                            ));
-                        }
-                        Err(e) => {
-                            warn!(error = %e, "gateway accept failed");
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
-                    }
-                }
-            });
-        }
-        if let Some(l) = self.tls {
-            let reg = Arc::clone(&self.registry);
-            tasks.spawn(async move {
-                loop {
-                    match l.accept().await {
-                        Ok((s, peer)) => {
-                            let _ = s.set_nodelay(true);
-                            tokio::spawn(session::tls_session(
-                                s,
-                                peer.to_string(),
-                                Arc::clone(&reg),
-                            ));
-                        }
-                        Err(e) => {
-                            warn!(error = %e, "gateway accept failed");
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
-                    }
-                }
-            });
+        for (l, tls) in [(self.tcp, false), (self.tls, true)] {
+            if let Some(l) = l {
+                tasks.spawn(accept_tcp(l, Arc::clone(&self.registry), tls));
+            }
         }
         for (path, l) in self.unix {
             let reg = Arc::clone(&self.registry);
@@ -212,5 +174,27 @@ impl GwChan {
             let _ = recompute(c).await;
         }
         tasks.abort_all();
+    }
+}
+
+/// Accepts gateway sessions on a TCP listener forever: clear text, or TLS (`tls`) first.
+async fn accept_tcp(l: TcpListener, reg: Arc<Registry>, tls: bool) {
+    loop {
+        match l.accept().await {
+            Ok((s, peer)) => {
+                let _ = s.set_nodelay(true);
+                let reg = Arc::clone(&reg);
+                if tls {
+                    tokio::spawn(session::tls_session(s, peer.to_string(), reg));
+                } else {
+                    let transport = session::Transport::Tcp;
+                    tokio::spawn(session::session(s, peer.to_string(), transport, reg));
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "gateway accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
     }
 }
