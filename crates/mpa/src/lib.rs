@@ -13,7 +13,8 @@
 //! - [`flow_table`]: 5-tuple flows, so a flow keeps its path group (no reordering).
 //! - [`path_group`]: the path groups towards one remote branch, their weights, state and rates.
 //! - [`scheduler`]: new-flow to path-group selection (RR, smooth WRR, measured throughput).
-//! - [`queue`]: per-connection strict-priority queues with a CoDel sojourn-time AQM.
+//! - [`queue`]: per-connection strict-priority queues, per-flow fair queueing and a CoDel sojourn-time
+//!   AQM per flow (FQ-CoDel).
 //! - [`resequencer`]: the receiver's per-flow resequencing buffer for striped flows (seed 001 Alg. 1).
 //! - [`framing`]: the connection hello and the tunnel frame codec (`docs/wire.md`).
 //! - [`gateway`]: the whole per-packet logic of one gateway, sans-IO (TUN side, connections,
@@ -28,8 +29,8 @@
 //!
 //! Call order for one packet from TUN (sender side): [`agent::Agent::route`] (=
 //! [`classifier::Classifier::classify`] → [`flow_table::FlowTable::assign`], which asks the
-//! [`scheduler::Scheduler`] for new flows) → [`queue::PriorityQueue::enqueue`] →
-//! [`queue::PriorityQueue::poll_dequeue`] → [`framing::encode_header_in_place`] → socket.
+//! [`scheduler::Scheduler`] for new flows) → [`queue::FairQueue::enqueue`] →
+//! [`queue::FairQueue::poll_dequeue`] → [`framing::encode_header_in_place`] → socket.
 //! Receiver side: [`framing::InboundConnection::decode`] until `Ok(None)` (the hello once, then frames).
 //! Per connection, [`keepalive::Liveness`] says when to send keepalives and when the peer is dead.
 //! [`gateway`] ties all of this into one sans-IO core per gateway (TUN side, connections,

@@ -1,5 +1,5 @@
-//! One tunnel connection's core: its strict-priority CoDel queue (outbound connections only) and
-//! its liveness. Held by the driver's writer task for that connection (behind a lock shared with
+//! One tunnel connection's core: its queue (outbound connections only; strict priority, per-flow
+//! fair queueing and CoDel per flow, [`FairQueue`]) and its liveness. Held by the driver's writer task for that connection (behind a lock shared with
 //! the TUN task, which enqueues, and the reader task, which reports what arrived).
 
 use std::time::Instant;
@@ -9,7 +9,7 @@ use bytes::BytesMut;
 use crate::classifier::mark_ce;
 use crate::framing::{encode_frame, Frame, FrameType, FRAME_HEADER_LEN};
 use crate::keepalive::{Liveness, LivenessEvent};
-use crate::queue::{AqmConfig, Dequeued, DropReason, PriorityQueue};
+use crate::queue::{AqmConfig, Arrival, ClassStats, Dequeued, DropReason, FairQueue, FlowStats};
 
 use super::{ConnId, Counters, Direction, Event, PacketDrop, QueuedPacket};
 
@@ -28,7 +28,7 @@ pub struct ConnCore {
     id: ConnId,
     /// Outbound connections only: the packets waiting for the socket. It lives as long as the
     /// connection is configured, across reconnections.
-    queue: Option<PriorityQueue<QueuedPacket>>,
+    queue: Option<FairQueue<QueuedPacket>>,
     /// While established: the liveness timers.
     liveness: Option<Liveness>,
     keepalive_due: bool,
@@ -44,7 +44,7 @@ impl ConnCore {
                 key,
                 dir: Direction::Outbound,
             },
-            queue: Some(PriorityQueue::new(aqm)),
+            queue: Some(FairQueue::new(aqm)),
             liveness: None,
             keepalive_due: false,
             lane: 0,
@@ -113,16 +113,25 @@ impl ConnCore {
         self.lane
     }
 
-    /// Queues a routed packet (from [`super::Router::handle_tun_packet`]). An `Err` is counted
-    /// here (tail drop, or a connection without a queue).
+    /// Queues a routed packet (from [`super::Router::handle_tun_packet`]). At the queue's bounds
+    /// older packets of the fattest flow are dropped and counted ([`PacketDrop::QueueFull`]) and
+    /// this one is queued. An `Err` (counted here) means this packet was not queued (a connection
+    /// without a queue, Type III, or a packet larger than the byte bound).
     pub fn enqueue(&mut self, now: Instant, packet: QueuedPacket) -> Result<(), PacketDrop> {
         let Some(q) = self.queue.as_mut() else {
             self.counters.drop(PacketDrop::NoConnection);
             return Err(PacketDrop::NoConnection);
         };
-        let len = packet.frame.len().saturating_sub(FRAME_HEADER_LEN);
-        let (class, ect) = (packet.class, packet.ect);
-        match q.enqueue(now, class, packet, len, ect) {
+        let meta = Arrival {
+            class: packet.class,
+            flow: packet.flow,
+            len: packet.frame.len().saturating_sub(FRAME_HEADER_LEN),
+            ect: packet.ect,
+        };
+        let counters = &mut self.counters;
+        match q.enqueue(now, meta, packet, |_, _, _| {
+            counters.drop(PacketDrop::QueueFull)
+        }) {
             Ok(()) => Ok(()),
             Err((_, reason)) => {
                 let d = match reason {
@@ -254,8 +263,24 @@ impl ConnCore {
     }
 
     /// The queue, for its per-class counters.
-    pub fn queue(&self) -> Option<&PriorityQueue<QueuedPacket>> {
+    pub fn queue(&self) -> Option<&FairQueue<QueuedPacket>> {
         self.queue.as_ref()
+    }
+
+    /// The queue's counters of `class` (zero for an inbound connection): CoDel drops and marks,
+    /// overflow drops from fat flows.
+    pub fn queue_stats(&self, class: crate::Class) -> ClassStats {
+        self.queue
+            .as_ref()
+            .map_or(ClassStats::default(), |q| q.stats(class))
+    }
+
+    /// The flow scheduler's counters of `class` (zero for an inbound connection): active flows,
+    /// packets sent from the new-flows list, bucket collisions, overflow batches.
+    pub fn flow_stats(&self, class: crate::Class) -> FlowStats {
+        self.queue
+            .as_ref()
+            .map_or(FlowStats::default(), |q| q.flow_stats(class))
     }
 
     /// Counters of this connection.

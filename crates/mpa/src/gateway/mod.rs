@@ -6,8 +6,8 @@
 //! the core hands back.
 //!
 //! It composes the existing cores and duplicates none of them: [`crate::agent::Agent`]
-//! (classifier, flow table, schedulers), [`crate::queue::PriorityQueue`] (strict priority +
-//! CoDel), [`crate::framing`], [`crate::keepalive::Liveness`] and
+//! (classifier, flow table, schedulers), [`crate::queue::FairQueue`] (strict priority,
+//! per-flow fair queueing, CoDel per flow), [`crate::framing`], [`crate::keepalive::Liveness`] and
 //! [`crate::resequencer::Resequencer`].
 //!
 //! # Parts, for a multi-task driver
@@ -45,8 +45,10 @@
 //!    pending work is dropped), header written in place by
 //!    [`crate::framing::encode_header_in_place`]: no copy.
 //! 4. **Queue**: [`ConnCore::enqueue`] on the connection (branch, group, class): strict
-//!    priority, CoDel, tail drop at the bounds.
-//! 5. **Dequeue**: [`ConnCore::poll_transmit`]: Type I first, CoDel drops counted, CE set when
+//!    priority, the flow's bucket by the hash the router computed ([`QueuedPacket::flow`]); at the
+//!    bounds the fattest flow loses packets from its head.
+//! 5. **Dequeue**: [`ConnCore::poll_transmit`]: Type I first, new (sparse) flows before old ones,
+//!    deficit round robin between flows, per-flow CoDel drops counted, CE set when
 //!    CoDel marks; a keepalive when the connection was idle for a second.
 //! 6. **Write**: the driver writes the frames to that connection's MPTCP socket (one writer per
 //!    socket, so frames never interleave).
@@ -165,7 +167,8 @@ pub enum PacketDrop {
     NoConnection,
     /// The frame encoder refused the packet (the peer's decoder would have).
     Encode,
-    /// Tail drop at the queue's bounds.
+    /// Dropped at the queue's bounds (from the head of the fattest flow, or a packet larger than
+    /// the byte bound).
     QueueFull,
     /// CoDel dropped it (not ECN-capable).
     Codel,

@@ -10,6 +10,7 @@ use bytes::{Buf, BytesMut};
 use crate::agent::{Agent, RouteError};
 use crate::config::Config;
 use crate::framing::{encode_header_in_place, FrameType, FRAME_HEADER_LEN, VIRTIO_NET_HDR_LEN};
+use crate::queue::{FlowHash, FlowHasher};
 use crate::{BranchId, Class, PathGroupId};
 
 use super::{ConnKey, Counters, Event, PacketDrop, CLASSES};
@@ -33,6 +34,8 @@ pub struct QueuedPacket {
     pub(super) ip_at: usize,
     pub(super) class: Class,
     pub(super) ect: bool,
+    /// The inner flow's keyed hash (the connection queue's flow bucket).
+    pub(super) flow: FlowHash,
 }
 
 impl QueuedPacket {
@@ -44,6 +47,11 @@ impl QueuedPacket {
     /// Its class.
     pub fn class(&self) -> Class {
         self.class
+    }
+
+    /// Its inner flow's hash.
+    pub fn flow(&self) -> FlowHash {
+        self.flow
     }
 }
 
@@ -90,18 +98,27 @@ pub struct Router {
     offload: bool,
     conns: BTreeSet<ConnKey>,
     up: BTreeSet<ConnKey>,
+    /// Keyed per gateway, so LAN hosts cannot aim flows at one queue bucket.
+    flow_hasher: FlowHasher,
     counters: Counters,
 }
 
 impl Router {
     /// A router for a validated config; `offload` when the TUN device was opened with
-    /// `IFF_VNET_HDR` (every read starts with a virtio header). Every group starts down.
+    /// `IFF_VNET_HDR` (every read starts with a virtio header). Every group starts down. The flow
+    /// hash gets a random key ([`FlowHasher::random`]).
     pub fn new(config: &Config, offload: bool) -> Self {
+        Self::with_flow_hasher(config, offload, FlowHasher::random())
+    }
+
+    /// [`Router::new`] with a given flow hasher (reproducible simulations and tests).
+    pub fn with_flow_hasher(config: &Config, offload: bool, flow_hasher: FlowHasher) -> Self {
         Router {
             agent: Agent::new(config),
             offload,
             conns: conn_keys(config),
             up: BTreeSet::new(),
+            flow_hasher,
             counters: Counters::default(),
         }
     }
@@ -120,7 +137,7 @@ impl Router {
         if let Err(d) = r {
             self.counters.drop(d);
         }
-        let (conn, frame_type, seq, ect) = r?;
+        let (conn, frame_type, seq, ect, flow) = r?;
         let ip_at = match frame_type {
             FrameType::IpVirtio => FRAME_HEADER_LEN + VIRTIO_NET_HDR_LEN,
             _ => FRAME_HEADER_LEN,
@@ -136,6 +153,7 @@ impl Router {
                 ip_at,
                 class: conn.class,
                 ect,
+                flow,
             },
         })
     }
@@ -144,7 +162,7 @@ impl Router {
         &mut self,
         now: Instant,
         buf: &mut BytesMut,
-    ) -> Result<(ConnKey, FrameType, Option<u32>, bool), PacketDrop> {
+    ) -> Result<(ConnKey, FrameType, Option<u32>, bool, FlowHash), PacketDrop> {
         let mut frame_type = FrameType::Ip;
         if self.offload {
             let vnet = buf
@@ -177,7 +195,9 @@ impl Router {
         if !self.up.contains(&conn) {
             return Err(PacketDrop::NoConnection);
         }
-        Ok((conn, frame_type, route.seq, route.info.ect()))
+        // The 5-tuple the classifier already parsed (ports are 0 without them): hashed once here.
+        let flow = self.flow_hasher.hash(&route.info.flow);
+        Ok((conn, frame_type, route.seq, route.info.ect(), flow))
     }
 
     /// Outbound connection `conn` is established: its group goes up when every class connection
