@@ -4,9 +4,9 @@
 //! Per class:
 //! - **Flow buckets.** [`FLOW_BUCKETS`] flow queues, allocated once (on the class's first packet). A
 //!   packet's [`FlowHash`] picks a set of [`SET_WAYS`] buckets; the flow takes the bucket of that set
-//!   already tagged with its hash, else any idle bucket of the set (8-way set associative, as CAKE:
-//!   distinct flows share a bucket only when 8 other flows of the same set are active), else it shares
-//!   one (counted in [`FlowStats::collisions`]). The hash is keyed per gateway
+//!   already tagged with its hash, else an idle bucket of the set, else one whose flow has no packets
+//!   left (8-way set associative, as CAKE: distinct flows share a bucket only when 8 other flows of
+//!   the same set have packets queued), else it shares one (counted in [`FlowStats::collisions`]). The hash is keyed per gateway
 //!   ([`super::FlowHasher`]), so hosts cannot aim flows at one bucket.
 //! - **Packets.** One slab of [`MAX_QUEUE_PACKETS`] slots per class; each flow is a linked list
 //!   through it (head, tail, next index), so enqueue and dequeue move no packet and allocate nothing.
@@ -16,17 +16,26 @@
 //!   whatever its packet sizes. A flow that was idle joins the **new-flows list**, served before the
 //!   old-flows list, with one quantum: a sparse flow (less than its share) is sent at once (RFC 8290
 //!   §4.1-4.2; an emptied new flow moves to the old list if that is not empty, against starvation).
-//! - **CoDel per flow** ([`super::codel`]) on each packet's sojourn time, with the class's backlog as
-//!   the "at least one packet queued" test (like Linux fq_codel): the AQM signals the flows that
-//!   build the queue, as their packets are the ones waiting. Drops are not charged to the deficit.
+//! - **CoDel per flow** ([`super::codel`]) on each packet's sojourn time. RFC 8289 does not signal
+//!   while less than one packet is queued; here that test is per flow (Linux fq_codel uses the whole
+//!   queue's backlog): a flow with at most one more packet like the dequeued one queued is not
+//!   signalled. Such a flow is not building the queue, its packets wait for the other flows' turns
+//!   (with 200 flows a round is 200 quanta), and a flow of 16-64 KiB GSO packets waits several rounds
+//!   per packet by design; CAKE avoids the same starvation by raising its target with the number
+//!   of bulk flows times the MTU's transmission time, which needs a known rate we do not have.
+//!   Drops are not charged to the deficit.
 //! - **Overflow.** At [`MAX_QUEUE_PACKETS`] or [`MAX_QUEUE_BYTES`] the packet is queued anyway after
-//!   dropping from the head of the flow with the most bytes queued, up to half its backlog or
+//!   dropping from the head of the fattest flow, up to half its backlog or
 //!   [`OVERFLOW_BATCH_PACKETS`] packets per scan (fq_codel's batch drop, amortising the scan of the
-//!   [`FLOW_BUCKETS`] backlogs), never the arriving packet of a sparse flow.
+//!   [`FLOW_BUCKETS`] counters), never the arriving packet of a sparse flow. The fattest flow is
+//!   the one with the most bytes queued *behind its head packet* (fq_codel: the most bytes): the
+//!   head is the packet DRR is accumulating quanta for, so a flow of large packets that sends no
+//!   more than its share is not starved just because one of its packets outweighs 200 small-packet
+//!   flows' fair part of the buffer. When no flow holds two packets, the most bytes decide.
 //!
 //! Cost: enqueue O([`SET_WAYS`]); dequeue O(1) per packet plus one rotation per quantum a flow
 //! overdrew (a 64 KiB packet: ≤ 44 rotations, O(1) per 1,514 bytes sent); an overflow scans 1,024
-//! backlogs (4 KiB) once per batch.
+//! counters (8 KiB) once per batch.
 
 use std::time::Instant;
 
@@ -170,12 +179,12 @@ struct FqClass<T> {
     flows: Vec<Flow>,
     /// Bytes queued per flow (apart from `flows`, for a cache-friendly fattest-flow scan).
     backlog: Vec<u32>,
+    /// Bytes queued per flow behind its head packet (the fattest flow's measure).
+    behind_head: Vec<u32>,
     new_flows: ListHead,
     old_flows: ListHead,
     packets: usize,
     bytes: usize,
-    /// The largest packet seen: CoDel does not act while less than one of them is queued.
-    max_packet: usize,
     stats: ClassStats,
     flow_stats: FlowStats,
 }
@@ -202,11 +211,11 @@ impl<T> FqClass<T> {
             free: NIL,
             flows: Vec::new(),
             backlog: Vec::new(),
+            behind_head: Vec::new(),
             new_flows: ListHead::EMPTY,
             old_flows: ListHead::EMPTY,
             packets: 0,
             bytes: 0,
-            max_packet: 1_500,
             stats: ClassStats::default(),
             flow_stats: FlowStats::default(),
         }
@@ -230,6 +239,7 @@ impl<T> FqClass<T> {
         self.free = 0;
         self.flows = vec![Flow::EMPTY; FLOW_BUCKETS];
         self.backlog = vec![0; FLOW_BUCKETS];
+        self.behind_head = vec![0; FLOW_BUCKETS];
     }
 
     fn flow(&mut self, f: u32) -> Option<&mut Flow> {
@@ -294,28 +304,35 @@ impl<T> FqClass<T> {
         let Some(flows) = self.flows.get(ways.clone()) else {
             return set as u32;
         };
-        let (mut own_idle, mut idle) = (None, None);
+        let (mut own_idle, mut idle, mut empty) = (None, None, None);
         for (i, f) in ways.zip(flows) {
             if f.tag == h.0 {
                 if f.list != List::Idle {
                     return i as u32;
                 }
                 own_idle = Some(i);
-            } else if f.list == List::Idle && idle.is_none() {
-                idle = Some(i);
+            } else if f.list == List::Idle {
+                idle = idle.or(Some(i));
+            } else if f.head == NIL {
+                empty = empty.or(Some(i));
             }
         }
         if let Some(i) = own_idle {
             // Its own idle bucket: keep the CoDel memory (RFC 8289's re-entry rule).
             return i as u32;
         }
-        if let Some(i) = idle {
+        // Else an idle bucket; else one whose flow has no packets left and waits in a list for its
+        // turn (it takes the bucket's place in that list): no packet ever shares a bucket with
+        // another flow's while one of the set has none queued.
+        if let Some(i) = idle.or(empty) {
             if let Some(f) = self.flow(i as u32) {
                 f.tag = h.0;
                 f.codel = Codel::RESET;
             }
             return i as u32;
         }
+        // Every way holds another flow's packets: share one, the same one for this flow's later
+        // packets while the set stays full (so its packets stay in order).
         self.flow_stats.collisions += 1;
         (set + h.0 as usize % SET_WAYS) as u32
     }
@@ -336,6 +353,14 @@ impl<T> FqClass<T> {
         }
         if let Some(b) = self.backlog.get_mut(f as usize) {
             *b = b.saturating_sub(item.len);
+        }
+        let next_len = self
+            .slots
+            .get(next as usize)
+            .and_then(|s| s.item.as_ref())
+            .map_or(0, |i| i.len);
+        if let Some(b) = self.behind_head.get_mut(f as usize) {
+            *b = b.saturating_sub(next_len);
         }
         self.packets = self.packets.saturating_sub(1);
         self.bytes = self.bytes.saturating_sub(item.len as usize);
@@ -365,6 +390,9 @@ impl<T> FqClass<T> {
         };
         if let Some(t) = self.slots.get_mut(tail as usize) {
             t.next = s;
+            if let Some(b) = self.behind_head.get_mut(f as usize) {
+                *b = b.saturating_add(len);
+            }
         }
         if let Some(b) = self.backlog.get_mut(f as usize) {
             *b = b.saturating_add(len);
@@ -374,16 +402,21 @@ impl<T> FqClass<T> {
         Ok(())
     }
 
-    /// Drops a batch from the head of the fattest flow (by bytes; by packets when every queued
-    /// packet is empty). Returns how many were dropped (0 only when nothing is queued).
+    /// Drops a batch from the head of the fattest flow: the most bytes queued behind its head
+    /// packet; when no flow holds more than one packet, the most bytes; when every queued packet is
+    /// empty, any flow with packets. Returns how many were dropped (0 only when nothing is queued).
     fn drop_from_fattest(&mut self, mut dropped: impl FnMut(T)) -> usize {
         self.flow_stats.overflow_batches += 1;
-        let mut fattest = self
-            .backlog
-            .iter()
-            .enumerate()
-            .max_by_key(|(_, b)| **b)
-            .map_or(NIL, |(i, _)| i as u32);
+        let fattest_by = |v: &[u32]| {
+            v.iter()
+                .enumerate()
+                .max_by_key(|(_, b)| **b)
+                .filter(|(_, b)| **b > 0)
+                .map(|(i, _)| i as u32)
+        };
+        let mut fattest = fattest_by(&self.behind_head)
+            .or_else(|| fattest_by(&self.backlog))
+            .unwrap_or(NIL);
         if self
             .flows
             .get(fattest as usize)
@@ -444,7 +477,6 @@ impl<T> FqClass<T> {
             self.stats.tail_drops += 1;
             return Err((item.packet, DropReason::QueueFullPackets));
         }
-        self.max_packet = self.max_packet.max(len);
         self.stats.enqueued += 1;
         if self
             .flows
@@ -500,11 +532,14 @@ impl<T> FqClass<T> {
                 continue;
             };
             let sojourn = now.saturating_duration_since(item.enqueued_at);
-            let (backlog, max_packet) = (self.bytes, self.max_packet);
+            // RFC 8289's "not while less than one packet is queued", per flow: a flow with at
+            // most one more packet like this one queued is not building the queue (its packets
+            // wait for the other flows' turns), so CoDel does not signal it.
+            let backlog = self.backlog.get(f as usize).map_or(0, |b| *b as usize);
             let flow = self.flow(f)?;
             let verdict = flow
                 .codel
-                .on_dequeue(now, sojourn, backlog, max_packet, aqm);
+                .on_dequeue(now, sojourn, backlog, item.len as usize, aqm);
             let sent = verdict == Verdict::Send || (aqm.ecn && item.ect);
             if sent {
                 flow.deficit = flow.deficit.saturating_sub(item.len as i32);
