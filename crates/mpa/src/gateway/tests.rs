@@ -291,3 +291,69 @@ fn sequenced_frames_are_resequenced_only_with_striping() {
         assert_eq!(n, released_before_gap_fills, "params {params:?}");
     }
 }
+
+/// The router hashes each packet's 5-tuple once with its per-gateway key: one flow, one hash;
+/// another port, another hash; another gateway (random key), another hash.
+#[test]
+fn the_router_hashes_the_flow_with_its_key() {
+    let hasher = crate::queue::FlowHasher::with_key([1, 2]);
+    let mut r = Router::with_flow_hasher(&config(), false, hasher);
+    r.handle_conn_up(key(0, Class::TypeI));
+    r.handle_conn_up(key(0, Class::TypeII));
+    let now = Instant::now();
+    let hash = |r: &mut Router, sport| {
+        r.handle_tun_packet(now, tun_read(None, &udp(sport)))
+            .unwrap()
+            .packet
+            .flow()
+    };
+    let a = hash(&mut r, 1);
+    assert_eq!(hash(&mut r, 1), a);
+    assert_ne!(hash(&mut r, 2), a);
+    let flow = crate::classifier::parse(&udp(1)).unwrap().flow;
+    assert_eq!(a, hasher.hash(&flow));
+    let mut other = Router::new(&config(), false);
+    other.handle_conn_up(key(0, Class::TypeI));
+    other.handle_conn_up(key(0, Class::TypeII));
+    assert_ne!(hash(&mut other, 1), a, "random keys differ per gateway");
+}
+
+/// At the queue's bounds a connection drops from the fattest flow, counts those drops as
+/// `QueueFull`, and queues a new flow's packet; its flow counters show it.
+#[test]
+fn a_full_connection_queue_drops_from_the_fat_flow() {
+    let mut r =
+        Router::with_flow_hasher(&config(), false, crate::queue::FlowHasher::with_key([3, 4]));
+    r.handle_conn_up(key(0, Class::TypeI));
+    r.handle_conn_up(key(0, Class::TypeII));
+    let now = Instant::now();
+    let mut c = ConnCore::outbound(key(0, Class::TypeII), crate::queue::AqmConfig::default());
+    for _ in 0..crate::queue::MAX_QUEUE_PACKETS {
+        let out = r.handle_tun_packet(now, tun_read(None, &udp(1))).unwrap();
+        c.enqueue(now, out.packet).unwrap();
+    }
+    assert_eq!(c.counters().drops(PacketDrop::QueueFull), 0);
+    let out = r.handle_tun_packet(now, tun_read(None, &udp(2))).unwrap();
+    c.enqueue(now, out.packet).unwrap();
+    let s = c.queue_stats(Class::TypeII);
+    assert_eq!(
+        s.overflow_drops,
+        crate::queue::OVERFLOW_BATCH_PACKETS as u64
+    );
+    assert_eq!(c.counters().drops(PacketDrop::QueueFull), s.overflow_drops);
+    let f = c.flow_stats(Class::TypeII);
+    assert_eq!((f.active_flows, f.overflow_batches), (2, 1), "{f:?}");
+    // The sparse flow's packet goes out right after the fat flow's first quantum (it came first
+    // to the new-flows list), not behind its 960 remaining packets.
+    c.handle_up(now, 1);
+    let quantum_packets = crate::queue::QUANTUM_BYTES as usize / 28 + 1;
+    let n = (1..)
+        .find(|_| decode(c.poll_transmit(now).unwrap().frame).payload == udp(2))
+        .unwrap();
+    assert_eq!(n, quantum_packets + 1);
+    assert_eq!(c.flow_stats(Class::TypeII).new_flow_dequeues, n as u64);
+    assert_eq!(
+        c.queue_stats(Class::TypeI),
+        crate::queue::ClassStats::default()
+    );
+}
