@@ -30,11 +30,12 @@ fn default_shaping_percent() -> u8 {
     95
 }
 
-/// The per-connection queues' AQM (see [`crate::queue`]).
+/// The per-connection queues' AQM, applied per inner flow (see [`crate::queue`]: FQ-CoDel; the
+/// flow buckets, quantum and bounds are constants there).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueConfig {
-    /// CoDel target sojourn time. Default: 5 (RFC 8289).
+    /// CoDel target sojourn time, per flow. Default: 5 (RFC 8289).
     #[serde(default = "default_codel_target_ms")]
     pub codel_target_ms: u64,
     /// CoDel interval, about one worst-case RTT. Default: 100 (RFC 8289).

@@ -194,9 +194,10 @@ struct FqClass<T> {
 ///
 /// Worst-case memory per class in use: [`MAX_QUEUE_BYTES`] of packets, plus [`MAX_QUEUE_PACKETS`]
 /// slots (`size_of::<T>()` + 32 B each; 80 KiB with the gateway's 48-byte `QueuedPacket`) and
-/// [`FLOW_BUCKETS`] buckets (72 B + 4 B each, 76 KiB). A class's bookkeeping is allocated on its
-/// first packet, so a connection that carries one class (every gateway connection) pays ≈ 156 KiB
-/// once: the largest config (14 remotes × 16 groups × 2 classes = 448 connections) ≈ 68 MiB.
+/// [`FLOW_BUCKETS`] buckets (≤ 72 B + 8 B of counters each, 80 KiB). A class's bookkeeping is
+/// allocated on its first packet, so a connection that carries one class (every gateway
+/// connection) pays ≈ 160 KiB once: the largest config (14 remotes × 16 groups × 2 classes = 448
+/// connections) ≈ 70 MiB.
 #[derive(Debug)]
 pub struct FairQueue<T> {
     type1: FqClass<T>,
