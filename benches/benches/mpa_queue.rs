@@ -5,7 +5,8 @@
 //! round robin over `flows` inner flows and dequeues until empty; the batch stays under the byte
 //! bound, so nothing is dropped and CoDel never acts (the common case: the socket keeps up). Also the
 //! Router's added per-packet work, the keyed flow hash of a 5-tuple.
-//! Run: `cargo bench -p mms-benches --bench mpa_queue`.
+//! Run: `cargo bench -p mms-benches --bench mpa_queue`; instruction counts of one case:
+//! `MPA_QUEUE_ITERS=2000 MPA_QUEUE_CASE=fair/1400B/64flows valgrind --tool=callgrind <bench binary>`.
 
 // A test/bench crate: clippy.toml allows these in #[test] functions only, not in their helpers.
 #![allow(
@@ -19,7 +20,7 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, Criterion, Throughput};
 use mpa::classifier::FlowKey;
 use mpa::framing::BytesMut;
 use mpa::queue::{
@@ -51,6 +52,76 @@ fn take(d: Dequeued<BytesMut>) -> BytesMut {
     }
 }
 
+/// One batch through the single FIFO.
+fn fifo_batch(q: &mut PriorityQueue<BytesMut>, pool: &mut Vec<BytesMut>, len: usize, t0: Instant) {
+    for _ in 0..pool.len() {
+        let p = pool.pop().unwrap();
+        q.enqueue(t0, Class::TypeII, p, len, false).unwrap();
+    }
+    while let Some(d) = q.poll_dequeue(black_box(t0)) {
+        pool.push(take(d));
+    }
+}
+
+/// One batch through the fair queue, round robin over `hashes`.
+fn fair_batch(
+    q: &mut FairQueue<BytesMut>,
+    pool: &mut Vec<BytesMut>,
+    len: usize,
+    hashes: &[FlowHash],
+    t0: Instant,
+) {
+    for i in 0..pool.len() {
+        let p = pool.pop().unwrap();
+        let meta = Arrival {
+            class: Class::TypeII,
+            flow: hashes[i % hashes.len()],
+            len,
+            ect: false,
+        };
+        q.enqueue(t0, meta, p, |_, _, _| panic!("dropped")).unwrap();
+    }
+    while let Some(d) = q.poll_dequeue(black_box(t0)) {
+        pool.push(take(d));
+    }
+}
+
+/// `MPA_QUEUE_ITERS=n MPA_QUEUE_CASE=fair/64KiB/2flows`: runs that case's batch n times without
+/// criterion, for instruction counts (`valgrind --tool=callgrind`), which the shared VM's load does
+/// not blur as it does timings.
+fn count_mode() -> bool {
+    let (Ok(iters), Ok(case)) = (
+        std::env::var("MPA_QUEUE_ITERS"),
+        std::env::var("MPA_QUEUE_CASE"),
+    ) else {
+        return false;
+    };
+    let iters: usize = iters.parse().unwrap();
+    let hasher = FlowHasher::with_key([1, 2]);
+    let t0 = Instant::now();
+    for (name, len, batch) in cases() {
+        for flows in [1u16, 2, 64] {
+            let hashes: Vec<FlowHash> = (0..flows).map(|p| hasher.hash(&key(p))).collect();
+            let mut pool: Vec<BytesMut> = (0..batch).map(|_| BytesMut::zeroed(len)).collect();
+            if case == format!("fifo/{name}/{flows}flows") {
+                let mut q = PriorityQueue::new(AqmConfig::default());
+                for _ in 0..iters {
+                    fifo_batch(&mut q, &mut pool, len, t0);
+                }
+            } else if case == format!("fair/{name}/{flows}flows") {
+                let mut q = FairQueue::new(AqmConfig::default());
+                for _ in 0..iters {
+                    fair_batch(&mut q, &mut pool, len, &hashes, t0);
+                }
+            } else {
+                continue;
+            }
+            println!("{case}: {iters} batches of {batch} packets");
+        }
+    }
+    true
+}
+
 fn queue(c: &mut Criterion) {
     let hasher = FlowHasher::with_key([1, 2]);
     let t0 = Instant::now();
@@ -60,38 +131,15 @@ fn queue(c: &mut Criterion) {
     for (name, len, batch) in cases() {
         let mut pool: Vec<BytesMut> = (0..batch).map(|_| BytesMut::zeroed(len)).collect();
         g.throughput(Throughput::Elements(batch as u64));
-        for flows in [1u16, 64] {
+        for flows in [1u16, 2, 64] {
             let hashes: Vec<FlowHash> = (0..flows).map(|p| hasher.hash(&key(p))).collect();
             let mut fifo: PriorityQueue<BytesMut> = PriorityQueue::new(AqmConfig::default());
             g.bench_function(format!("fifo/{name}/{flows}flows"), |b| {
-                b.iter(|| {
-                    for _ in 0..batch {
-                        let p = pool.pop().unwrap();
-                        fifo.enqueue(t0, Class::TypeII, p, len, false).unwrap();
-                    }
-                    while let Some(d) = fifo.poll_dequeue(black_box(t0)) {
-                        pool.push(take(d));
-                    }
-                })
+                b.iter(|| fifo_batch(&mut fifo, &mut pool, len, t0))
             });
             let mut fq: FairQueue<BytesMut> = FairQueue::new(AqmConfig::default());
             g.bench_function(format!("fair/{name}/{flows}flows"), |b| {
-                b.iter(|| {
-                    for i in 0..batch {
-                        let p = pool.pop().unwrap();
-                        let meta = Arrival {
-                            class: Class::TypeII,
-                            flow: hashes[i % hashes.len()],
-                            len,
-                            ect: false,
-                        };
-                        fq.enqueue(t0, meta, p, |_, _, _| panic!("dropped"))
-                            .unwrap();
-                    }
-                    while let Some(d) = fq.poll_dequeue(black_box(t0)) {
-                        pool.push(take(d));
-                    }
-                })
+                b.iter(|| fair_batch(&mut fq, &mut pool, len, &hashes, t0))
             });
             assert_eq!(pool.len(), batch);
         }
@@ -108,4 +156,11 @@ fn queue(c: &mut Criterion) {
 }
 
 criterion_group!(benches, queue);
-criterion_main!(benches);
+
+fn main() {
+    if count_mode() {
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
