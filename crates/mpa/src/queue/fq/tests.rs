@@ -128,6 +128,48 @@ fn drr_shares_bytes_with_mixed_packet_sizes() {
     );
 }
 
+/// Backlogged flows of 64 KiB packets take turns one packet each (the skipped rounds in which every
+/// flow is in debt change nothing), and share bytes equally with a 1,400-byte flow.
+#[test]
+fn backlogged_super_packet_flows_take_turns() {
+    let t = Instant::now();
+    let mut q = FairQueue::new(AqmConfig::default());
+    for i in 0..2 {
+        for f in 1..=3 {
+            q.enqueue(t, meta(Class::TypeII, spread(f), 65_536), (f, i), no_drops)
+                .unwrap();
+        }
+    }
+    let order: Vec<u32> = (0..6).map(|_| sent(q.poll_dequeue(t)).0).collect();
+    assert_eq!(order, [1, 2, 3, 1, 2, 3]);
+    assert_eq!(q.poll_dequeue(t), None);
+    // Two 64 KiB flows and a 1,400-byte one, all backlogged: equal bytes within a super-packet
+    // and a quantum at every step (the round skips included).
+    let mut left = [0u32, 3, 3, 80];
+    for i in 0..3 {
+        for f in 1..=2 {
+            q.enqueue(t, meta(Class::TypeII, spread(f), 65_536), (f, i), no_drops)
+                .unwrap();
+        }
+    }
+    for i in 0..left[3] {
+        q.enqueue(t, meta(Class::TypeII, spread(3), 1_400), (3, i), no_drops)
+            .unwrap();
+    }
+    let mut bytes = [0usize; 4];
+    while left[1..].iter().all(|&l| l > 0) {
+        let (f, _) = sent(q.poll_dequeue(t));
+        bytes[f as usize] += if f == 3 { 1_400 } else { 65_536 };
+        left[f as usize] -= 1;
+        for a in 1..4 {
+            for b in 1..4 {
+                assert!(bytes[a].abs_diff(bytes[b]) <= 65_536 + 1_514, "{bytes:?}");
+            }
+        }
+    }
+    assert!(bytes[3] >= 65 * 1_400, "{bytes:?}");
+}
+
 /// At the packet bound the fattest flow loses packets from its head (a batch: half its backlog, at
 /// most OVERFLOW_BATCH_PACKETS), and the arriving packet of a small flow is queued.
 #[test]
