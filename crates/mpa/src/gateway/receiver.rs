@@ -4,9 +4,14 @@
 //! resequencer's timer.
 
 use std::collections::VecDeque;
+use std::net::IpAddr;
 use std::time::Instant;
 
 use bytes::Bytes;
+use ipnet::IpNet;
+
+use crate::config::Config;
+use crate::BranchId;
 
 use crate::classifier::{parse, FlowKey};
 use crate::framing::{Frame, FrameType, VIRTIO_NET_HDR_LEN};
@@ -66,6 +71,98 @@ pub fn tun_write(frame: Frame, offload: bool) -> Result<TunWrite, PacketDrop> {
         // Keepalive, control, unknown: not for TUN.
         _ => Err(PacketDrop::Malformed),
     }
+}
+
+/// One prefix of [`AllowedSources`]: IPv4 or IPv6, as masked integers, so a lookup is a few
+/// compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prefix {
+    V4 { net: u32, mask: u32 },
+    V6 { net: u128, mask: u128 },
+}
+
+/// Which inner source addresses each remote branch may send from (WireGuard's AllowedIPs): its
+/// configured `lan_prefixes`. Built once per config ([`AllowedSources::from_config`]); checking a
+/// packet allocates nothing and scans the sender's prefixes only (validation bounds them to
+/// [`crate::config::MAX_PREFIXES_PER_BRANCH`]: at most 64 × 15 × 48 bytes ≈ 46 KiB). Validation keeps the remotes' prefixes disjoint from each other and
+/// from ours, so a source address belongs to at most one branch.
+///
+/// IPv6: an inner IPv6 packet passes only when the sender's `lan_prefixes` include an IPv6 prefix
+/// holding its source; a remote with IPv4 prefixes only may send IPv4 only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedSources {
+    /// Indexed by branch id (1..=15); index 0 unused.
+    by_branch: [Vec<Prefix>; 16],
+}
+
+impl AllowedSources {
+    /// The table of a validated config's remotes.
+    pub fn from_config(config: &Config) -> Self {
+        let mut t = AllowedSources::default();
+        for r in &config.remote {
+            if let Some(v) = t.by_branch.get_mut(usize::from(r.id)) {
+                v.clear();
+                v.extend(r.lan_prefixes.iter().map(|p| match p {
+                    IpNet::V4(n) => Prefix::V4 {
+                        net: u32::from(n.network()),
+                        mask: u32::from(n.netmask()),
+                    },
+                    IpNet::V6(n) => Prefix::V6 {
+                        net: u128::from(n.network()),
+                        mask: u128::from(n.netmask()),
+                    },
+                }));
+            }
+        }
+        t
+    }
+
+    /// Whether `sender` may send a packet from `src`.
+    pub fn allows(&self, sender: BranchId, src: IpAddr) -> bool {
+        let Some(v) = self.by_branch.get(usize::from(sender.get())) else {
+            return false;
+        };
+        v.iter().any(|p| match (p, src) {
+            (Prefix::V4 { net, mask }, IpAddr::V4(a)) => u32::from(a) & mask == *net,
+            (Prefix::V6 { net, mask }, IpAddr::V6(a)) => u128::from(a) & mask == *net,
+            _ => false,
+        })
+    }
+
+    /// Checks the inner packet `ip` received from `sender`: [`PacketDrop::Malformed`] when it has
+    /// no IPv4/IPv6 source address, [`PacketDrop::SpoofedSource`] when the source is not in the
+    /// sender's LAN prefixes.
+    pub fn check(&self, sender: BranchId, ip: &[u8]) -> Result<(), PacketDrop> {
+        let src = match ip.first().map(|b| b >> 4) {
+            Some(4) => match ip.get(12..16) {
+                Some(&[a, b, c, d]) => IpAddr::from([a, b, c, d]),
+                _ => return Err(PacketDrop::Malformed),
+            },
+            Some(6) => match ip.get(8..24).and_then(|b| <[u8; 16]>::try_from(b).ok()) {
+                Some(a) => IpAddr::from(a),
+                None => return Err(PacketDrop::Malformed),
+            },
+            _ => return Err(PacketDrop::Malformed),
+        };
+        if self.allows(sender, src) {
+            Ok(())
+        } else {
+            Err(PacketDrop::SpoofedSource)
+        }
+    }
+}
+
+/// The checks every IP frame from a peer passes once, before resequencing and TUN: its inner
+/// source lies in `sender`'s LAN prefixes ([`AllowedSources`]) and its virtio header, if any,
+/// asks for work that fits the packet ([`crate::virtio::validate`]). `sender` is the branch the
+/// connection's hello (and, with TLS, its certificate) named. Not counted here.
+pub fn admit(sources: &AllowedSources, sender: BranchId, frame: &Frame) -> Result<(), PacketDrop> {
+    let (vnet, ip) = frame.ip_packet().ok_or(PacketDrop::Malformed)?;
+    sources.check(sender, ip)?;
+    if let Some(v) = vnet {
+        crate::virtio::validate(v, ip).map_err(|_| PacketDrop::BadVirtio)?;
+    }
+    Ok(())
 }
 
 /// Delivery and resequencing of received IP frames.
