@@ -460,7 +460,10 @@ mod tests {
             let a = IpAddr::V4(*a);
             assert!(clear_source_allowed(&c, a, None));
             assert!(clear_source_allowed(&c, a, Some(b)));
-            assert!(!clear_source_allowed(&c, a, Some(other)), "another branch's hello");
+            assert!(
+                !clear_source_allowed(&c, a, Some(other)),
+                "another branch's hello"
+            );
         }
         let rogue: IpAddr = "198.18.252.10".parse().unwrap();
         assert!(!clear_source_allowed(&c, rogue, None));
