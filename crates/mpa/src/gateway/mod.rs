@@ -80,7 +80,9 @@ use std::time::Instant;
 use bytes::BytesMut;
 
 pub use conn::{ConnCore, Transmit};
-pub use receiver::{admit, tun_write, AllowedSources, Receiver, TunWrite, MAX_PENDING_TUN_BYTES};
+pub use receiver::{
+    admit, fuzz_check_inbound, tun_write, AllowedSources, Receiver, TunWrite, MAX_PENDING_TUN_BYTES,
+};
 pub use router::{conn_keys, Outgoing, Plan, QueuedPacket, Router};
 
 use crate::config::Config;

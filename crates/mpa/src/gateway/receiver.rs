@@ -280,3 +280,133 @@ impl Receiver {
         &self.counters
     }
 }
+
+/// The config the fuzz target checks against: we are branch 2; branch 1 has an IPv4 and an IPv6
+/// prefix, branch 3 an IPv4 one.
+const FUZZ_CONFIG: &str = r#"
+branch_id = 2
+lan_prefixes = ["198.19.2.0/24"]
+[[wan]]
+name = "wan0"
+address = "198.18.20.2/24"
+gateway = "198.18.20.1"
+[[remote]]
+id = 1
+wan_addresses = ["198.18.10.2"]
+lan_prefixes = ["198.19.1.0/24", "fd00:1::/64"]
+[[remote]]
+id = 3
+wan_addresses = ["198.18.30.2"]
+lan_prefixes = ["198.19.3.0/24"]
+"#;
+
+/// What one decode of an inbound byte stream yields, for comparing two decodes.
+#[derive(Debug, PartialEq, Eq)]
+enum FuzzEvent {
+    Hello(crate::framing::Hello),
+    Frame(Frame),
+    Error(crate::framing::InboundError),
+}
+
+/// The inbound state machine on `chunks` appended one after the other: the hello, then frames,
+/// until need-more or an error.
+fn fuzz_decode(chunks: &[&[u8]]) -> Vec<FuzzEvent> {
+    use crate::framing::{Inbound, InboundConnection};
+    let Ok(own) = BranchId::new(2) else {
+        return Vec::new();
+    };
+    let mut ic = InboundConnection::new(own);
+    let mut buf = bytes::BytesMut::new();
+    let mut out = Vec::new();
+    for c in chunks {
+        buf.extend_from_slice(c);
+        loop {
+            match ic.decode(&mut buf) {
+                Ok(Some(Inbound::Hello(h))) => out.push(FuzzEvent::Hello(h)),
+                Ok(Some(Inbound::Frame(f))) => out.push(FuzzEvent::Frame(f)),
+                Ok(None) => break,
+                Err(e) => {
+                    out.push(FuzzEvent::Error(e));
+                    return out;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The fuzz target `inbound` (`crates/mpa/fuzz`): byte 0 picks a split point, the rest is what a
+/// peer sends on an accepted connection. Checks: (1) the inbound state machine
+/// ([`crate::framing::InboundConnection`]) yields the same hello, frames and error whether the
+/// bytes arrive at once or in two reads; (2) the hello comes first and once; (3) for every frame,
+/// [`admit`] (the source filter, [`crate::virtio::validate`]) and [`tun_write`] never panic, an
+/// admitted IP frame's inner source lies in the hello's branch's prefixes and its virtio header
+/// validates, a frame refused as [`PacketDrop::SpoofedSource`] has a source outside them.
+pub fn fuzz_check_inbound(data: &[u8]) {
+    static SOURCES: std::sync::OnceLock<AllowedSources> = std::sync::OnceLock::new();
+    let sources = SOURCES.get_or_init(|| {
+        Config::parse(FUZZ_CONFIG)
+            .map(|c| AllowedSources::from_config(&c))
+            .unwrap_or_default()
+    });
+    let Some((&split, stream)) = data.split_first() else {
+        return;
+    };
+    let at = if stream.is_empty() {
+        0
+    } else {
+        usize::from(split) * stream.len() / 255
+    };
+    let whole = fuzz_decode(&[stream]);
+    let (a, b) = stream.split_at(at.min(stream.len()));
+    assert_eq!(
+        fuzz_decode(&[a, b]),
+        whole,
+        "split at {at} changes the decode"
+    );
+    let mut sender = None;
+    for (i, ev) in whole.iter().enumerate() {
+        match ev {
+            FuzzEvent::Hello(h) => {
+                assert_eq!(i, 0, "the hello comes first, once");
+                sender = Some(h.src_branch);
+            }
+            FuzzEvent::Frame(f) => {
+                assert!(sender.is_some(), "a frame before the hello");
+                let Some(sender) = sender else {
+                    continue;
+                };
+                let verdict = admit(sources, sender, f);
+                let src = f
+                    .ip_packet()
+                    .and_then(|(_, ip)| match ip.first().map(|b| b >> 4) {
+                        Some(4) => ip
+                            .get(12..16)
+                            .and_then(|s| <[u8; 4]>::try_from(s).ok())
+                            .map(IpAddr::from),
+                        Some(6) => ip
+                            .get(8..24)
+                            .and_then(|s| <[u8; 16]>::try_from(s).ok())
+                            .map(IpAddr::from),
+                        _ => None,
+                    });
+                match verdict {
+                    Ok(()) => {
+                        let (vnet, ip) = f.ip_packet().unwrap_or((None, &[]));
+                        assert!(src.is_some_and(|s| sources.allows(sender, s)));
+                        if let Some(v) = vnet {
+                            assert!(crate::virtio::validate(v, ip).is_ok());
+                        }
+                    }
+                    Err(PacketDrop::SpoofedSource) => {
+                        assert!(src.is_some_and(|s| !sources.allows(sender, s)));
+                    }
+                    Err(_) => {}
+                }
+                let _ = tun_write(f.clone(), true);
+                let _ = tun_write(f.clone(), false);
+            }
+            FuzzEvent::Error(_) => assert_eq!(i + 1, whole.len(), "nothing after an error"),
+        }
+    }
+}
