@@ -3,8 +3,17 @@
 //! call it for every unsequenced frame, the resequencer ([`crate::reseq`]) for every frame it
 //! releases; it depends on neither (the TUN device and the counters only), so the modules above
 //! it depend on each other one way: `tunnel` → `reseq` → `deliver`.
+//!
+//! [`PeerCheck`]: the checks every IP frame from a peer passes once, in the connection's reader,
+//! before the resequencer and TUN ([`mpa::gateway::admit`]: inner source in the sender's LAN
+//! prefixes, a sane virtio header).
 
-use mpa::gateway::TunWrite;
+use std::sync::Arc;
+
+use mpa::config::Config;
+use mpa::framing::Frame;
+use mpa::gateway::{admit, AllowedSources, PacketDrop, TunWrite};
+use mpa::BranchId;
 
 use crate::stats::Stats;
 use crate::tun::Tun;
@@ -31,6 +40,53 @@ impl ToTun<'_> {
             Err(e) => {
                 tracing::trace!(error = %e, "TUN write failed");
                 Stats::inc(&st.tun_write_errors);
+            }
+        }
+    }
+}
+
+/// The receive checks of one connection: `sender` is the branch its hello (and, with TLS, its
+/// certificate) named, or the branch we dialled. The prefix table is built from the config when
+/// the connection starts and again whenever the config was replaced ([`PeerCheck::refresh`],
+/// once per socket read: no lock and no allocation per frame).
+#[derive(Debug)]
+pub struct PeerCheck {
+    sender: BranchId,
+    config: Arc<Config>,
+    sources: AllowedSources,
+}
+
+impl PeerCheck {
+    /// The checks of a connection from (or to) `sender` under `config`.
+    pub fn new(sender: BranchId, config: Arc<Config>) -> Self {
+        PeerCheck {
+            sender,
+            sources: AllowedSources::from_config(&config),
+            config,
+        }
+    }
+
+    /// Rebuilds the table when `config` is not the one it was built from.
+    pub fn refresh(&mut self, config: Arc<Config>) {
+        if !Arc::ptr_eq(&config, &self.config) {
+            *self = PeerCheck::new(self.sender, config);
+        }
+    }
+
+    /// Whether `frame` (an IP frame) may go on to the resequencer or TUN; a refused one is
+    /// counted (`drop_spoofed_source`, `drop_bad_virtio`, `frame_errors`).
+    pub fn admit(&self, frame: &Frame, stats: &Stats) -> bool {
+        match admit(&self.sources, self.sender, frame) {
+            Ok(()) => true,
+            Err(d) => {
+                let c = match d {
+                    PacketDrop::SpoofedSource => &stats.drop_spoofed_source,
+                    PacketDrop::BadVirtio => &stats.drop_bad_virtio,
+                    _ => &stats.frame_errors,
+                };
+                Stats::inc(c);
+                tracing::trace!(sender = self.sender.get(), reason = ?d, "frame from a peer dropped");
+                false
             }
         }
     }

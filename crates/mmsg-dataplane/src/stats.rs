@@ -63,6 +63,13 @@ counters! {
     drop_conn_closed,
     /// Virtio frames received while the local TUN has no offload (cannot be written).
     drop_virtio_unsupported,
+    /// Frames from a peer whose inner source address is not in that branch's `lan_prefixes`
+    /// (its AllowedIPs; IPv6 only from a configured IPv6 prefix), dropped before resequencing
+    /// and TUN.
+    drop_spoofed_source,
+    /// `IpVirtio` frames from a peer whose virtio header does not fit the packet (flags, GSO
+    /// type, sizes, checksum offsets), dropped before TUN.
+    drop_bad_virtio,
     /// Frames written to tunnels (IP packets).
     frames_tx,
     /// Frames received from tunnels (IP packets).
@@ -75,6 +82,15 @@ counters! {
     frames_control,
     /// Inbound connections refused for a bad hello (wrong magic, version, branch, group, class).
     hello_rejected,
+    /// Clear mode: inbound connections refused because their source address is none of the
+    /// hello's branch's `wan_addresses`.
+    tunnel_refused_source,
+    /// Inbound connections refused at accept because too many unauthenticated ones were open
+    /// (in total or from that source address).
+    tunnel_refused_preauth_limit,
+    /// Refusal log lines suppressed by the per-source rate limit (the counters above still count
+    /// every refusal).
+    tunnel_refusal_logs_suppressed,
     /// `[tls]`: inbound TLS handshakes that failed (not TLS, junk, replayed or broken
     /// handshake, no client certificate, timeout).
     tls_handshake_failed,

@@ -26,6 +26,7 @@
 //! - [`gwchan`]: the gateway ⇄ controller channel: messages and their length-prefixed JSON codec.
 //! - [`ip`]: IP protocol facts shared by the classifier and the config's rule validation.
 //! - [`uplink_lb`]: per-flow uplink selection for external (Type III) traffic (seed 004 §5).
+//! - [`virtio`]: the check of a peer's `virtio_net_hdr` before its packet reaches our TUN device.
 //!
 //! Call order for one packet from TUN (sender side): [`agent::Agent::route`] (=
 //! [`classifier::Classifier::classify`] → [`flow_table::FlowTable::assign`], which asks the
@@ -52,6 +53,7 @@ pub mod queue;
 pub mod resequencer;
 pub mod scheduler;
 pub mod uplink_lb;
+pub mod virtio;
 pub mod write_size;
 
 // The domain types live in `mms-types` (one type per idea, shared with the controller).

@@ -1,4 +1,4 @@
-//! Replays the committed fuzz corpora (`crates/mpa/fuzz/corpus/{deframer,classifier}`) through the
+//! Replays the committed fuzz corpora (`crates/mpa/fuzz/corpus/{deframer,classifier,inbound}`) through the
 //! same checks as the cargo-fuzz targets, so CI covers them on stable without libFuzzer (STYLE §6.4).
 
 // A test/bench crate: clippy.toml allows these in #[test] functions only, not in their helpers.
@@ -48,6 +48,75 @@ fn replay_classifier_corpus() {
     assert!(
         n >= 9,
         "expected the committed classifier seeds, found {n} files"
+    );
+}
+
+#[test]
+fn replay_inbound_corpus() {
+    let n = replay("inbound", mpa::gateway::fuzz_check_inbound);
+    assert!(
+        n >= 11,
+        "expected the committed inbound seeds, found {n} files"
+    );
+}
+
+/// The inbound seeds mean what their names say: admitted, spoofed, bad virtio.
+#[test]
+fn inbound_seeds_mean_what_they_say() {
+    use bytes::BytesMut;
+    use mpa::framing::{Inbound, InboundConnection};
+    use mpa::gateway::{admit, AllowedSources, PacketDrop};
+    let text = r#"
+branch_id = 2
+lan_prefixes = ["198.19.2.0/24"]
+[[wan]]
+name = "wan0"
+address = "198.18.20.2/24"
+gateway = "198.18.20.1"
+[[remote]]
+id = 1
+wan_addresses = ["198.18.10.2"]
+lan_prefixes = ["198.19.1.0/24", "fd00:1::/64"]
+"#;
+    let sources = AllowedSources::from_config(&mpa::config::Config::parse(text).unwrap());
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/inbound");
+    let verdicts = |name: &str| {
+        let data = std::fs::read(dir.join(name)).unwrap();
+        let mut buf = BytesMut::from(&data[1..]);
+        let mut ic = InboundConnection::new(mpa::BranchId::new(2).unwrap());
+        let mut sender = None;
+        let mut out = Vec::new();
+        while let Ok(Some(ev)) = ic.decode(&mut buf) {
+            match ev {
+                Inbound::Hello(h) => sender = Some(h.src_branch),
+                Inbound::Frame(f) => out.push(admit(&sources, sender.unwrap(), &f)),
+            }
+        }
+        out
+    };
+    assert_eq!(verdicts("legit_ip"), vec![Ok(())]);
+    assert_eq!(
+        verdicts("spoofed_branch3"),
+        vec![Err(PacketDrop::SpoofedSource)]
+    );
+    assert_eq!(
+        verdicts("spoofed_own_lan"),
+        vec![Err(PacketDrop::SpoofedSource)]
+    );
+    assert_eq!(verdicts("virtio_tso_ok"), vec![Ok(())]);
+    assert_eq!(verdicts("virtio_bad_gso"), vec![Err(PacketDrop::BadVirtio)]);
+    assert_eq!(
+        verdicts("virtio_csum_outside"),
+        vec![Err(PacketDrop::BadVirtio)]
+    );
+    assert_eq!(verdicts("ipv6_allowed"), vec![Ok(())]);
+    assert_eq!(
+        verdicts("striped_mixed"),
+        vec![
+            Ok(()),
+            Err(PacketDrop::SpoofedSource),
+            Err(PacketDrop::Malformed)
+        ]
     );
 }
 

@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::warn;
 
 use super::{OutQueue, Shared};
-use crate::deliver::ToTun;
+use crate::deliver::{PeerCheck, ToTun};
 use crate::secure::Rekey;
 use crate::stats::Stats;
 
@@ -258,10 +258,17 @@ pub(super) async fn reader<R: AsyncRead + Unpin>(
     cc: &ConnCounters,
 ) -> Result<(), ConnEnd> {
     let st = &sh.stats;
+    let sender = core
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .id()
+        .key
+        .branch;
+    let mut check = PeerCheck::new(sender, sh.config());
     loop {
         loop {
             match dec.next(&mut buf) {
-                Ok(Some(frame)) => on_frame(sh, frame, cc),
+                Ok(Some(frame)) => on_frame(sh, frame, cc, &check),
                 Ok(None) => break,
                 Err(e) => {
                     Stats::inc(&st.frame_errors);
@@ -275,6 +282,7 @@ pub(super) async fn reader<R: AsyncRead + Unpin>(
         if n == 0 {
             return Err(ConnEnd::Eof);
         }
+        check.refresh(sh.config());
         core.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .on_receive(Instant::now());
@@ -284,7 +292,7 @@ pub(super) async fn reader<R: AsyncRead + Unpin>(
 /// What the reader does with one frame: an IP frame goes to TUN ([`crate::deliver`]); a
 /// sequenced one, with `[striping]`, through the resequencer ([`crate::reseq`]), any other at once with the
 /// core's virtio-or-plain decision ([`tun_write`], stateless: no lock); the rest is counted.
-fn on_frame(sh: &Shared, frame: Frame, cc: &ConnCounters) {
+fn on_frame(sh: &Shared, frame: Frame, cc: &ConnCounters, check: &PeerCheck) {
     let st = &sh.stats;
     match frame.header.frame_type {
         FrameType::Ip | FrameType::IpVirtio => {
@@ -295,6 +303,10 @@ fn on_frame(sh: &Shared, frame: Frame, cc: &ConnCounters) {
             Stats::inc(&st.frames_rx);
             Stats::inc(&cc.frames_rx);
             Stats::add(&cc.bytes_rx, ip.len() as u64);
+            // Inner source in the sender's LAN, a sane virtio header: once, before resequencing.
+            if !check.admit(&frame, st) {
+                return;
+            }
             let to_tun = ToTun {
                 tun: &sh.tun,
                 stats: st,

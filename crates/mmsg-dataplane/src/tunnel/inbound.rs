@@ -3,12 +3,22 @@
 //! (checked against the certificate and [`hello_policy`]: the listener's group, a configured
 //! source), then reader + keepalive writer until the end. A peer that fails is counted and closed,
 //! never read further.
+//!
+//! Before authentication a connection holds little and not for long ([`super::preauth`]): at
+//! accept it needs a [`Permit`] (at most [`MAX_PREAUTH_TOTAL`] unauthenticated connections, at
+//! most [`MAX_PREAUTH_PER_SOURCE`] per source address; otherwise closed at once, no task); in
+//! clear mode its source address must be a configured remote's WAN address (and after the hello,
+//! that of the hello's branch: the OFS swap restores the sender's own WAN address as source,
+//! docs/controller.md §4); TLS handshake and hello share one [`PREAUTH_DEADLINE`]; the hello is
+//! read into a [`PREAUTH_BUF`]-byte buffer. Refusals are counted; their log lines are rate-limited
+//! per source ([`RefusalLog`]).
 
+use std::fmt::Display;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -21,7 +31,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{info, warn};
 
-use super::conn_io::{peer_invalidated, reader, writer, ConnCounters, ConnEnd, Decoder, RX_CHUNK};
+use super::conn_io::{peer_invalidated, reader, writer, ConnCounters, ConnEnd, Decoder};
+use super::preauth::{
+    Permit, PreAuth, RefusalLog, LOG_INTERVAL, MAX_LOG_SOURCES, MAX_PREAUTH_PER_SOURCE,
+    MAX_PREAUTH_TOTAL, PREAUTH_BUF, PREAUTH_DEADLINE,
+};
 use super::shared::core_key;
 use super::socket::{apply_lowat, check_fallback, mark_class, mptcp_socket};
 use super::subflows::{subflow_status, SUBFLOW_CHECK};
@@ -30,8 +44,53 @@ use crate::secure::{self, Rekey};
 use crate::stats::{ConnState, ConnStatus, Stats};
 use crate::sys;
 
-/// How long an accepted connection may take to send its hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// The unauthenticated connections of every listener of this process (one gateway per process;
+/// it belongs in `Shared`, which this file does not own).
+static PREAUTH: LazyLock<Arc<Mutex<PreAuth>>> = LazyLock::new(|| {
+    Arc::new(Mutex::new(PreAuth::new(
+        MAX_PREAUTH_TOTAL,
+        MAX_PREAUTH_PER_SOURCE,
+    )))
+});
+/// The rate limit of refusal log lines, per source address.
+static REFUSAL_LOG: LazyLock<Mutex<RefusalLog>> =
+    LazyLock::new(|| Mutex::new(RefusalLog::new(LOG_INTERVAL, MAX_LOG_SOURCES)));
+
+/// Counts a refused inbound connection on `counter` and logs it (WARN, "inbound connection
+/// refused: …") unless its source already used its log budget ([`RefusalLog`]); suppressed
+/// lines are counted (`tunnel_refusal_logs_suppressed`), and the next line says how many.
+fn refuse(
+    sh: &Shared,
+    peer: SocketAddr,
+    group: PathGroupId,
+    counter: &AtomicU64,
+    why: impl Display,
+) {
+    Stats::inc(counter);
+    let logged = REFUSAL_LOG
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .should_log(Instant::now(), peer.ip());
+    match logged {
+        Some(0) => warn!(%peer, pg = group.get(), "inbound connection refused: {why}"),
+        Some(n) => warn!(%peer, pg = group.get(), not_logged = n,
+            "inbound connection refused: {why} (and {n} more refusals from this address not logged)"),
+        None => Stats::inc(&sh.stats.tunnel_refusal_logs_suppressed),
+    }
+}
+
+/// Clear mode: whether `peer` is one of the WAN addresses of remote `branch`, or (no hello yet,
+/// `branch` `None`) of any remote.
+fn clear_source_allowed(config: &Config, peer: IpAddr, branch: Option<BranchId>) -> bool {
+    let IpAddr::V4(a) = peer else {
+        return false;
+    };
+    config
+        .remote
+        .iter()
+        .filter(|r| branch.is_none_or(|b| b.get() == r.id))
+        .any(|r| r.wan_addresses.contains(&a))
+}
 
 /// Opens the MPTCP listener of path group `group` on our port `0xA00G`.
 pub fn listen(sh: &Shared, group: PathGroupId) -> anyhow::Result<TcpListener> {
@@ -53,13 +112,38 @@ pub fn listen(sh: &Shared, group: PathGroupId) -> anyhow::Result<TcpListener> {
     Ok(l)
 }
 
-/// Accepts connections of path group `group` forever.
+/// Accepts connections of path group `group` forever. A connection over the pre-auth caps, or in
+/// clear mode from an address that is no remote's WAN address, is closed here (no task, no
+/// buffer).
 pub async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, group: PathGroupId) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                if sh.tls.is_none() && !clear_source_allowed(&sh.config(), peer.ip(), None) {
+                    refuse(
+                        &sh,
+                        peer,
+                        group,
+                        &sh.stats.tunnel_refused_source,
+                        "clear mode, source address is no remote branch's WAN address",
+                    );
+                    continue;
+                }
+                let permit = match Permit::acquire(&PREAUTH, peer.ip()) {
+                    Ok(p) => p,
+                    Err(limit) => {
+                        refuse(
+                            &sh,
+                            peer,
+                            group,
+                            &sh.stats.tunnel_refused_preauth_limit,
+                            limit,
+                        );
+                        continue;
+                    }
+                };
                 let sh = Arc::clone(&sh);
-                tokio::spawn(async move { serve_inbound(sh, stream, peer, group).await });
+                tokio::spawn(async move { serve_inbound(sh, stream, peer, group, permit).await });
             }
             Err(e) => {
                 warn!(error = %e, "accept failed");
@@ -114,7 +198,7 @@ fn hello_policy(config: &Config, h: &Hello, group: PathGroupId) -> Result<(), St
     Ok(())
 }
 
-/// Counts and logs (once: one line per refused connection) a failed inbound TLS handshake.
+/// Counts and logs (rate-limited, [`refuse`]) a failed inbound TLS handshake.
 fn reject_handshake(sh: &Shared, peer: SocketAddr, group: PathGroupId, e: &io::Error) {
     let st = &sh.stats;
     let (counter, why) = match secure::rustls_error(e).map(pki::tls::classify) {
@@ -124,13 +208,20 @@ fn reject_handshake(sh: &Shared, peer: SocketAddr, group: PathGroupId, e: &io::E
             (&st.tls_handshake_failed, "TLS handshake failed")
         }
     };
-    Stats::inc(counter);
-    warn!(%peer, pg = group.get(), error = %e, "inbound connection refused: {why}");
+    refuse(sh, peer, group, counter, format_args!("{why} ({e})"));
 }
 
 /// An accepted connection: with `[tls]` the handshake first (client certificate from our CA,
-/// not revoked, carrying a branch identity), then the hello inside TLS.
-async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, group: PathGroupId) {
+/// not revoked, carrying a branch identity), then the hello inside TLS; both within
+/// [`PREAUTH_DEADLINE`] of the accept. `permit` is given back once the hello passed.
+async fn serve_inbound(
+    sh: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    group: PathGroupId,
+    permit: Permit,
+) {
+    let deadline = tokio::time::Instant::now() + PREAUTH_DEADLINE;
     apply_lowat(&stream, &sh.opts);
     let fd = match stream.as_fd().try_clone_to_owned() {
         Ok(fd) => fd,
@@ -138,12 +229,12 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
     };
     let Some(tls) = sh.tls.as_ref().map(|t| t.current()) else {
         let (r, w) = stream.into_split();
-        serve_inbound_halves(sh, (r, w, None), None, fd, peer, group).await;
+        serve_inbound_halves(sh, (r, w, None), None, fd, peer, group, (permit, deadline)).await;
         return;
     };
     let st = &sh.stats;
-    let s = match tokio::time::timeout(
-        secure::HANDSHAKE_TIMEOUT,
+    let s = match tokio::time::timeout_at(
+        deadline.min(tokio::time::Instant::now() + secure::HANDSHAKE_TIMEOUT),
         tls.acceptor.accept(secure::buffered(stream)),
     )
     .await
@@ -154,8 +245,13 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
             return;
         }
         Err(_) => {
-            Stats::inc(&st.tls_handshake_failed);
-            warn!(%peer, pg = group.get(), "inbound connection refused: no TLS handshake in time");
+            refuse(
+                &sh,
+                peer,
+                group,
+                &st.tls_handshake_failed,
+                "no TLS handshake in time",
+            );
             return;
         }
     };
@@ -172,8 +268,13 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
             )
         });
     let Some((Ok(identity), Ok(serial), cert)) = cert else {
-        Stats::inc(&st.tls_wrong_branch);
-        warn!(%peer, pg = group.get(), "inbound connection refused: certificate without a branch identity");
+        refuse(
+            &sh,
+            peer,
+            group,
+            &st.tls_wrong_branch,
+            "certificate without a branch identity",
+        );
         return;
     };
     Stats::inc(&st.tls_handshakes_in);
@@ -185,12 +286,15 @@ async fn serve_inbound(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, gro
         fd,
         peer,
         group,
+        (permit, deadline),
     )
     .await;
 }
 
 /// The rest of an accepted connection: hello (checked against the certificate's identity with
-/// TLS), then reader + keepalive writer until the end.
+/// TLS, against the source address in clear mode) by the pre-auth deadline, then reader +
+/// keepalive writer until the end.
+#[allow(clippy::too_many_arguments)]
 async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     sh: Arc<Shared>,
     (mut r, mut w, mut rekey): (R, W, Option<Rekey>),
@@ -198,40 +302,59 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     fd: std::os::fd::OwnedFd,
     peer: SocketAddr,
     group: PathGroupId,
+    (permit, deadline): (Permit, tokio::time::Instant),
 ) {
     let st = &sh.stats;
     let mut ic = InboundConnection::new(sh.own);
-    let mut buf = BytesMut::with_capacity(RX_CHUNK);
-    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_hello(&mut r, &mut ic, &mut buf))
-        .await
+    // Small until the hello passed; the reader grows it to its RX_CHUNK afterwards.
+    let mut buf = BytesMut::with_capacity(PREAUTH_BUF);
+    let hello = match tokio::time::timeout_at(deadline, read_hello(&mut r, &mut ic, &mut buf)).await
     {
         Ok(Ok(h)) => h,
         Ok(Err(e)) => {
-            Stats::inc(&st.hello_rejected);
-            warn!(%peer, pg = group.get(), reason = %e, "inbound connection refused: bad hello");
+            refuse(
+                &sh,
+                peer,
+                group,
+                &st.hello_rejected,
+                format_args!("bad hello ({e})"),
+            );
             return;
         }
         Err(_) => {
-            Stats::inc(&st.hello_rejected);
-            warn!(%peer, pg = group.get(), "inbound connection refused: no hello in time");
+            refuse(&sh, peer, group, &st.hello_rejected, "no hello in time");
             return;
         }
     };
     if let Some((identity, serial, _)) = &peer_id {
         let (identity, serial) = (*identity, *serial);
         if identity != hello.src_branch {
-            Stats::inc(&st.tls_wrong_branch);
-            warn!(%peer, pg = group.get(), cert_branch = identity.get(), cert_serial = serial,
-                hello_branch = hello.src_branch.get(),
-                "inbound connection refused: certificate of another branch than the hello's");
+            refuse(&sh, peer, group, &st.tls_wrong_branch, format_args!(
+                "certificate of another branch than the hello's (certificate: branch {identity}, serial {serial}; hello: branch {})",
+                hello.src_branch
+            ));
             return;
         }
     }
-    if let Err(why) = hello_policy(&sh.config(), &hello, group) {
-        Stats::inc(&st.hello_rejected);
-        warn!(%peer, reason = %why, "inbound connection refused");
+    let config = sh.config();
+    if let Err(why) = hello_policy(&config, &hello, group) {
+        refuse(&sh, peer, group, &st.hello_rejected, why);
         return;
     }
+    if peer_id.is_none() && !clear_source_allowed(&config, peer.ip(), Some(hello.src_branch)) {
+        refuse(
+            &sh,
+            peer,
+            group,
+            &st.tunnel_refused_source,
+            format_args!(
+                "clear mode, source address is not a WAN address of branch {} (the hello's)",
+                hello.src_branch
+            ),
+        );
+        return;
+    }
+    drop((config, permit));
     Stats::inc(&st.accepts);
     let key = (hello.src_branch, hello.path_group, hello.class);
     mark_class(&fd, hello.class);
@@ -325,5 +448,26 @@ mod tests {
         assert!(hello_policy(&c, &hello(3, 0), g(0)).is_err());
         // A group the remote is not configured with.
         assert!(hello_policy(&c, &hello(2, 5), g(5)).is_err());
+    }
+
+    #[test]
+    fn clear_mode_accepts_only_the_remotes_wan_addresses() {
+        let c = config(false);
+        let r = &c.remote[0];
+        let b = BranchId::new(r.id).unwrap();
+        let other = BranchId::new(if r.id == 3 { 4 } else { 3 }).unwrap();
+        for a in &r.wan_addresses {
+            let a = IpAddr::V4(*a);
+            assert!(clear_source_allowed(&c, a, None));
+            assert!(clear_source_allowed(&c, a, Some(b)));
+            assert!(
+                !clear_source_allowed(&c, a, Some(other)),
+                "another branch's hello"
+            );
+        }
+        let rogue: IpAddr = "198.18.252.10".parse().unwrap();
+        assert!(!clear_source_allowed(&c, rogue, None));
+        assert!(!clear_source_allowed(&c, rogue, Some(b)));
+        assert!(!clear_source_allowed(&c, "::1".parse().unwrap(), None));
     }
 }

@@ -29,11 +29,14 @@
 //! - `subflows`: subflow management (n × m pairs, requests with backoff) and the once-a-second
 //!   transport sample of a connection ([`mpa::conn_report`] makes the figures).
 //! - `inbound`: listeners, accept, TLS, hello and its policy ([`listen`], [`accept_loop`]).
+//! - `preauth`: the bounds on unauthenticated connections (caps in total and per source, the
+//!   deadline, the pre-auth buffer) and the rate limit of refusal log lines; pure.
 //! - `socket`: MPTCP socket options, the class's DSCP mark, the fallback check.
 
 mod conn_io;
 mod inbound;
 mod outbound;
+mod preauth;
 mod shared;
 mod socket;
 mod subflows;

@@ -64,7 +64,8 @@ pub enum SelectionPolicy {
 }
 
 /// `remote`: ids (not ours, not twice), WAN addresses (not ours), LAN prefixes (not overlapping
-/// ours, not another remote's) and path groups.
+/// ours nor any other remote's: a prefix inside, around or equal to another branch's is refused)
+/// and path groups.
 pub(super) fn check_remotes(
     p: &mut Problems,
     remotes: &[RemoteBranch],
@@ -74,7 +75,8 @@ pub(super) fn check_remotes(
 ) {
     let addrs: BTreeSet<Ipv4Addr> = wan.iter().map(|w| w.address.addr()).collect();
     let mut ids = BTreeSet::new();
-    let mut remote_prefixes: Vec<(String, IpNet)> = Vec::new();
+    // (key, remote index, branch id, prefix) of every remote prefix seen so far.
+    let mut remote_prefixes: Vec<(String, usize, u8, IpNet)> = Vec::new();
     for (r, remote) in remotes.iter().enumerate() {
         let key = format!("remote[{r}]");
         if BranchId::new(remote.id).is_err() {
@@ -125,10 +127,22 @@ pub(super) fn check_remotes(
                     p.push(k.clone(), format!("{net} overlaps own lan_prefixes {own}"));
                 }
             }
-            if let Some((other, _)) = remote_prefixes.iter().find(|(_, n)| n == net) {
-                p.push(k.clone(), format!("{net} is also {other}"));
+            // Disjoint across branches, not only different: a source address must name one
+            // sender (the receive side's source filter) and a destination one branch.
+            for (other, ri, id, n) in &remote_prefixes {
+                if *ri != r && (n.contains(net) || net.contains(n)) {
+                    let what = if n == net { "is also" } else { "overlaps" };
+                    p.push(
+                        k.clone(),
+                        format!(
+                            "{net} (branch {}) {what} {other} = {n} (branch {id}); \
+                             LAN prefixes of different branches must be disjoint",
+                            remote.id
+                        ),
+                    );
+                }
             }
-            remote_prefixes.push((k, *net));
+            remote_prefixes.push((k, r, remote.id, *net));
         }
         if remote.path_groups.is_empty() {
             p.push(

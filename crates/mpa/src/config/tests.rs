@@ -252,7 +252,7 @@ codel_target_ms = 100
             "remote[0].id: 16 is out of range 1..=15",
             "remote[0].wan_addresses: 0 addresses, need 1..=8",
             "remote[1].wan_addresses[0]: 198.18.10.2 is one of this gateway's own WAN addresses",
-            "remote[1].lan_prefixes[0]: 198.19.2.0/24 is also remote[0].lan_prefixes[0]",
+            "remote[1].lan_prefixes[0]: 198.19.2.0/24 (branch 2) is also remote[0].lan_prefixes[0] = 198.19.2.0/24 (branch 16); LAN prefixes of different branches must be disjoint",
             "flow_idle_timeout_s: 0 is out of range 1..=86400",
             "classifier.rules[0]: has no match criteria (use classifier.default_class for a catch-all)",
             "classifier.rules[1].dscp[0]: 64 is out of range 0..=63",
@@ -441,4 +441,31 @@ fn serialized_configs_parse_back_equal() {
         [[classifier.rules]]\nclass = \"type1\"\ndst_ports = [22, \"5000-5010\"]\n";
     let c = Config::parse(text).unwrap();
     assert_eq!(Config::parse(&toml::to_string(&c).unwrap()).unwrap(), c);
+}
+
+#[test]
+fn lan_prefixes_of_two_remotes_must_be_disjoint_not_only_different() {
+    let text = format!(
+        r#"{MINIMAL}
+[[remote]]
+id = 2
+wan_addresses = ["198.18.20.2"]
+lan_prefixes = ["198.19.2.0/24", "198.19.2.0/25", "2001:db8:2::/48"]
+
+[[remote]]
+id = 3
+wan_addresses = ["198.18.30.2"]
+lan_prefixes = ["198.19.2.128/25", "198.19.0.0/16", "198.19.3.0/24", "2001:db8:3::/48"]
+"#
+    );
+    assert_eq!(
+        problems(&text),
+        vec![
+            "remote[1].lan_prefixes[0]: 198.19.2.128/25 (branch 3) overlaps remote[0].lan_prefixes[0] = 198.19.2.0/24 (branch 2); LAN prefixes of different branches must be disjoint",
+            "remote[1].lan_prefixes[1]: 198.19.0.0/16 overlaps own lan_prefixes 198.19.1.0/24",
+            "remote[1].lan_prefixes[1]: 198.19.0.0/16 (branch 3) overlaps remote[0].lan_prefixes[0] = 198.19.2.0/24 (branch 2); LAN prefixes of different branches must be disjoint",
+            "remote[1].lan_prefixes[1]: 198.19.0.0/16 (branch 3) overlaps remote[0].lan_prefixes[1] = 198.19.2.0/25 (branch 2); LAN prefixes of different branches must be disjoint",
+        ],
+        "overlaps inside one remote (198.19.2.0/24 and /25 of branch 2) are fine; IPv6 and IPv4 never overlap"
+    );
 }

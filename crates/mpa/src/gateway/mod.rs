@@ -58,7 +58,10 @@
 //!    ([`ConnCore::on_receive`] keeps it alive).
 //! 2. **Deframe**: [`crate::framing::InboundConnection::decode`] yields the hello once, then
 //!    complete, checked frames.
-//! 3. **Account**: [`ConnCore::handle_frame`]: liveness, keepalive and control frames end here.
+//! 3. **Account and admit**: [`ConnCore::handle_frame`]: liveness, keepalive and control frames
+//!    end here; then [`admit`]: the inner source must lie in the sending branch's LAN prefixes
+//!    ([`AllowedSources`], WireGuard's AllowedIPs) and a virtio header must fit its packet
+//!    ([`crate::virtio`]); otherwise dropped and counted, before any resequencing.
 //! 4. **Resequence**: [`Receiver::handle_frame`]: unsequenced frames pass; striped ones (`FLAG_SEQ`)
 //!    go through [`crate::resequencer::Resequencer::handle_frame_on`] per inner flow.
 //! 5. **Decide the TUN format**: [`Receiver::poll_tun_write`] yields [`TunWrite`]: a virtio
@@ -70,6 +73,8 @@ mod receiver;
 mod router;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_admit;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
@@ -77,7 +82,9 @@ use std::time::Instant;
 use bytes::BytesMut;
 
 pub use conn::{ConnCore, Transmit};
-pub use receiver::{tun_write, Receiver, TunWrite, MAX_PENDING_TUN_BYTES};
+pub use receiver::{
+    admit, fuzz_check_inbound, tun_write, AllowedSources, Receiver, TunWrite, MAX_PENDING_TUN_BYTES,
+};
 pub use router::{conn_keys, Outgoing, Plan, QueuedPacket, Router};
 
 use crate::config::Config;
@@ -180,11 +187,17 @@ pub enum PacketDrop {
     TunBacklog,
     /// A frame for a connection the core does not know as up.
     UnknownConn,
+    /// From a peer: the inner source address is not in the sending branch's LAN prefixes
+    /// ([`AllowedSources`]).
+    SpoofedSource,
+    /// From a peer: an `IpVirtio` frame whose virtio header does not fit its packet
+    /// ([`crate::virtio::validate`]).
+    BadVirtio,
 }
 
 impl PacketDrop {
     /// Every reason, in counter order.
-    pub const ALL: [PacketDrop; 11] = [
+    pub const ALL: [PacketDrop; 13] = [
         PacketDrop::Malformed,
         PacketDrop::External,
         PacketDrop::NoGroupUp,
@@ -196,6 +209,8 @@ impl PacketDrop {
         PacketDrop::VirtioUnsupported,
         PacketDrop::TunBacklog,
         PacketDrop::UnknownConn,
+        PacketDrop::SpoofedSource,
+        PacketDrop::BadVirtio,
     ];
 
     fn index(self) -> usize {
@@ -287,6 +302,8 @@ pub struct Gateway {
     router: Router,
     conns: BTreeMap<ConnId, ConnCore>,
     receiver: Receiver,
+    /// Which inner sources each remote may send from (rebuilt by [`Gateway::apply`]).
+    sources: AllowedSources,
     aqm: AqmConfig,
     events: VecDeque<Event>,
     next_lane: u64,
@@ -310,6 +327,7 @@ impl Gateway {
             router,
             conns,
             receiver: Receiver::new(params, offload),
+            sources: AllowedSources::from_config(config),
             aqm,
             events: VecDeque::new(),
             next_lane: 1,
@@ -338,8 +356,9 @@ impl Gateway {
         self.conns.get_mut(&conn)?.poll_transmit(now)
     }
 
-    /// One complete frame decoded from connection `conn`: liveness, then delivery (drain
-    /// [`Gateway::poll_tun_write`] afterwards).
+    /// One complete frame decoded from connection `conn`: liveness, then the checks of
+    /// [`admit`] (inner source in the sending branch's LAN prefixes, a sane virtio header; else
+    /// dropped and counted), then delivery (drain [`Gateway::poll_tun_write`] afterwards).
     pub fn handle_frame(&mut self, conn: ConnId, now: Instant, frame: Frame) {
         let Some(c) = self.conns.get_mut(&conn).filter(|c| c.is_up()) else {
             self.counters.drop(PacketDrop::UnknownConn);
@@ -347,7 +366,10 @@ impl Gateway {
         };
         let lane = c.lane();
         if let Some(ip) = c.handle_frame(now, frame) {
-            self.receiver.handle_frame(now, lane, ip);
+            match admit(&self.sources, conn.key.branch, &ip) {
+                Ok(()) => self.receiver.handle_frame(now, lane, ip),
+                Err(d) => self.counters.drop(d),
+            }
         }
     }
 
@@ -462,6 +484,7 @@ impl Gateway {
         let plan = self.router.apply(config, &mut evs);
         self.push_events(evs);
         self.aqm = AqmConfig::from(&config.queue);
+        self.sources = AllowedSources::from_config(config);
         // `S` and the LRF stay as built (held frames depend on them); `T` follows the file.
         if let Some(st) = &config.striping {
             self.receiver.set_threshold(st.reseq_params().threshold);
