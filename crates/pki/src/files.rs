@@ -1,5 +1,5 @@
 //! Secret and credential files: written atomically (temporary file in the same directory, fsync,
-//! rename) with mode 0600 from the moment they exist, so a reader (mmsg reloading on SIGHUP)
+//! rename, fsync of the directory) with mode 0600 from the moment they exist, so a reader (mmsg reloading on SIGHUP)
 //! never sees a half-written key and no other user ever can read one.
 
 use std::fs::{self, OpenOptions};
@@ -31,12 +31,20 @@ pub fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
             .open(&tmp)?;
         f.write_all(data)?;
         f.sync_all()?;
-        fs::rename(&tmp, path)
+        fs::rename(&tmp, path)?;
+        // The rename itself is durable only once the directory is (power loss; a killed
+        // process needs no more than the rename).
+        sync_dir(dir.unwrap_or(Path::new(".")))
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// fsyncs a directory (after a rename in it).
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
