@@ -127,6 +127,9 @@ pub enum LoadError {
     /// The credentials themselves.
     #[error(transparent)]
     Tls(#[from] pki::tls::TlsError),
+    /// Neither the certificate/key files nor their `.prev` copies form a matching pair.
+    #[error(transparent)]
+    Pair(#[from] pki::files::PairError),
     /// On reload: the CRL in `crl_file` is older than the one in use (it would un-revoke).
     #[error("{path}: crl_number {got} is older than the CRL in use (crl_number {have}); keeping the current one")]
     CrlReplay {
@@ -204,7 +207,8 @@ pub fn crl_expired_hook(stats: Arc<Stats>, crl_file: Option<std::path::PathBuf>)
 
 impl TlsState {
     /// Loads the `[tls]` files of branch `own` (mode must be `tls`); handshakes refused for an
-    /// expired CRL are counted in `stats`.
+    /// expired CRL are counted in `stats`. At start, a certificate/key pair torn by a killed
+    /// renewal is replaced by the previous pair first ([`pki::files::recover_pair`]).
     pub fn load(cfg: &TlsConfig, own: BranchId, stats: Arc<Stats>) -> Result<TlsState, LoadError> {
         let files = TlsFiles {
             ca: cfg.ca_file.clone().ok_or(LoadError::Missing("ca_file"))?,
@@ -215,6 +219,16 @@ impl TlsState {
             key: cfg.key_file.clone().ok_or(LoadError::Missing("key_file"))?,
             crl: cfg.crl_file.clone(),
         };
+        // A renewal killed between its two renames left a new key next to the old
+        // certificate: the previous pair comes back (pki::files::write_pair).
+        if pki::files::recover_pair(&files.cert, &files.key)? == pki::files::PairState::Restored {
+            warn!(
+                cert = %files.cert.display(),
+                key = %files.key.display(),
+                "certificate and key did not match (a renewal was interrupted): the previous \
+                 pair (.prev) is back in place; the next renewal check renews again"
+            );
+        }
         let on_crl_expired = crl_expired_hook(stats, files.crl.clone());
         let current = load_current(&files, own, &on_crl_expired)?;
         Ok(TlsState {

@@ -308,9 +308,15 @@ impl Ca {
         Ok(params.signed_by(&self.issuer, &self.key)?.pem()?)
     }
 
-    /// Writes an issued certificate and its key (both 0600, atomically).
+    /// Writes an issued certificate and its key (both 0600, as one unit:
+    /// [`crate::files::write_pair`]).
     pub fn save_issued(issued: &Issued, cert: &Path, key: &Path) -> Result<(), CaError> {
-        write_private(key, issued.key_pem.as_bytes()).map_err(io_err(key))?;
-        write_private(cert, issued.cert_pem.as_bytes()).map_err(io_err(cert))
+        crate::files::write_pair(
+            cert,
+            key,
+            issued.cert_pem.as_bytes(),
+            issued.key_pem.as_bytes(),
+        )
+        .map_err(io_err(cert))
     }
 }
