@@ -189,7 +189,7 @@ pub async fn run(opts: RunOpts) -> anyhow::Result<()> {
             None
         }
     };
-    let mut undo = Undo::default();
+    let mut undo = Undo::with_sysctl_state(crate::setup::sysctl_state_path(&opts.control));
     let result = run_inner(&opts, config, own, Arc::clone(&stats), tls, &mut undo).await;
     undo.revert();
     let _ = std::fs::remove_file(&opts.control);
