@@ -281,7 +281,17 @@ pub fn check_update(
     have: Option<u128>,
     now: u64,
 ) -> Result<CrlInfo, CrlError> {
-    let info = verify_pem(crl_pem, ca_pem)?;
+    check_update_der(&der_of_pem(crl_pem)?, &cas_of_pem(ca_pem), have, now)
+}
+
+/// [`check_update`] on a DER CRL and parsed CA certificates.
+pub fn check_update_der(
+    der: &[u8],
+    cas: &[CertificateDer<'_>],
+    have: Option<u128>,
+    now: u64,
+) -> Result<CrlInfo, CrlError> {
+    let info = verify(der, cas)?;
     if let Some(have) = have {
         if info.number <= have {
             return Err(CrlError::Replay {
