@@ -131,7 +131,11 @@ pub fn crl_push_check(ca_pem: &[u8], data: &[u8]) {
     };
     assert!(info.number > CRL_HAVE, "accepted a replayed CRL: {info:?}");
     assert!(!info.expired_at(now), "accepted an expired CRL: {info:?}");
-    assert_eq!(crl::verify(&der, &cas), Ok(info), "verification not repeatable");
+    assert_eq!(
+        crl::verify(&der, &cas),
+        Ok(info),
+        "verification not repeatable"
+    );
     assert!(
         webpki::OwnedCertRevocationList::from_der(&der).is_ok(),
         "accepted a CRL webpki cannot parse"

@@ -158,14 +158,18 @@ fn crl_ca() -> PathBuf {
 /// genuine newer one is accepted, the others refused for their reason.
 #[test]
 fn replay_crl_push_corpus() {
-    use pki::crl::{check_update_der, cas_of_pem, unix_now, CrlError};
+    use pki::crl::{cas_of_pem, check_update_der, unix_now, CrlError};
     let ca = std::fs::read(crl_ca()).unwrap();
     let mut n = 0;
     for entry in std::fs::read_dir(crl_dir()).unwrap() {
         let path = entry.unwrap().path();
         let data = std::fs::read(&path).unwrap();
         let r = std::panic::catch_unwind(|| pki::fuzz::crl_push_check(&ca, &data));
-        assert!(r.is_ok(), "corpus file {} broke an invariant", path.display());
+        assert!(
+            r.is_ok(),
+            "corpus file {} broke an invariant",
+            path.display()
+        );
         n += 1;
     }
     assert!(n >= 5, "expected the committed seeds, found {n} files");
@@ -175,7 +179,10 @@ fn replay_crl_push_corpus() {
         check_update_der(&der, &cas, Some(pki::fuzz::CRL_HAVE), unix_now())
     };
     assert_eq!(decide("genuine-5").unwrap().number, 5);
-    assert_eq!(decide("replayed-3"), Err(CrlError::Replay { have: 4, got: 3 }));
+    assert_eq!(
+        decide("replayed-3"),
+        Err(CrlError::Replay { have: 4, got: 3 })
+    );
     assert!(matches!(decide("expired-9"), Err(CrlError::Expired { .. })));
     assert_eq!(decide("forged-10"), Err(CrlError::Signature));
 }
@@ -194,11 +201,20 @@ fn generate_crl_push_seeds() {
     let der = |pem: String| pki::crl::der_of_pem(pem.as_bytes()).unwrap().to_vec();
     let now = pki::crl::unix_now();
     for (name, data) in [
-        ("genuine-5", der(ca.crl_until(&[3, 1000, u64::MAX], 5, FAR).unwrap())),
+        (
+            "genuine-5",
+            der(ca.crl_until(&[3, 1000, u64::MAX], 5, FAR).unwrap()),
+        ),
         ("replayed-3", der(ca.crl_until(&[], 3, FAR).unwrap())),
-        ("expired-9", der(ca.crl_until(&[7], 9, now - 86_400).unwrap())),
+        (
+            "expired-9",
+            der(ca.crl_until(&[7], 9, now - 86_400).unwrap()),
+        ),
         ("forged-10", der(rogue.crl_until(&[], 10, FAR).unwrap())),
-        ("genuine-6-pem", ca.crl_until(&[42], 6, FAR).unwrap().into_bytes()),
+        (
+            "genuine-6-pem",
+            ca.crl_until(&[42], 6, FAR).unwrap().into_bytes(),
+        ),
         ("empty", Vec::new()),
     ] {
         std::fs::write(d.join(name), data).unwrap();
