@@ -107,7 +107,8 @@ pub fn status(mmsg: &Path, control: &Path) -> anyhow::Result<Value> {
 
 /// Makes a CA named `ca_name` for the run in `dir` (`ca.pem`, `ca.key`) and issues branch `b`'s
 /// gateway certificate (`gw<b>.pem`, `gw<b>.key`; serial = branch id) for each of `branches`;
-/// returns each branch's `[tls]` table. Keys are written 0600 (`pki`), as `mmsg` requires.
+/// and an empty CRL (`crl.pem`); returns each branch's `[tls]` table. Keys are written 0600
+/// (`pki`), as `mmsg` requires.
 pub fn provision_tls(
     dir: &Path,
     ca_name: &str,
@@ -117,6 +118,10 @@ pub fn provision_tls(
     let ca = pki::ca::Ca::generate(ca_name).context("generate the run's CA")?;
     ca.save(&dir.join("ca.pem"), &dir.join("ca.key"))
         .context("save the run's CA")?;
+    // An empty CRL of the run's CA: `crl_file` is required with `[controller]` (issue #17).
+    let crl = ca.crl(&[], 1).context("sign the run's CRL")?;
+    pki::files::write_private(&dir.join("crl.pem"), crl.as_bytes())
+        .context("write the run's CRL")?;
     let mut out = BTreeMap::new();
     for &b in branches {
         let id = mpa::BranchId::new(b).with_context(|| format!("branch id {b}"))?;
@@ -131,10 +136,14 @@ pub fn provision_tls(
     Ok(out)
 }
 
-/// The `[tls]` table of branch `b` for the files [`provision_tls`] wrote in `dir`.
+/// The `[tls]` table of branch `b` for the files [`provision_tls`] wrote in `dir` (with the
+/// run's CRL as `crl_file`).
 pub fn tls_files(dir: &Path, b: u8) -> TlsConfig {
     let (cert, key) = gateway_files(dir, b);
-    tls(&dir.join("ca.pem"), &cert, &key)
+    TlsConfig {
+        crl_file: Some(dir.join("crl.pem")),
+        ..tls(&dir.join("ca.pem"), &cert, &key)
+    }
 }
 
 /// Certificate and key of gateway `b` in `dir`.

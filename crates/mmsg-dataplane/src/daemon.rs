@@ -174,7 +174,8 @@ pub async fn run(opts: RunOpts) -> anyhow::Result<()> {
     // Credentials first: a gateway with bad [tls] files must not touch the host.
     let tls = match config.tls_enabled() {
         Some(t) => {
-            let state = TlsState::load(t, own).context("load the [tls] credentials")?;
+            let state =
+                TlsState::load(t, own, Arc::clone(&stats)).context("load the [tls] credentials")?;
             let serial = state.current().serial;
             stats.set_tls(TlsStatus { serial, reloads: 0 });
             info!(
@@ -188,7 +189,7 @@ pub async fn run(opts: RunOpts) -> anyhow::Result<()> {
             None
         }
     };
-    let mut undo = Undo::default();
+    let mut undo = Undo::with_sysctl_state(crate::setup::sysctl_state_path(&opts.control));
     let result = run_inner(&opts, config, own, Arc::clone(&stats), tls, &mut undo).await;
     undo.revert();
     let _ = std::fs::remove_file(&opts.control);

@@ -5,9 +5,12 @@
 //!
 //! The key pair is generated here ([`pki::enrol::KeyRequest`]); only the public key and a proof
 //! of possession go to `ssc`. The answer (certificate, CA, CRL) and the key are written with
-//! [`pki::files::write_private`] (mode 0600, temporary file + fsync + rename), the key first and
-//! the certificate last, so a reload that runs in between fails on the key/certificate mismatch
-//! and keeps the old credentials.
+//! [`pki::files::write_private`] (mode 0600, temporary file + fsync + rename); the key and the
+//! certificate as one unit with [`pki::files::write_pair`] (the previous pair is kept as
+//! `<file>.prev`, and `mmsg run` puts it back at start if a kill -9 fell between the two
+//! renames: docs/security.md "Credentials written crash-safe"). A reload that runs in between
+//! fails on the key/certificate mismatch and keeps the old credentials. The CRL that comes with
+//! the certificate replaces `crl_file` only when its `crl_number` is higher (never back).
 //!
 //! A token is never sent over clear TCP (refused here before connecting, and by `ssc`), never
 //! logged, and not kept after the call.
@@ -145,17 +148,37 @@ fn check(c: &Credentials, key_pem: &str, own: BranchId) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_all(files: &TlsFiles, key_pem: &str, c: &Credentials) -> anyhow::Result<()> {
+/// Writes checked credentials ([`check`]) and their key to `files`: the CA, the CRL (only when
+/// newer than the one in `crl_file`), then the key and certificate as one unit
+/// ([`pki::files::write_pair`]). This is the write path of enrolment and renewal.
+pub fn store(files: &TlsFiles, key_pem: &str, c: &Credentials) -> anyhow::Result<()> {
     let w = |p: &Path, data: &str| {
         pki::files::write_private(p, data.as_bytes())
             .with_context(|| format!("write {}", p.display()))
     };
-    w(&files.key, key_pem)?;
-    if let Some(crl) = &files.crl {
-        w(crl, &c.crl_pem)?;
-    }
     w(&files.ca, &c.ca_pem)?;
-    w(&files.cert, &c.cert_pem)
+    if let Some(crl) = &files.crl {
+        let have = std::fs::read(crl)
+            .ok()
+            .and_then(|old| pki::crl::verify_pem(&old, c.ca_pem.as_bytes()).ok());
+        let got = pki::crl::verify_pem(c.crl_pem.as_bytes(), c.ca_pem.as_bytes())
+            .context("the CRL from the controller")?;
+        match have {
+            Some(have) if have.number >= got.number => tracing::debug!(
+                have = %have.number,
+                got = %got.number,
+                "crl_file is as new as the controller's CRL; kept"
+            ),
+            _ => w(crl, &c.crl_pem)?,
+        }
+    }
+    pki::files::write_pair(
+        &files.cert,
+        &files.key,
+        c.cert_pem.as_bytes(),
+        key_pem.as_bytes(),
+    )
+    .with_context(|| format!("write {} and {}", files.key.display(), files.cert.display()))
 }
 
 /// The files `mmsg enrol --dir` writes.
@@ -207,7 +230,7 @@ pub async fn enrol(
     }
     check(&c, &key.key_pem, own)?;
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    write_all(&files_in(dir), &key.key_pem, &c)?;
+    store(&files_in(dir), &key.key_pem, &c)?;
     Ok(c)
 }
 
@@ -230,7 +253,7 @@ pub async fn renew(address: &str, files: &TlsFiles, own: BranchId) -> anyhow::Re
     .await
     .map_err(|_| anyhow::anyhow!("{address}: no answer within {EXCHANGE_TIMEOUT:?}"))??;
     check(&c, &key.key_pem, own)?;
-    write_all(files, &key.key_pem, &c)?;
+    store(files, &key.key_pem, &c)?;
     Ok(c)
 }
 

@@ -555,27 +555,49 @@ fn announce_after(announced: u32, h: &Hello) -> Result<u32, String> {
     Ok(announced.min(h.protocol))
 }
 
-/// A CRL pushed by the controller (ignored without `[tls]` or `crl_file`): checked against our
-/// current credentials (it must parse,
-/// and the whole `[tls]` set must still load with it), then written atomically (0600) to
-/// `crl_file` unless it is already there. Returns whether the credentials must be reloaded
-/// (the daemon does it as on SIGHUP: established connections whose peer it revokes close).
+/// A CRL pushed by the controller: [`apply_crl_push`] with the gateway's state, now.
 fn apply_crl(sh: &Shared, crl_pem: &str) -> bool {
+    apply_crl_push(
+        sh.tls.as_deref(),
+        &sh.stats,
+        sh.own,
+        crl_pem,
+        pki::crl::unix_now(),
+    )
+}
+
+/// A CRL pushed by the controller (docs/security.md "Revocation fails closed"). It is used only
+/// when it is signed by our CA (`[tls] ca_file`; else counted in `crl_refused_signature`), has a
+/// `crl_number` higher than the list in use (the loaded one, or a newer one already in
+/// `crl_file`; else `crl_refused_replay`), has not expired, and the whole `[tls]` set still
+/// loads with it (else `tls_crl_refused`). It is then written to `crl_file` atomically (0600,
+/// temporary file + fsync + rename + fsync of the directory), so the highest `crl_number`
+/// survives a restart. Returns whether the credentials must be reloaded (the daemon does it as
+/// on SIGHUP: established connections whose peer it revokes close). Without `[tls]` (clear
+/// tunnels) there is nothing to revoke; without `crl_file` (validation refuses that with
+/// `[controller]`) the push is refused loudly, never dropped in silence.
+pub fn apply_crl_push(
+    tls: Option<&crate::secure::TlsState>,
+    stats: &Stats,
+    own: BranchId,
+    crl_pem: &str,
+    now: u64,
+) -> bool {
     let refuse = |why: String| {
-        Stats::inc(&sh.stats.tls_crl_refused);
+        Stats::inc(&stats.tls_crl_refused);
         warn!(error = %why, "CRL from the controller refused; keeping the current one");
         false
     };
-    // Without [tls] (clear tunnel) or without a crl_file there is nothing to update: the
-    // controller sends the CRL to every protocol 3 gateway.
-    let Some(tls) = sh.tls.as_ref() else {
-        debug!("CRL from the controller ignored: no [tls] credentials");
+    let Some(tls) = tls else {
+        debug!("CRL from the controller ignored: no [tls] credentials (clear tunnels)");
         return false;
     };
     let files = tls.files();
     let Some(path) = files.crl.as_ref() else {
-        debug!("CRL from the controller ignored: [tls] has no crl_file");
-        return false;
+        return refuse(
+            "[tls] has no crl_file (required with [controller]): the revocation cannot be applied"
+                .into(),
+        );
     };
     if crl_pem.len() > gwchan::MAX_CRL_PEM {
         return refuse(format!(
@@ -584,13 +606,38 @@ fn apply_crl(sh: &Shared, crl_pem: &str) -> bool {
             gwchan::MAX_CRL_PEM
         ));
     }
-    if std::fs::read(path).is_ok_and(|old| old == crl_pem.as_bytes()) {
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let ca = match read(&files.ca) {
+        Ok(c) => c,
+        Err(why) => return refuse(why),
+    };
+    let on_disk = std::fs::read(path).ok();
+    if on_disk.as_deref() == Some(crl_pem.as_bytes()) {
+        debug!("CRL from the controller is the one in crl_file already");
         return false;
     }
-    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let loaded = tls.current().creds.crl.map(|c| c.number);
+    let written = on_disk
+        .and_then(|b| pki::crl::verify_pem(&b, &ca).ok())
+        .map(|c| c.number);
+    let have = loaded.max(written);
+    let info = match pki::crl::check_update(crl_pem.as_bytes(), &ca, have, now) {
+        Ok(info) => info,
+        Err(e @ pki::crl::CrlError::Signature) => {
+            Stats::inc(&stats.crl_refused_signature);
+            warn!(error = %e, "CRL from the controller refused: forged or altered (not signed by our CA); keeping the current one");
+            return false;
+        }
+        Err(e @ pki::crl::CrlError::Replay { .. }) => {
+            Stats::inc(&stats.crl_refused_replay);
+            warn!(error = %e, "CRL from the controller refused: replayed or old; keeping the current one");
+            return false;
+        }
+        Err(e) => return refuse(e.to_string()),
+    };
     let check = (|| {
-        let (ca, cert, key) = (read(&files.ca)?, read(&files.cert)?, read(&files.key)?);
-        pki::tls::Credentials::from_pem(&ca, &cert, &key, Some(crl_pem.as_bytes()), sh.own)
+        let (cert, key) = (read(&files.cert)?, read(&files.key)?);
+        pki::tls::Credentials::from_pem(&ca, &cert, &key, Some(crl_pem.as_bytes()), own)
             .map_err(|e| e.to_string())
     })();
     if let Err(why) = check {
@@ -599,8 +646,13 @@ fn apply_crl(sh: &Shared, crl_pem: &str) -> bool {
     if let Err(e) = pki::files::write_private(path, crl_pem.as_bytes()) {
         return refuse(format!("write {}: {e}", path.display()));
     }
-    Stats::inc(&sh.stats.tls_crl_updates);
-    info!(crl_file = %path.display(), "new CRL from the controller written; reloading");
+    Stats::inc(&stats.tls_crl_updates);
+    info!(
+        crl_file = %path.display(),
+        crl_number = %info.number,
+        next_update = %pki::crl::rfc3339(info.next_update),
+        "new CRL from the controller verified and written; reloading"
+    );
     true
 }
 
@@ -793,5 +845,126 @@ mod tests {
         // A corrupt cache is not used.
         std::fs::write(&path, b"{").unwrap();
         assert_eq!(initial_config(base).1, Source::None);
+    }
+
+    /// The gateway-channel CRL push handler: a forged list, a replayed older one, the same
+    /// number re-signed, an expired one and a push without `crl_file` are refused and counted
+    /// and leave `crl_file` alone; a newer genuine list is written (0600) and a reload then
+    /// refuses to go back to an older file.
+    #[test]
+    fn pushed_crls_fail_closed() {
+        use std::sync::atomic::Ordering::Relaxed;
+        use std::sync::Arc;
+        let d = tempfile::tempdir().unwrap();
+        let own = BranchId::new(2).unwrap();
+        let ca = pki::ca::Ca::generate("MMS test CA").unwrap();
+        let rogue = pki::ca::Ca::generate("MMS test CA").unwrap();
+        let g = ca
+            .issue_gateway(own, 20, pki::ca::DEFAULT_VALIDITY)
+            .unwrap();
+        let p = |n: &str| d.path().join(n);
+        pki::files::write_private(&p("ca.pem"), ca.cert_pem().as_bytes()).unwrap();
+        pki::ca::Ca::save_issued(&g, &p("gw.pem"), &p("gw.key")).unwrap();
+        let crl5 = ca.crl(&[], 5).unwrap();
+        pki::files::write_private(&p("crl.pem"), crl5.as_bytes()).unwrap();
+        let mut cfg = mpa::config::TlsConfig {
+            mode: mpa::config::TlsMode::Tls,
+            ca_file: Some(p("ca.pem")),
+            cert_file: Some(p("gw.pem")),
+            key_file: Some(p("gw.key")),
+            crl_file: Some(p("crl.pem")),
+        };
+        let stats = Arc::new(Stats::default());
+        let tls = crate::secure::TlsState::load(&cfg, own, Arc::clone(&stats)).unwrap();
+        assert_eq!(tls.current().creds.crl.unwrap().number, 5);
+        let now = pki::crl::unix_now();
+        let push = |pem: &str| apply_crl_push(Some(&tls), &stats, own, pem, now);
+        let c = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+        let on_disk = || std::fs::read_to_string(p("crl.pem")).unwrap();
+
+        // Forged: same issuer name, another key, a higher number.
+        assert!(!push(&rogue.crl(&[], 9).unwrap()));
+        assert_eq!(c(&stats.crl_refused_signature), 1);
+        // Replayed older list, and the current number re-signed.
+        assert!(!push(&ca.crl(&[], 4).unwrap()));
+        assert!(!push(&ca.crl(&[20], 5).unwrap()));
+        assert_eq!(c(&stats.crl_refused_replay), 2);
+        // Expired, though newer.
+        assert!(!push(&ca.crl_until(&[], 7, now - 10).unwrap()));
+        assert_eq!(c(&stats.tls_crl_refused), 1);
+        // Junk.
+        assert!(!push(
+            "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n"
+        ));
+        assert_eq!(c(&stats.tls_crl_refused), 2);
+        assert_eq!(on_disk(), crl5, "a refused CRL reached crl_file");
+        assert_eq!(c(&stats.tls_crl_updates), 0);
+        // The same bytes again: nothing to do, nothing counted.
+        assert!(!push(&crl5));
+        assert_eq!(c(&stats.crl_refused_replay), 2);
+
+        // A newer genuine list is written and asks for a reload.
+        let crl6 = ca.crl(&[99], 6).unwrap();
+        assert!(push(&crl6));
+        assert_eq!(c(&stats.tls_crl_updates), 1);
+        assert_eq!(on_disk(), crl6);
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(p("crl.pem")).unwrap().permissions(),
+        ) & 0o777;
+        assert_eq!(mode, 0o600);
+        // Before the reload, the file's number counts: a re-signed 6 is a replay already.
+        assert!(!push(&ca.crl(&[], 6).unwrap()));
+        assert_eq!(c(&stats.crl_refused_replay), 3);
+        tls.reload().unwrap();
+        assert_eq!(tls.current().creds.crl.unwrap().number, 6);
+        // An older list put back into crl_file is not loaded on reload (SIGHUP).
+        pki::files::write_private(&p("crl.pem"), crl5.as_bytes()).unwrap();
+        let e = tls.reload().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                crate::secure::LoadError::CrlReplay {
+                    have: 6,
+                    got: 5,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(tls.current().creds.crl.unwrap().number, 6);
+
+        // Without crl_file a push is refused and counted, never silently dropped.
+        cfg.crl_file = None;
+        let stats2 = Arc::new(Stats::default());
+        let bare = crate::secure::TlsState::load(&cfg, own, Arc::clone(&stats2)).unwrap();
+        assert!(!apply_crl_push(Some(&bare), &stats2, own, &crl6, now));
+        assert_eq!(c(&stats2.tls_crl_refused), 1);
+        // Clear tunnels: nothing to revoke.
+        assert!(!apply_crl_push(None, &stats2, own, &crl6, now));
+    }
+
+    /// A CRL in crl_file at start gets the same checks: a forged one does not load.
+    #[test]
+    fn a_forged_crl_file_does_not_load() {
+        let d = tempfile::tempdir().unwrap();
+        let own = BranchId::new(2).unwrap();
+        let ca = pki::ca::Ca::generate("MMS test CA").unwrap();
+        let rogue = pki::ca::Ca::generate("MMS test CA").unwrap();
+        let g = ca
+            .issue_gateway(own, 20, pki::ca::DEFAULT_VALIDITY)
+            .unwrap();
+        let p = |n: &str| d.path().join(n);
+        pki::files::write_private(&p("ca.pem"), ca.cert_pem().as_bytes()).unwrap();
+        pki::ca::Ca::save_issued(&g, &p("gw.pem"), &p("gw.key")).unwrap();
+        pki::files::write_private(&p("crl.pem"), rogue.crl(&[], 5).unwrap().as_bytes()).unwrap();
+        let cfg = mpa::config::TlsConfig {
+            mode: mpa::config::TlsMode::Tls,
+            ca_file: Some(p("ca.pem")),
+            cert_file: Some(p("gw.pem")),
+            key_file: Some(p("gw.key")),
+            crl_file: Some(p("crl.pem")),
+        };
+        let e = crate::secure::TlsState::load(&cfg, own, Arc::default()).unwrap_err();
+        assert!(e.to_string().contains("not signed by our CA"), "{e}");
     }
 }

@@ -12,15 +12,24 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use mpa::config::TlsConfig;
 use mpa::BranchId;
-use pki::tls::{Credentials, TlsFiles};
+use pki::tls::{Credentials, CrlExpired, CrlExpiredHook, TlsFiles};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
+use tracing::warn;
+
+use crate::stats::Stats;
+
+/// At most one log line per this many seconds about handshakes refused for an expired CRL
+/// (every refusal is counted in `handshake_refused_crl_expired`): a gateway with an expired
+/// list refuses every connection attempt, and the log must not flood.
+pub const CRL_EXPIRED_LOG_INTERVAL_S: u64 = 60;
 
 /// Plaintext bytes sent on one connection before the writer asks for a key update (TLS 1.3
 /// KeyUpdate with update_requested, so both directions get new keys). 1 GiB: far below the
@@ -73,13 +82,24 @@ impl std::fmt::Debug for TlsCurrent {
 
 /// The gateway's TLS state: the files and the credentials loaded from them (replaced as a whole
 /// on reload; connections keep the configuration they started with).
-#[derive(Debug)]
 pub struct TlsState {
     files: TlsFiles,
     own: BranchId,
+    /// Counts (and logs) handshakes refused for an expired CRL.
+    on_crl_expired: CrlExpiredHook,
     current: RwLock<Arc<TlsCurrent>>,
     /// Bumped on every successful reload; established connections check their peer again.
     generation: tokio::sync::watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for TlsState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsState")
+            .field("files", &self.files)
+            .field("own", &self.own)
+            .field("current", &self.current)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Errors loading the credentials.
@@ -107,6 +127,25 @@ pub enum LoadError {
     /// The credentials themselves.
     #[error(transparent)]
     Tls(#[from] pki::tls::TlsError),
+    /// Neither the certificate/key files nor their `.prev` copies form a matching pair.
+    #[error(transparent)]
+    Pair(#[from] pki::files::PairError),
+    /// On reload: the CRL in `crl_file` is older than the one in use (it would un-revoke).
+    #[error("{path}: crl_number {got} is older than the CRL in use (crl_number {have}); keeping the current one")]
+    CrlReplay {
+        /// The CRL file.
+        path: String,
+        /// The number in use.
+        have: u128,
+        /// The number in the file.
+        got: u128,
+    },
+    /// On reload: a CRL was in use and the files now have none.
+    #[error("a CRL (crl_number {have}) is in use and the [tls] files now have none; keeping the current one")]
+    CrlGone {
+        /// The number in use.
+        have: u128,
+    },
 }
 
 fn check_key_mode(path: &Path) -> Result<(), LoadError> {
@@ -124,9 +163,14 @@ fn check_key_mode(path: &Path) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn load_current(files: &TlsFiles, own: BranchId) -> Result<TlsCurrent, LoadError> {
+fn load_current(
+    files: &TlsFiles,
+    own: BranchId,
+    hook: &CrlExpiredHook,
+) -> Result<TlsCurrent, LoadError> {
     check_key_mode(&files.key)?;
-    let creds = Credentials::load(files, own)?;
+    let mut creds = Credentials::load(files, own)?;
+    creds.set_crl_expired_hook(Arc::clone(hook));
     Ok(TlsCurrent {
         acceptor: TlsAcceptor::from(creds.server_config()?),
         connector: TlsConnector::from(creds.client_config()?),
@@ -135,9 +179,37 @@ fn load_current(files: &TlsFiles, own: BranchId) -> Result<TlsCurrent, LoadError
     })
 }
 
+/// The hook every verifier calls when it refuses a handshake for an expired CRL: counts it and
+/// logs at most one line per [`CRL_EXPIRED_LOG_INTERVAL_S`], naming the CRL's `next_update`.
+pub fn crl_expired_hook(stats: Arc<Stats>, crl_file: Option<std::path::PathBuf>) -> CrlExpiredHook {
+    let last_log = AtomicU64::new(0);
+    Arc::new(move |e: &CrlExpired| {
+        Stats::inc(&stats.handshake_refused_crl_expired);
+        let prev = last_log.load(Ordering::Relaxed);
+        let due = prev == 0 || e.now >= prev.saturating_add(CRL_EXPIRED_LOG_INTERVAL_S);
+        if due
+            && last_log
+                .compare_exchange(prev, e.now.max(1), Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            warn!(
+                crl_number = %e.number,
+                next_update = %pki::crl::rfc3339(e.next_update),
+                crl_file = %crl_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+                "TLS handshake refused: the CRL expired at {} (its next_update); revocation fails \
+                 closed, so no new tunnel connection is accepted or dialled until a newer CRL is \
+                 in crl_file (pushed by the controller, or replaced by hand and SIGHUP)",
+                pki::crl::rfc3339(e.next_update)
+            );
+        }
+    })
+}
+
 impl TlsState {
-    /// Loads the `[tls]` files of branch `own` (mode must be `tls`).
-    pub fn load(cfg: &TlsConfig, own: BranchId) -> Result<TlsState, LoadError> {
+    /// Loads the `[tls]` files of branch `own` (mode must be `tls`); handshakes refused for an
+    /// expired CRL are counted in `stats`. At start, a certificate/key pair torn by a killed
+    /// renewal is replaced by the previous pair first ([`pki::files::recover_pair`]).
+    pub fn load(cfg: &TlsConfig, own: BranchId, stats: Arc<Stats>) -> Result<TlsState, LoadError> {
         let files = TlsFiles {
             ca: cfg.ca_file.clone().ok_or(LoadError::Missing("ca_file"))?,
             cert: cfg
@@ -147,10 +219,22 @@ impl TlsState {
             key: cfg.key_file.clone().ok_or(LoadError::Missing("key_file"))?,
             crl: cfg.crl_file.clone(),
         };
-        let current = load_current(&files, own)?;
+        // A renewal killed between its two renames left a new key next to the old
+        // certificate: the previous pair comes back (pki::files::write_pair).
+        if pki::files::recover_pair(&files.cert, &files.key)? == pki::files::PairState::Restored {
+            warn!(
+                cert = %files.cert.display(),
+                key = %files.key.display(),
+                "certificate and key did not match (a renewal was interrupted): the previous \
+                 pair (.prev) is back in place; the next renewal check renews again"
+            );
+        }
+        let on_crl_expired = crl_expired_hook(stats, files.crl.clone());
+        let current = load_current(&files, own, &on_crl_expired)?;
         Ok(TlsState {
             files,
             own,
+            on_crl_expired,
             current: RwLock::new(Arc::new(current)),
             generation: tokio::sync::watch::Sender::new(0),
         })
@@ -163,8 +247,28 @@ impl TlsState {
 
     /// Re-reads the files (certificate/key rotation, new CRL). On success new connections use
     /// the new credentials and the new serial is returned; on failure the old ones stay.
+    /// A CRL older than the one in use (lower `crl_number`), or none after one, is refused: the
+    /// files on disk never un-revoke.
     pub fn reload(&self) -> Result<u64, LoadError> {
-        let next = load_current(&self.files, self.own)?;
+        let next = load_current(&self.files, self.own, &self.on_crl_expired)?;
+        if let Some(have) = self.current().creds.crl {
+            match next.creds.crl {
+                None => return Err(LoadError::CrlGone { have: have.number }),
+                Some(got) if got.number < have.number => {
+                    return Err(LoadError::CrlReplay {
+                        path: self
+                            .files
+                            .crl
+                            .as_ref()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default(),
+                        have: have.number,
+                        got: got.number,
+                    })
+                }
+                Some(_) => {}
+            }
+        }
         let serial = next.serial;
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
         self.generation.send_modify(|g| *g += 1);

@@ -5,9 +5,16 @@
 //! namespace); links, routes and rules through the `ip` tool (iproute2), which is on every gateway
 //! and keeps this driver free of a netlink route library. What was changed is recorded in
 //! [`Undo`] and reverted on exit.
+//!
+//! The original value of every sysctl we change is also written to a state file under the
+//! runtime directory ([`Undo::with_sysctl_state`], next to the control socket) before the
+//! change, crash-safely (temporary file, fsync, rename). After a kill -9 the next start finds
+//! the file and keeps those values as the originals (it does not mistake the values it had set
+//! for the host's); a clean exit restores them and removes the file.
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context};
@@ -20,13 +27,99 @@ pub const TABLE_BASE: u32 = 100;
 /// Rule preference of the per-WAN rules we add (the testbed uses the same).
 pub const RULE_PREF_BASE: u32 = 1000;
 
+/// Where sysctls live: `/proc/sys` (per network namespace).
+pub const PROC_SYS: &str = "/proc/sys";
+
 /// What to revert on exit.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Undo {
+    /// (key, original value), restored in reverse order.
     sysctls: Vec<(String, String)>,
     rules: Vec<Vec<String>>,
     /// (program, arguments), run in reverse order.
     commands: Vec<(String, Vec<String>)>,
+    /// The sysctl tree ([`PROC_SYS`]; tests use a directory of their own).
+    sysctl_root: PathBuf,
+    /// The file the original sysctl values are persisted to, if any.
+    sysctl_state: Option<PathBuf>,
+}
+
+impl Default for Undo {
+    fn default() -> Undo {
+        Undo {
+            sysctls: Vec::new(),
+            rules: Vec::new(),
+            commands: Vec::new(),
+            sysctl_root: PathBuf::from(PROC_SYS),
+            sysctl_state: None,
+        }
+    }
+}
+
+/// The sysctl state file of the daemon whose control socket is `control`:
+/// `<control>.sysctls` (e.g. `/run/mmsg/mmsg.sock.sysctls`), one per running instance.
+pub fn sysctl_state_path(control: &Path) -> PathBuf {
+    let mut s = control.as_os_str().to_owned();
+    s.push(".sysctls");
+    PathBuf::from(s)
+}
+
+/// The state file's text: one `key<TAB>original value` line per sysctl (values never hold a
+/// newline: they are read trimmed from `/proc/sys`).
+fn format_state(sysctls: &[(String, String)]) -> String {
+    sysctls.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect()
+}
+
+fn parse_state(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+impl Undo {
+    /// An undo list whose sysctl originals are persisted in `state` (see the module docs):
+    /// when the file exists (the previous run was killed before it restored them), its values
+    /// are the originals, restored on [`Undo::revert`] whatever this run changes.
+    pub fn with_sysctl_state(state: PathBuf) -> Undo {
+        Undo::with_sysctl_root(PathBuf::from(PROC_SYS), state)
+    }
+
+    /// [`Undo::with_sysctl_state`] with another sysctl tree than `/proc/sys` (tests).
+    pub fn with_sysctl_root(root: PathBuf, state: PathBuf) -> Undo {
+        let mut u = Undo {
+            sysctl_root: root,
+            ..Undo::default()
+        };
+        match std::fs::read_to_string(&state) {
+            Ok(text) => {
+                u.sysctls = parse_state(&text);
+                warn!(
+                    state = %state.display(),
+                    sysctls = u.sysctls.len(),
+                    "the previous mmsg did not exit cleanly: keeping the sysctl originals it \
+                     recorded (restored on exit), not the values it had set"
+                );
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => warn!(state = %state.display(), error = %e, "sysctl state unreadable"),
+        }
+        u.sysctl_state = Some(state);
+        u
+    }
+
+    /// Writes the originals to the state file (crash-safe) before a sysctl changes.
+    fn persist_sysctls(&self) -> anyhow::Result<()> {
+        let Some(state) = &self.sysctl_state else {
+            return Ok(());
+        };
+        if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        }
+        pki::files::write_private(state, format_state(&self.sysctls).as_bytes())
+            .with_context(|| format!("write the sysctl originals to {}", state.display()))
+    }
 }
 
 impl Undo {
@@ -44,9 +137,22 @@ impl Undo {
                 warn!(error = %e, "could not remove policy rule");
             }
         }
+        let mut restored = true;
         for (key, old) in self.sysctls.drain(..).rev() {
-            if let Err(e) = write_sysctl(&key, &old) {
+            if let Err(e) = write_sysctl(&self.sysctl_root, &key, &old) {
                 warn!(key, error = %e, "could not restore sysctl");
+                restored = false;
+            }
+        }
+        // Restored: the state file has done its job. Not restored: it stays, so the next start
+        // still knows the originals.
+        if let (true, Some(state)) = (restored, &self.sysctl_state) {
+            match std::fs::remove_file(state) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    warn!(state = %state.display(), error = %e, "could not remove the sysctl state")
+                }
             }
         }
     }
@@ -67,35 +173,48 @@ impl Undo {
     }
 }
 
-fn sysctl_path(key: &str) -> String {
-    format!("/proc/sys/{}", key.replace('.', "/"))
+fn sysctl_path(root: &Path, key: &str) -> PathBuf {
+    root.join(key.replace('.', "/"))
 }
 
 /// Reads a sysctl (trimmed).
 pub fn read_sysctl(key: &str) -> anyhow::Result<String> {
-    let p = sysctl_path(key);
+    read_sysctl_in(Path::new(PROC_SYS), key)
+}
+
+fn read_sysctl_in(root: &Path, key: &str) -> anyhow::Result<String> {
+    let p = sysctl_path(root, key);
     Ok(std::fs::read_to_string(&p)
-        .with_context(|| format!("read {p}"))?
+        .with_context(|| format!("read {}", p.display()))?
         .trim()
         .to_owned())
 }
 
-fn write_sysctl(key: &str, value: &str) -> anyhow::Result<()> {
-    let p = sysctl_path(key);
+fn write_sysctl(root: &Path, key: &str, value: &str) -> anyhow::Result<()> {
+    let p = sysctl_path(root, key);
     // A newline, so that even an empty value reaches the kernel's handler (a 0-byte write does not).
-    std::fs::write(&p, format!("{value}\n")).with_context(|| format!("write {value:?} to {p}"))
+    std::fs::write(&p, format!("{value}\n"))
+        .with_context(|| format!("write {value:?} to {}", p.display()))
 }
 
-/// Sets a sysctl if it differs, recording the old value.
+/// Sets a sysctl if it differs, recording the old value (persisted first, with
+/// [`Undo::with_sysctl_state`]). A key whose original is already recorded (earlier in this run,
+/// or by a killed previous run) keeps that original.
 pub fn ensure_sysctl(undo: &mut Undo, key: &str, value: &str) -> anyhow::Result<()> {
-    let old = read_sysctl(key)?;
+    let old = read_sysctl_in(&undo.sysctl_root, key)?;
     if old == value {
         debug!(key, value, "sysctl already set");
         return Ok(());
     }
-    write_sysctl(key, value)?;
+    if !undo.sysctls.iter().any(|(k, _)| k == key) {
+        undo.sysctls.push((key.to_owned(), old.clone()));
+        if let Err(e) = undo.persist_sysctls() {
+            undo.sysctls.pop();
+            return Err(e);
+        }
+    }
+    write_sysctl(&undo.sysctl_root, key, value)?;
     info!(key, old = %old, new = value, "sysctl set");
-    undo.sysctls.push((key.to_owned(), old));
     Ok(())
 }
 
@@ -370,5 +489,84 @@ mod tests {
         assert!(rule_exists(j, Ipv4Addr::new(198, 18, 10, 2), 100));
         assert!(!rule_exists(j, Ipv4Addr::new(198, 18, 11, 2), 101));
         assert!(!rule_exists("garbage", Ipv4Addr::new(198, 18, 10, 2), 100));
+    }
+
+    /// A fake sysctl tree (the code takes its root as a parameter): two keys with the host's
+    /// values.
+    fn fake_proc(d: &Path) -> PathBuf {
+        let root = d.join("proc-sys");
+        for (k, v) in [
+            ("net/ipv4/tcp_congestion_control", "reno\n"),
+            ("net/ipv4/ip_local_reserved_ports", "\n"),
+        ] {
+            let p = root.join(k);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, v).unwrap();
+        }
+        root
+    }
+
+    /// The originals are on disk before the change; a run that dies without reverting (as
+    /// after kill -9) leaves them there, and the next run restores them, not the values the
+    /// dead run had set; a clean exit removes the file.
+    #[test]
+    fn sysctl_originals_survive_a_killed_run() {
+        let d = tempfile::tempdir().unwrap();
+        let root = fake_proc(d.path());
+        let state = d.path().join("run/mmsg.sock.sysctls");
+        let cc = "net.ipv4.tcp_congestion_control";
+        let ports = "net.ipv4.ip_local_reserved_ports";
+
+        // Run 1: changes both, then is "killed" (never reverts).
+        let mut run1 = Undo::with_sysctl_root(root.clone(), state.clone());
+        ensure_sysctl(&mut run1, cc, "cubic").unwrap();
+        ensure_sysctl(&mut run1, ports, "45056-45311").unwrap();
+        assert_eq!(read_sysctl_in(&root, cc).unwrap(), "cubic");
+        let text = std::fs::read_to_string(&state).unwrap();
+        assert_eq!(
+            text,
+            "net.ipv4.tcp_congestion_control\treno\nnet.ipv4.ip_local_reserved_ports\t\n"
+        );
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&state).unwrap().permissions(),
+        ) & 0o777;
+        assert_eq!(mode, 0o600);
+        drop(run1);
+
+        // Without the state file, the next run would take the changed values for the host's:
+        // nothing to restore (what happened before this change).
+        let mut forgetful = Undo {
+            sysctl_root: root.clone(),
+            ..Undo::default()
+        };
+        ensure_sysctl(&mut forgetful, cc, "cubic").unwrap();
+        assert!(forgetful.sysctls.is_empty());
+
+        // Run 2 finds the file: the values are already set, the originals are still known.
+        let mut run2 = Undo::with_sysctl_root(root.clone(), state.clone());
+        ensure_sysctl(&mut run2, cc, "cubic").unwrap();
+        ensure_sysctl(&mut run2, ports, "45056-45311,49152-49407").unwrap();
+        // A key changed again keeps its first original, recorded once.
+        assert_eq!(std::fs::read_to_string(&state).unwrap().lines().count(), 2);
+        run2.revert();
+        assert_eq!(read_sysctl_in(&root, cc).unwrap(), "reno");
+        assert_eq!(read_sysctl_in(&root, ports).unwrap(), "");
+        assert!(!state.exists(), "a clean exit removes the state file");
+
+        // Run 3 (clean start, nothing to change): no file is created.
+        let mut run3 = Undo::with_sysctl_root(root.clone(), state.clone());
+        ensure_sysctl(&mut run3, cc, "reno").unwrap();
+        run3.revert();
+        assert!(!state.exists());
+    }
+
+    #[test]
+    fn state_lines_round_trip() {
+        let v = vec![
+            ("a.b".to_owned(), "1 2\t3".to_owned()),
+            ("c".to_owned(), String::new()),
+        ];
+        assert_eq!(parse_state(&format_state(&v)), v);
+        assert_eq!(parse_state("junk\n\tx\n"), vec![]);
     }
 }

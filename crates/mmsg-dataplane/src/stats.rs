@@ -126,6 +126,14 @@ counters! {
     tls_crl_updates,
     /// Pushed CRLs refused (oversize, do not load with the credentials, cannot be written).
     tls_crl_refused,
+    /// Pushed CRLs refused because their signature does not verify with our CA (forged).
+    crl_refused_signature,
+    /// Pushed CRLs refused because their `crl_number` is not newer than the one in use
+    /// (a replayed or old list, which would un-revoke).
+    crl_refused_replay,
+    /// `[tls]`: new TLS handshakes (in or out) refused because our CRL expired (its
+    /// `next_update` passed): revocation fails closed until a new CRL arrives.
+    handshake_refused_crl_expired,
     /// Connections closed because a frame was malformed or oversize.
     frame_errors,
     /// Connections declared dead (nothing received for 3 s).

@@ -47,6 +47,9 @@ pub enum CaError {
         /// The error.
         source: std::io::Error,
     },
+    /// A time the caller passed cannot be encoded.
+    #[error("{0} out of range")]
+    OutOfRange(&'static str),
     /// The CA certificate file holds no certificate.
     #[error("{0}: no PEM certificate")]
     NoCertificate(String),
@@ -262,9 +265,33 @@ impl Ca {
     /// Signs a CRL revoking `serials` (number `crl_number`, monotonic per CA), PEM.
     pub fn crl(&self, serials: &[u64], crl_number: u64) -> Result<String, CaError> {
         let now = OffsetDateTime::now_utc();
+        self.crl_at(serials, crl_number, now + CRL_VALIDITY)
+    }
+
+    /// [`Ca::crl`] with an explicit `next_update` in Unix seconds (tests of expired lists use
+    /// a past one).
+    pub fn crl_until(
+        &self,
+        serials: &[u64],
+        crl_number: u64,
+        next_update: u64,
+    ) -> Result<String, CaError> {
+        let t = i64::try_from(next_update).unwrap_or(i64::MAX);
+        let next_update = OffsetDateTime::from_unix_timestamp(t)
+            .map_err(|_| CaError::OutOfRange("next_update"))?;
+        self.crl_at(serials, crl_number, next_update)
+    }
+
+    fn crl_at(
+        &self,
+        serials: &[u64],
+        crl_number: u64,
+        next_update: OffsetDateTime,
+    ) -> Result<String, CaError> {
+        let now = OffsetDateTime::now_utc();
         let params = CertificateRevocationListParams {
-            this_update: now - CLOCK_SKEW,
-            next_update: now + CRL_VALIDITY,
+            this_update: (now - CLOCK_SKEW).min(next_update - Duration::from_secs(1)),
+            next_update,
             crl_number: SerialNumber::from(crl_number),
             issuing_distribution_point: None,
             revoked_certs: serials
@@ -281,9 +308,15 @@ impl Ca {
         Ok(params.signed_by(&self.issuer, &self.key)?.pem()?)
     }
 
-    /// Writes an issued certificate and its key (both 0600, atomically).
+    /// Writes an issued certificate and its key (both 0600, as one unit:
+    /// [`crate::files::write_pair`]).
     pub fn save_issued(issued: &Issued, cert: &Path, key: &Path) -> Result<(), CaError> {
-        write_private(key, issued.key_pem.as_bytes()).map_err(io_err(key))?;
-        write_private(cert, issued.cert_pem.as_bytes()).map_err(io_err(cert))
+        crate::files::write_pair(
+            cert,
+            key,
+            issued.cert_pem.as_bytes(),
+            issued.key_pem.as_bytes(),
+        )
+        .map_err(io_err(cert))
     }
 }

@@ -4,7 +4,10 @@
 //! gateway runs), then whatever plaintext comes out into the hello decoder and the frame
 //! deframer, as the tunnel's reader would.
 //!
-//! Invariants: no panic; memory bounded (rustls refuses to buffer more than one record it
+//! [`crl_push_check`] is the fuzz check of the CRL push handler's decision
+//! ([`crate::crl::check_update`], what `mmsg` runs on every CRL the controller pushes).
+//!
+//! Invariants of the handshake check: no panic; memory bounded (rustls refuses to buffer more than one record it
 //! cannot process: `read_tls` errors, and we stop); the handshake never completes without a
 //! verified client certificate carrying a branch identity; the frame decoder's round-trip
 //! invariants hold on the plaintext (the caller passes `mpa::framing::fuzz_check`, so `pki`
@@ -97,4 +100,44 @@ pub fn handshake_check(data: &[u8], check_plaintext: impl Fn(&[u8])) {
         "plaintext before the handshake completed"
     );
     check_plaintext(&plaintext);
+}
+
+/// The `crl_number` in use in [`crl_push_check`]: a pushed list must be newer.
+pub const CRL_HAVE: u128 = 4;
+
+/// Runs one pushed CRL (PEM text, or DER when it does not parse as PEM) through the push
+/// decision against the CA certificate `ca_pem` with [`CRL_HAVE`] in use, now. Invariants: no
+/// panic; an accepted list is newer than [`CRL_HAVE`], not expired, verifies again as DER
+/// and is one webpki parses too (our DER walk accepts nothing webpki's would refuse); a list
+/// refused as PEM is refused as DER for the same reason.
+#[doc(hidden)]
+#[allow(clippy::panic)] // an assertion of the fuzz contract
+pub fn crl_push_check(ca_pem: &[u8], data: &[u8]) {
+    use crate::crl;
+    let cas = crl::cas_of_pem(ca_pem);
+    assert!(!cas.is_empty(), "fuzz set-up: no CA certificate");
+    let now = crl::unix_now();
+    let der = match crl::der_of_pem(data) {
+        Ok(der) => {
+            let pem = crl::check_update(data, ca_pem, Some(CRL_HAVE), now);
+            let direct = crl::check_update_der(&der, &cas, Some(CRL_HAVE), now);
+            assert_eq!(pem, direct, "PEM and DER decisions differ");
+            der.as_ref().to_vec()
+        }
+        Err(_) => data.to_vec(),
+    };
+    let Ok(info) = crl::check_update_der(&der, &cas, Some(CRL_HAVE), now) else {
+        return;
+    };
+    assert!(info.number > CRL_HAVE, "accepted a replayed CRL: {info:?}");
+    assert!(!info.expired_at(now), "accepted an expired CRL: {info:?}");
+    assert_eq!(
+        crl::verify(&der, &cas),
+        Ok(info),
+        "verification not repeatable"
+    );
+    assert!(
+        webpki::OwnedCertRevocationList::from_der(&der).is_ok(),
+        "accepted a CRL webpki cannot parse"
+    );
 }

@@ -9,7 +9,8 @@
 //! gateway's listeners and its outbound connections). [`identity_of`] maps a peer's certificate
 //! back to its branch; [`server_name`] is what a client dials.
 //!
-//! Modules: [`ca`] (generate, load, save, issue, revoke), [`enrol`] (one-time tokens, key
+//! Modules: [`ca`] (generate, load, save, issue, revoke), [`crl`] (revocation lists that fail
+//! closed: signature, `crl_number`, `next_update`), [`enrol`] (one-time tokens, key
 //! requests with proof of possession), [`tls`] (the rustls configurations
 //! and the classification of handshake failures), [`validity`] (a certificate's validity
 //! period, for renewal), [`files`] (0600 atomic writes), [`fuzz`]
@@ -18,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ca;
+pub mod crl;
 pub mod enrol;
 pub mod files;
 pub mod fuzz;

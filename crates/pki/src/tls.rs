@@ -10,14 +10,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mms_types::BranchId;
-use rustls::client::danger::ServerCertVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::Resumption;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
+use rustls::pki_types::{
+    CertificateDer, CertificateRevocationListDer, PrivateKeyDer, ServerName, UnixTime,
+};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{NoServerSessionStorage, WebPkiClientVerifier};
-use rustls::{CertificateError, ClientConfig, RootCertStore, ServerConfig};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore,
+    ServerConfig, SignatureScheme,
+};
 
+use crate::crl::{CrlError, CrlInfo};
 use crate::IdentityError;
 
 /// Errors loading credentials or building a configuration.
@@ -48,7 +55,24 @@ pub enum TlsError {
     /// The verifier could not be built (no CA certificate, bad CRL).
     #[error("certificate verifier: {0}")]
     Verifier(String),
+    /// The CRL does not parse, is not signed by the CA, or lacks `crl_number`/`next_update`.
+    #[error("CRL: {0}")]
+    Crl(#[from] CrlError),
 }
+
+/// A new handshake refused because our CRL has expired (its `next_update` has passed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrlExpired {
+    /// The CRL's `next_update`, Unix s.
+    pub next_update: u64,
+    /// Its `crl_number`.
+    pub number: u128,
+    /// The time of the handshake, Unix s.
+    pub now: u64,
+}
+
+/// Called on every handshake refused for [`CrlExpired`] (the gateway counts and logs it).
+pub type CrlExpiredHook = Arc<dyn Fn(&CrlExpired) + Send + Sync>;
 
 /// The files of a gateway's credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +98,9 @@ pub struct Credentials {
     pub serial: u64,
     /// The branch of our certificate.
     pub identity: BranchId,
+    /// The CRL in use (verified against the CA): its number and validity.
+    pub crl: Option<CrlInfo>,
+    on_crl_expired: Option<CrlExpiredHook>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -82,7 +109,7 @@ impl std::fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("identity", &self.identity)
             .field("serial", &self.serial)
-            .field("crls", &self.crls.len())
+            .field("crl", &self.crl)
             .finish_non_exhaustive()
     }
 }
@@ -172,11 +199,15 @@ impl Credentials {
         }
         let serial = crate::serial_of(leaf)?;
         let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| file_err(Path::new("key"), e))?;
-        let crls = match crl {
-            Some(c) => CertificateRevocationListDer::pem_slice_iter(c)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| file_err(Path::new("crl"), e))?,
-            None => Vec::new(),
+        // The CRL fails closed: exactly one list, signed by one of our CAs, with a crl_number
+        // and a next_update (an expired one loads, and then refuses every new handshake).
+        let (crls, crl_info) = match crl {
+            Some(c) => {
+                let der = crate::crl::der_of_pem(c)?;
+                let info = crate::crl::verify(&der, &crate::crl::cas_of_pem(ca))?;
+                (vec![der], Some(info))
+            }
+            None => (Vec::new(), None),
         };
         let creds = Credentials {
             roots: Arc::new(roots),
@@ -185,6 +216,8 @@ impl Credentials {
             crls,
             serial,
             identity,
+            crl: crl_info,
+            on_crl_expired: None,
         };
         // Build both once so a bad key or CRL fails at load time, not at the first connection.
         creds.server_config()?;
@@ -192,15 +225,35 @@ impl Credentials {
         Ok(creds)
     }
 
+    /// Calls `hook` on every new handshake these credentials refuse because the CRL expired
+    /// (set it before building the configurations).
+    pub fn set_crl_expired_hook(&mut self, hook: CrlExpiredHook) {
+        self.on_crl_expired = Some(hook);
+    }
+
+    /// The CRL guard of the verifiers.
+    fn guard(&self) -> CrlGuard {
+        CrlGuard {
+            crl: self.crl,
+            hook: self.on_crl_expired.clone(),
+        }
+    }
+
     /// The acceptor's configuration: client certificate required, verified against the CA and
-    /// the CRL; TLS 1.3 only; no tickets, no session cache, no early data.
+    /// the CRL (an expired CRL refuses it); TLS 1.3 only; no tickets, no session cache, no
+    /// early data.
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
         let p = provider();
-        let verifier =
+        let inner =
             WebPkiClientVerifier::builder_with_provider(Arc::clone(&self.roots), Arc::clone(&p))
                 .with_crls(self.crls.iter().cloned())
+                .enforce_revocation_expiration()
                 .build()
                 .map_err(|e| TlsError::Verifier(e.to_string()))?;
+        let verifier = Arc::new(GuardedClientVerifier {
+            inner,
+            guard: self.guard(),
+        });
         let mut c = ServerConfig::builder_with_provider(p)
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_client_cert_verifier(verifier)
@@ -212,23 +265,171 @@ impl Credentials {
     }
 
     /// The dialer's configuration: the server must present a certificate of the CA (not
-    /// revoked) valid for the dialled branch's name; TLS 1.3 only; no resumption, no early data.
+    /// revoked) valid for the dialled branch's name, while our CRL has not expired; TLS 1.3
+    /// only; no resumption, no early data.
     pub fn client_config(&self) -> Result<Arc<ClientConfig>, TlsError> {
         let p = provider();
-        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
             Arc::clone(&self.roots),
             Arc::clone(&p),
         )
         .with_crls(self.crls.iter().cloned())
+        .enforce_revocation_expiration()
         .build()
         .map_err(|e| TlsError::Verifier(e.to_string()))?;
+        let verifier = Arc::new(GuardedServerVerifier {
+            inner,
+            guard: self.guard(),
+        });
         let mut c = ClientConfig::builder_with_provider(p)
             .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_webpki_verifier(verifier)
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
             .with_client_auth_cert(self.chain.clone(), self.key.clone_key())?;
         c.resumption = Resumption::disabled();
         c.enable_early_data = false;
         Ok(Arc::new(c))
+    }
+}
+
+/// Refuses every new handshake once the CRL in use has expired, before the certificate is even
+/// looked at: a stale list cannot say whether the peer has been revoked since (fail closed).
+/// webpki enforces the same (`enforce_revocation_expiration`) for certificates of the CRL's
+/// issuer; this guard adds the hook (counter, log line) and covers every peer alike.
+#[derive(Clone)]
+struct CrlGuard {
+    crl: Option<CrlInfo>,
+    hook: Option<CrlExpiredHook>,
+}
+
+impl std::fmt::Debug for CrlGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CrlGuard").field("crl", &self.crl).finish()
+    }
+}
+
+impl CrlGuard {
+    fn check(&self, now: UnixTime) -> Result<(), rustls::Error> {
+        let Some(crl) = self.crl else {
+            return Ok(());
+        };
+        let secs = now.as_secs();
+        if !crl.expired_at(secs) {
+            return Ok(());
+        }
+        if let Some(h) = &self.hook {
+            h(&CrlExpired {
+                next_update: crl.next_update,
+                number: crl.number,
+                now: secs,
+            });
+        }
+        Err(rustls::Error::InvalidCertificate(
+            CertificateError::ExpiredRevocationListContext {
+                time: now,
+                next_update: UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+                    crl.next_update,
+                )),
+            },
+        ))
+    }
+}
+
+/// [`WebPkiClientVerifier`] behind a [`CrlGuard`].
+#[derive(Debug)]
+struct GuardedClientVerifier {
+    inner: Arc<dyn ClientCertVerifier>,
+    guard: CrlGuard,
+}
+
+impl ClientCertVerifier for GuardedClientVerifier {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.guard.check(now)?;
+        self.inner
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// `WebPkiServerVerifier` behind a [`CrlGuard`].
+#[derive(Debug)]
+struct GuardedServerVerifier {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    guard: CrlGuard,
+}
+
+impl ServerCertVerifier for GuardedServerVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.guard.check(now)?;
+        self.inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
     }
 }
 
@@ -300,6 +501,18 @@ pub fn classify(e: &rustls::Error) -> Rejection {
         rustls::Error::InvalidCertificate(_) => Rejection::UnknownCa,
         _ => Rejection::Handshake,
     }
+}
+
+/// Whether a handshake error is the refusal of an expired CRL (ours, by [`CrlGuard`], or one
+/// webpki found expired).
+pub fn is_crl_expired(e: &rustls::Error) -> bool {
+    matches!(
+        e,
+        rustls::Error::InvalidCertificate(
+            CertificateError::ExpiredRevocationList
+                | CertificateError::ExpiredRevocationListContext { .. }
+        )
+    )
 }
 
 /// The DNS name of the controller's certificate (`ssc`'s gateway channel listener); a gateway

@@ -3,7 +3,7 @@
 //! input: never panics; anything unexpected is `None`.
 
 /// One DER element at the start of `buf`: (tag, contents, rest). Long lengths up to 4 bytes.
-fn element(buf: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+pub(crate) fn element(buf: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&tag, rest) = buf.split_first()?;
     let (&first, mut rest) = rest.split_first()?;
     let len = if first < 0x80 {
@@ -32,7 +32,7 @@ fn two(s: &[u8], i: usize) -> Option<u8> {
 }
 
 /// UTCTime (`YYMMDDHHMMSSZ`, tag 0x17) or GeneralizedTime (`YYYYMMDDHHMMSSZ`, 0x18) → Unix s.
-fn time_of(tag: u8, s: &[u8]) -> Option<u64> {
+pub(crate) fn time_of(tag: u8, s: &[u8]) -> Option<u64> {
     let (year, s) = match (tag, s.len()) {
         (0x17, 13) => {
             let yy = i32::from(two(s, 0)?);

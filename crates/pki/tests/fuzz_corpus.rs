@@ -145,3 +145,78 @@ fn generate_seed_corpus() {
         std::fs::write(d.join(name), bytes).unwrap();
     }
 }
+
+fn crl_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/crl_push")
+}
+
+fn crl_ca() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/crl_ca.pem")
+}
+
+/// The committed seeds of the `crl_push` target through `pki::fuzz::crl_push_check`; the
+/// genuine newer one is accepted, the others refused for their reason.
+#[test]
+fn replay_crl_push_corpus() {
+    use pki::crl::{cas_of_pem, check_update_der, unix_now, CrlError};
+    let ca = std::fs::read(crl_ca()).unwrap();
+    let mut n = 0;
+    for entry in std::fs::read_dir(crl_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        let r = std::panic::catch_unwind(|| pki::fuzz::crl_push_check(&ca, &data));
+        assert!(
+            r.is_ok(),
+            "corpus file {} broke an invariant",
+            path.display()
+        );
+        n += 1;
+    }
+    assert!(n >= 5, "expected the committed seeds, found {n} files");
+    let cas = cas_of_pem(&ca);
+    let decide = |name: &str| {
+        let der = std::fs::read(crl_dir().join(name)).unwrap();
+        check_update_der(&der, &cas, Some(pki::fuzz::CRL_HAVE), unix_now())
+    };
+    assert_eq!(decide("genuine-5").unwrap().number, 5);
+    assert_eq!(
+        decide("replayed-3"),
+        Err(CrlError::Replay { have: 4, got: 3 })
+    );
+    assert!(matches!(decide("expired-9"), Err(CrlError::Expired { .. })));
+    assert_eq!(decide("forged-10"), Err(CrlError::Signature));
+}
+
+/// Rewrites the `crl_push` seeds and their CA certificate (the CA key is thrown away).
+#[test]
+#[ignore = "rewrites the committed crl_push seeds"]
+fn generate_crl_push_seeds() {
+    let ca = Ca::generate("MMS fuzz CRL CA").unwrap();
+    let rogue = Ca::generate("MMS fuzz CRL CA").unwrap();
+    std::fs::write(crl_ca(), ca.cert_pem()).unwrap();
+    let d = crl_dir();
+    std::fs::create_dir_all(&d).unwrap();
+    // 2100-01-01: the genuine seeds stay valid for the life of this code.
+    const FAR: u64 = 4_102_444_800;
+    let der = |pem: String| pki::crl::der_of_pem(pem.as_bytes()).unwrap().to_vec();
+    let now = pki::crl::unix_now();
+    for (name, data) in [
+        (
+            "genuine-5",
+            der(ca.crl_until(&[3, 1000, u64::MAX], 5, FAR).unwrap()),
+        ),
+        ("replayed-3", der(ca.crl_until(&[], 3, FAR).unwrap())),
+        (
+            "expired-9",
+            der(ca.crl_until(&[7], 9, now - 86_400).unwrap()),
+        ),
+        ("forged-10", der(rogue.crl_until(&[], 10, FAR).unwrap())),
+        (
+            "genuine-6-pem",
+            ca.crl_until(&[42], 6, FAR).unwrap().into_bytes(),
+        ),
+        ("empty", Vec::new()),
+    ] {
+        std::fs::write(d.join(name), data).unwrap();
+    }
+}

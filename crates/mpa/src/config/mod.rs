@@ -215,7 +215,7 @@ impl Config {
             o.validate(&mut p, &self.wan, tls_enabled);
         }
         if let Some(t) = self.tls_enabled() {
-            t.validate(&mut p);
+            t.validate(&mut p, self.controller.is_some());
         }
 
         self.internet.validate(&mut p, &self.wan);
