@@ -44,7 +44,6 @@ impl Server {
             .args(["run", "--config"])
             .arg(config)
             .args(["--listen", "127.0.0.1:0"])
-            .args(["--openflow-listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -705,4 +704,121 @@ fn credential_status_and_file_commands() {
         serde_json::from_str(&ok(&server, &["token", "list", "--json"])).unwrap();
     assert_eq!(v["tokens"].as_array().unwrap().len(), 1, "{v}");
     assert!(server.stop().success());
+}
+
+/// Reads ssc's machine-readable stdout lines until the `ssl:` one (the last).
+fn startup_lines(child: &mut Child) -> Vec<String> {
+    let stdout = child.stdout.take().unwrap();
+    let mut r = BufReader::new(stdout);
+    let mut lines = Vec::new();
+    for _ in 0..5 {
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        lines.push(l.trim().to_owned());
+    }
+    lines
+}
+
+/// Stops our child by its PID.
+fn stop_child(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
+
+/// Issue #17: no clear OpenFlow TCP listener unless asked for; when asked for, a WARN says so.
+/// ssc runs in a network namespace of its own (`unshare --net`), so port 6653 is ours to probe:
+/// a connect to it is refused.
+#[test]
+fn openflow_clear_listener_is_off_by_default_and_warns_when_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let mut child = Command::new("unshare")
+        .args([
+            "--net",
+            "sh",
+            "-c",
+            "ip link set lo up && exec \"$0\" \"$@\"",
+        ])
+        .arg(env!("CARGO_BIN_EXE_ssc"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .args(["--listen", "127.0.0.1:8080"])
+        .env_remove("SSC_OPENFLOW_LISTEN")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = startup_lines(&mut child);
+    assert!(
+        lines.contains(&"ssc: OpenFlow listening on tcp:-".to_owned()),
+        "{lines:?}"
+    );
+    let probe = |port: u16| {
+        Command::new("nsenter")
+            .args(["-t", &child.id().to_string(), "-n", "bash", "-c"])
+            .arg(format!("exec 3<>/dev/tcp/127.0.0.1/{port}"))
+            .output()
+            .unwrap()
+    };
+    let rest = probe(8080);
+    assert!(
+        rest.status.success(),
+        "control: the REST port answers: {rest:?}"
+    );
+    for port in [6653, 6633] {
+        let of = probe(port);
+        assert!(!of.status.success(), "something listens on {port}");
+        assert!(
+            String::from_utf8_lossy(&of.stderr).contains("refused"),
+            "{port}: {}",
+            String::from_utf8_lossy(&of.stderr)
+        );
+    }
+    stop_child(&mut child);
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!err.contains("clear TCP listener"), "{err}");
+
+    // Asked for: it listens and warns.
+    let mut child = ssc()
+        .args(["run", "--config"])
+        .arg(&config)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--openflow-listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = startup_lines(&mut child);
+    let of = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("ssc: OpenFlow listening on tcp:"))
+        .unwrap()
+        .to_owned();
+    assert!(of.starts_with("127.0.0.1:"), "{lines:?}");
+    stop_child(&mut child);
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let warn: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("OpenFlow clear TCP listener enabled"))
+        .collect();
+    assert_eq!(warn.len(), 1, "{err}");
+    assert!(
+        warn[0].contains("WARN") && warn[0].contains("UNAUTHENTICATED"),
+        "{}",
+        warn[0]
+    );
+    assert!(
+        warn[0].contains(&of),
+        "the line names the address: {}",
+        warn[0]
+    );
 }

@@ -140,6 +140,7 @@ async fn gateways_register_get_configs_and_pushes() {
             listen: Some("127.0.0.1:0".parse().unwrap()),
             tls_listen: None,
             unix: vec![sock.clone()],
+            ..GwChanConfig::default()
         },
         Arc::clone(&registry),
     )

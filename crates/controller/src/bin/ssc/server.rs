@@ -33,7 +33,8 @@ pub(crate) struct RunArgs {
     /// Bearer token of the REST API; overrides `api.token` / `api.token_file`.
     #[arg(long, env = "SSC_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// OpenFlow TCP listen address; overrides `openflow.listen` (port 0 picks a free port).
+    /// OpenFlow clear TCP listen address (UNAUTHENTICATED switches; off by default, logs a
+    /// WARN); overrides `openflow.listen` (port 0 picks a free port).
     #[arg(long, env = "SSC_OPENFLOW_LISTEN")]
     openflow_listen: Option<SocketAddr>,
     /// OpenFlow over TLS for OVS `ssl:` targets (`ovs-vsctl set-ssl` with the gateway's
@@ -153,7 +154,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         tracing::info!(tcp = %gw_addr, tls = %gw_tls, unix = ?gw.unix, "gateway channel listening");
         tracing::info!(%addr, db = %db.display(), "REST API listening");
-        tracing::info!(tcp = %of_addr, unix = ?unix, "OpenFlow server listening (datapath id = branch id)");
+        tracing::info!(tls = %of_tls, unix = ?unix, clear_tcp = %of_addr, "OpenFlow server listening (datapath id = branch id)");
         // Machine-readable lines on stdout for scripts and tests (`--listen 127.0.0.1:0`), in
         // one write: a reader that stops after the first line must not make a later write fail.
         // Nobody reading stdout is no reason to stop serving, so a failed write is only logged.
