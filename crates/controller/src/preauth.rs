@@ -11,9 +11,9 @@
 //! - the whole pre-auth phase has one deadline, [`PreAuthLimits::deadline`] (at most
 //!   [`MAX_DEADLINE`]);
 //! - refusals (over a cap, handshake timed out or failed, wrong identity, a takeover attempt)
-//!   are counted ([`Refusals`]) and logged at most once per source per
+//!   are counted ([`Refusals`]) and logged at most once per source and reason per
 //!   [`PreAuthLimits::log_interval`]: one WARN line that says how many were suppressed since the
-//!   last one. The table of sources logged is bounded ([`MAX_LOGGED_SOURCES`]); beyond it the
+//!   last one (so a port scan does not hide a takeover attempt from the same address). The table of sources logged is bounded ([`MAX_LOGGED_SOURCES`]); beyond it the
 //!   refusals share one line per interval.
 //!
 //! The core is sans-IO: time is a parameter ([`Guard::admit_at`], [`Guard::refuse_at`]).
@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 
 /// The longest pre-auth deadline accepted (issue #17: 5 s or less).
 pub const MAX_DEADLINE: Duration = Duration::from_secs(5);
-/// Sources whose last refusal log line is remembered; beyond that they share one line.
+/// (Source, reason) pairs whose last refusal log line is remembered; beyond that they share one
+/// line per reason.
 pub const MAX_LOGGED_SOURCES: usize = 1024;
 
 /// The caps of one listener family.
@@ -67,7 +68,7 @@ impl PreAuthLimits {
 }
 
 /// Why a connection was refused or closed before it authenticated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// [`PreAuthLimits::total`] pre-auth connections already.
     OverTotal,
@@ -131,9 +132,9 @@ struct State {
     limits: PreAuthLimits,
     pending: usize,
     per_source: HashMap<IpAddr, usize>,
-    /// Per source (None: non-IP peers and the overflow bucket): last line logged, refusals
-    /// suppressed since.
-    logged: HashMap<Option<IpAddr>, (Instant, u64)>,
+    /// Per source (None: non-IP peers and the overflow bucket) and reason: last line logged,
+    /// refusals suppressed since.
+    logged: HashMap<(Option<IpAddr>, Reason), (Instant, u64)>,
     counts: Refusals,
 }
 
@@ -279,12 +280,12 @@ impl Guard {
             Reason::Takeover => c.takeover += 1,
         }
         let interval = s.limits.log_interval;
-        let mut key = peer.map(source_key);
-        if key.is_some() && !s.logged.contains_key(&key) && s.logged.len() >= MAX_LOGGED_SOURCES {
+        let mut key = (peer.map(source_key), reason);
+        if key.0.is_some() && !s.logged.contains_key(&key) && s.logged.len() >= MAX_LOGGED_SOURCES {
             s.logged
                 .retain(|_, (at, _)| now.saturating_duration_since(*at) < interval);
             if s.logged.len() >= MAX_LOGGED_SOURCES {
-                key = None;
+                key.0 = None;
             }
         }
         let suppressed = match s.logged.get_mut(&key) {
@@ -317,7 +318,7 @@ impl Guard {
                     reason = reason.as_str(),
                     detail,
                     suppressed_since_last = n,
-                    "{what} connection refused (one line per source per {}s; counters in the API)",
+                    "{what} connection refused (one line per source and reason per {}s; counters in the API)",
                     interval.as_secs()
                 );
                 true
@@ -393,13 +394,18 @@ mod tests {
             assert!(!g.refuse_at(ip("198.18.0.1"), Reason::HandshakeFailed, "", t));
         }
         assert!(g.refuse_at(ip("198.18.0.2"), Reason::Takeover, "", t));
+        assert!(
+            g.refuse_at(ip("198.18.0.1"), Reason::Takeover, "", t),
+            "another reason from the same source gets its own line"
+        );
+        assert!(!g.refuse_at(ip("198.18.0.1"), Reason::Takeover, "", t));
         let later = t + Duration::from_secs(11);
         assert!(g.refuse_at(ip("198.18.0.1"), Reason::HandshakeTimeout, "", later));
         let c = g.counters();
-        assert_eq!((c.log_lines, c.log_suppressed), (3, 100));
+        assert_eq!((c.log_lines, c.log_suppressed), (4, 101));
         assert_eq!(
             (c.handshake_failed, c.takeover, c.handshake_timeout),
-            (101, 1, 1)
+            (101, 3, 1)
         );
     }
 

@@ -503,6 +503,18 @@ mod tests {
     }
 
     #[test]
+    fn the_example_config_has_no_clear_openflow_listener() {
+        let c = Config::from_toml(
+            include_str!("../../../../examples/ssc.toml"),
+            Path::new("examples/ssc.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.openflow.listen, None);
+        assert!(c.openflow.tls_listen.is_some());
+        assert_eq!(c.openflow.handshake_timeout_ms, 5000);
+    }
+
+    #[test]
     fn unknown_keys_name_the_key() {
         for (text, key) in [
             ("colour = 1", "colour"),
