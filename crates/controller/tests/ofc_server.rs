@@ -794,3 +794,102 @@ async fn unauthenticated_statistics_never_reach_the_wrr() {
     s.stop.send(true).unwrap();
     s.server.await.unwrap();
 }
+
+/// Issue #17: bounded pre-auth state on the OpenFlow TCP listeners: at most `per_source` silent
+/// connections from one address (the next is closed at once, counted, one log line for many),
+/// a switch from another address is still served, the deadline closes the silent ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_auth_connections_are_capped_and_timed_out() {
+    let logs = logs();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("ssc.redb")).unwrap());
+    let inv: InventoryFile = toml::from_str(&example("inventory-paper.toml")).unwrap();
+    let groups: GroupsFile = toml::from_str(&example("paths-paper-table2.toml")).unwrap();
+    store.import(inv, groups, None).unwrap();
+    let tables = store.catalog().unwrap().flows().clone();
+    let ofc = Ofc::bind(OfcConfig {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        preauth: controller::preauth::PreAuthLimits {
+            total: 10,
+            per_source: 3,
+            deadline: Duration::from_millis(800),
+            ..Default::default()
+        },
+        ..OfcConfig::default()
+    })
+    .await
+    .unwrap();
+    let addr = ofc.local_addr().unwrap();
+    let guard = ofc.guard();
+    let sdc = Arc::new(Mutex::new(Sdc::default()));
+    tokio::spawn(ofc.run(store.subscribe(), Arc::clone(&sdc), std::future::pending()));
+    let connect_from = |src: &'static str| async move {
+        let s = tokio::net::TcpSocket::new_v4().unwrap();
+        s.bind(format!("{src}:0").parse().unwrap()).unwrap();
+        s.connect(addr).await.unwrap()
+    };
+    let t0 = Instant::now();
+    // 3 half-open connections from 127.0.0.9 (they read our HELLO and say nothing).
+    let mut silent = Vec::new();
+    for _ in 0..3 {
+        silent.push(connect_from("127.0.0.9").await);
+    }
+    eventually("3 pending", Duration::from_secs(2), || {
+        guard.counters().pending == 3
+    })
+    .await;
+    // 50 more from the same address: each closed at once.
+    for _ in 0..50 {
+        let mut s = connect_from("127.0.0.9").await;
+        let mut b = [0u8; 64];
+        let r = tokio::time::timeout(Duration::from_secs(2), s.read(&mut b)).await;
+        assert!(
+            matches!(r, Ok(Ok(0) | Err(_))),
+            "an over-cap connection was served: {r:?}"
+        );
+    }
+    let c = guard.counters();
+    assert_eq!((c.over_source, c.pending), (50, 3), "{c:?}");
+    let lines = log_lines_with(&logs, "source=127.0.0.9");
+    assert_eq!(lines.len(), 1, "one line for 50 refusals: {lines:?}");
+    // A switch from another address is served meanwhile.
+    let sw = FakeSwitch::over(
+        connect_from("127.0.0.10").await,
+        4,
+        Vec::new(),
+        Log::default(),
+    );
+    eventually("gw4 programmed", Duration::from_secs(5), || {
+        sw.table() == want(&tables, 4)
+    })
+    .await;
+    // The silent ones are closed by the deadline.
+    for s in &mut silent {
+        let mut b = [0u8; 64];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(3), s.read(&mut b)).await {
+                Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(_)) => {}
+                Err(_) => panic!("a silent connection outlived the deadline"),
+            }
+        }
+    }
+    assert!(t0.elapsed() >= Duration::from_millis(700));
+    eventually("timeouts counted", Duration::from_secs(2), || {
+        let c = guard.counters();
+        c.handshake_timeout == 3 && c.pending == 0
+    })
+    .await;
+    assert_eq!(
+        sdc.lock()
+            .unwrap()
+            .view(Instant::now())
+            .openflow_refusals
+            .handshake_timeout,
+        3
+    );
+    assert!(
+        sw.model.lock().unwrap().connected,
+        "the served switch is undisturbed"
+    );
+}
