@@ -679,12 +679,21 @@ fn credential_status_and_file_commands() {
     );
     assert!(err.contains("must be at least 1s (or never)"), "{err}");
     let out = ok(&server, &["token", "list"]);
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 3, "{out}");
+    let mut lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
     assert!(
         lines[0].starts_with("name") && lines[0].ends_with("state"),
         "{out}"
     );
+    // The config's bootstrap token, recorded at the first `ssc run` with its 24 h expiry.
+    assert!(
+        lines[1].starts_with("bootstrap ")
+            && lines[1].contains(" admin ")
+            && !lines[1].contains(" never ")
+            && lines[1].ends_with(" valid"),
+        "{out}"
+    );
+    lines.remove(1);
     assert!(
         lines[1].starts_with("forever ")
             && lines[1].contains(" admin ")
@@ -702,7 +711,13 @@ fn credential_status_and_file_commands() {
     );
     let v: serde_json::Value =
         serde_json::from_str(&ok(&server, &["token", "list", "--json"])).unwrap();
-    assert_eq!(v["tokens"].as_array().unwrap().len(), 1, "{v}");
+    let names: Vec<&str> = v["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bootstrap", "forever"], "{v}");
     assert!(server.stop().success());
 }
 

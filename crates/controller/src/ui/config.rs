@@ -5,6 +5,8 @@
 //! listen = "127.0.0.1:8080"          # REST API address
 //! token_file = "/etc/mms/ssc.token"  # bearer token (or `token = "..."`, or env SSC_TOKEN)
 //! body_limit_bytes = 1048576         # largest request body
+//! bootstrap_token_ttl_s = 86400      # the config's token expires 24 h after its first use (0 = never)
+//! rest_tls = { cert_file = "rest.pem", key_file = "rest.key" }  # HTTPS (absent: plain HTTP)
 //!
 //! [database]
 //! path = "/var/lib/mms/ssc.redb"     # relative paths are relative to this file's directory
@@ -313,6 +315,32 @@ pub struct ApiConfig {
     pub token_file: Option<PathBuf>,
     /// Largest request body in bytes.
     pub body_limit_bytes: usize,
+    /// Lifetime of the bootstrap token (`token`, `token_file`, `--token`) in seconds, counted
+    /// from the first `ssc run` that saw it (recorded in the database as the token named
+    /// `bootstrap`; a restart does not re-arm it, a new token does). Default 86400 (24 h);
+    /// `0`: never expires (not recommended).
+    pub bootstrap_token_ttl_s: u64,
+    /// Serve the REST API over HTTPS with this certificate and key (PEM files); absent: plain
+    /// HTTP (keep `listen` on loopback then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rest_tls: Option<RestTlsConfig>,
+}
+
+/// `[api.rest_tls]`: the REST API's TLS certificate (chain) and private key, PEM.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestTlsConfig {
+    /// The certificate, then any intermediates (PEM).
+    pub cert_file: PathBuf,
+    /// The private key (PEM, PKCS#8, SEC1 or PKCS#1).
+    pub key_file: PathBuf,
+}
+
+impl ApiConfig {
+    /// The bootstrap token's lifetime (`None`: never expires).
+    pub fn bootstrap_token_ttl(&self) -> Option<u64> {
+        (self.bootstrap_token_ttl_s > 0).then_some(self.bootstrap_token_ttl_s)
+    }
 }
 
 impl Default for ApiConfig {
@@ -322,6 +350,8 @@ impl Default for ApiConfig {
             token: None,
             token_file: None,
             body_limit_bytes: DEFAULT_BODY_LIMIT_BYTES,
+            bootstrap_token_ttl_s: crate::ui::api::DEFAULT_BOOTSTRAP_TOKEN_TTL_S,
+            rest_tls: None,
         }
     }
 }
@@ -420,6 +450,13 @@ impl Config {
         if let Some(f) = config.api.token_file.as_mut() {
             if f.is_relative() {
                 *f = dir.join(&*f);
+            }
+        }
+        if let Some(t) = config.api.rest_tls.as_mut() {
+            for f in [&mut t.cert_file, &mut t.key_file] {
+                if f.is_relative() {
+                    *f = dir.join(&*f);
+                }
             }
         }
         Ok(config)
