@@ -318,7 +318,7 @@ impl Guard {
                     reason = reason.as_str(),
                     detail,
                     suppressed_since_last = n,
-                    "{what} connection refused (one line per source and reason per {}s; counters in the API)",
+                    "{what} connection refused (one line per source and reason per {}s, the rest counted)",
                     interval.as_secs()
                 );
                 true

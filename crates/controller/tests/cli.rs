@@ -837,3 +837,58 @@ fn openflow_clear_listener_is_off_by_default_and_warns_when_on() {
         warn[0]
     );
 }
+
+/// `api.rest_tls`: `ssc run` serves HTTPS (its stdout line says so); curl trusting the CA gets
+/// `/health`, curl without it is refused.
+#[test]
+fn ssc_serves_rest_over_tls_with_rest_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki::ca::Ca::generate("rest test CA").unwrap();
+    let issued = ca
+        .issue_server("ssc.mms", 9, Duration::from_secs(86_400))
+        .unwrap();
+    std::fs::write(dir.path().join("rest.pem"), &issued.cert_pem).unwrap();
+    pki::files::write_private(&dir.path().join("rest.key"), issued.key_pem.as_bytes()).unwrap();
+    std::fs::write(dir.path().join("ca.pem"), ca.cert_pem()).unwrap();
+    std::fs::write(dir.path().join("ssc.token"), format!("{TOKEN}\n")).unwrap();
+    let config = dir.path().join("ssc.toml");
+    std::fs::write(
+        &config,
+        "[api]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"ssc.token\"\n\
+         rest_tls = { cert_file = \"rest.pem\", key_file = \"rest.key\" }\n\n\
+         [database]\npath = \"inventory.redb\"\n",
+    )
+    .unwrap();
+    let mut child = ssc()
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let lines = startup_lines(&mut child);
+    let port = lines[0]
+        .strip_prefix("ssc: REST API listening on https://127.0.0.1:")
+        .unwrap_or_else(|| panic!("{lines:?}"))
+        .to_owned();
+    let curl = |extra: &[&str]| {
+        Command::new("curl")
+            .args(["-sS", "--max-time", "10", "--resolve"])
+            .arg(format!("ssc.mms:{port}:127.0.0.1"))
+            .args(extra)
+            .arg(format!("https://ssc.mms:{port}/health"))
+            .output()
+            .unwrap()
+    };
+    let ca_file = dir.path().join("ca.pem").display().to_string();
+    let trusted = curl(&["--cacert", &ca_file]);
+    let body = String::from_utf8_lossy(&trusted.stdout);
+    assert!(trusted.status.success(), "{trusted:?}");
+    assert!(body.contains("\"status\":\"ok\""), "{body}");
+    let untrusted = curl(&[]);
+    assert!(
+        !untrusted.status.success(),
+        "a client that does not trust the CA got in"
+    );
+    stop_child(&mut child);
+}
