@@ -540,6 +540,29 @@ mod tests {
     }
 
     #[test]
+    fn api_rest_tls_and_bootstrap_ttl() {
+        let c = Config::default();
+        assert_eq!(c.api.bootstrap_token_ttl(), Some(86_400));
+        assert_eq!(c.api.rest_tls, None);
+        let c = Config::from_toml(
+            "[api]\nbootstrap_token_ttl_s = 0\nrest_tls = { cert_file = \"a.pem\", key_file = \"a.key\" }",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.api.bootstrap_token_ttl(), None);
+        assert_eq!(
+            c.api.rest_tls.map(|t| (t.cert_file, t.key_file)),
+            Some((PathBuf::from("a.pem"), PathBuf::from("a.key")))
+        );
+        let e = Config::from_toml(
+            "[api]\nrest_tls = { cert = \"a.pem\" }",
+            Path::new("t.toml"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("cert"), "{e}");
+    }
+
+    #[test]
     fn the_example_config_has_no_clear_openflow_listener() {
         let c = Config::from_toml(
             include_str!("../../../../examples/ssc.toml"),

@@ -383,9 +383,19 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
     config
         .token(args.token.as_deref())
         .with_context(|| format!("config {}", path.display()))?;
+    if let Some(t) = &config.api.rest_tls {
+        controller::ui::rest_tls_config(&t.cert_file, &t.key_file)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("config {}", path.display()))?;
+    }
     println!(
-        "config {}: ok (API on {})",
+        "config {}: ok (API on {}{})",
         path.display(),
+        if config.api.rest_tls.is_some() {
+            "https://"
+        } else {
+            "http://"
+        },
         config.api.listen
     );
     if args.config_only {
