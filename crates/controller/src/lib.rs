@@ -38,6 +38,8 @@
 //!   change ([`mpa::gwchan`] messages, `docs/gwchan.md`).
 //! - [`authority`] (issue #8): the gateway CA run by `ssc`: one-time enrolment tokens, issuing,
 //!   renewing and revoking gateway certificates, the controller's own `ssc.mms` TLS identity.
+//! - [`preauth`] (issue #17): bounded pre-authentication state of the network listeners (caps
+//!   in total and per source, one deadline, rate-limited refusal logs and counters).
 //! - [`sdc`] (SDC): flow and port statistics per switch, member path, path group and pair (a pure
 //!   collector fed by the OFC's switch tasks).
 //!
@@ -56,6 +58,7 @@ pub mod listen;
 pub mod ofc;
 pub mod path_config;
 pub mod path_group;
+pub mod preauth;
 pub mod priority;
 pub mod sdc;
 pub mod settings;

@@ -18,8 +18,8 @@ pub struct Listeners {
 }
 
 impl Listeners {
-    /// Binds `tcp` and every path of `unix`; a stale socket file at a path is replaced (any other
-    /// file there is an error). Errors name `what` (e.g. `OpenFlow`) and the address or path.
+    /// Binds `tcp` and every path of `unix` (mode 0600); a stale socket file at a path is
+    /// replaced (any other file there is an error). Errors name `what` (e.g. `OpenFlow`) and the address or path.
     pub async fn bind(
         what: &str,
         tcp: Option<SocketAddr>,
@@ -42,6 +42,15 @@ impl Listeners {
                 std::io::Error::new(
                     e.kind(),
                     format!("bind {what} unix socket {}: {e}", p.display()),
+                )
+            })?;
+            // Only the owner (root for OVS and mmsg) may connect: the socket's permissions are
+            // what authenticates a peer on it.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600)).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("chmod 0600 {what} unix socket {}: {e}", p.display()),
                 )
             })?;
             bound.push((p.clone(), l));

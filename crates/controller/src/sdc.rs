@@ -51,6 +51,7 @@ struct SwitchState {
     connected: bool,
     datapath_id: u64,
     peer: String,
+    authenticated: bool,
     flows_compiled: usize,
     reconciles: u64,
     last_reconcile_ms: Option<f64>,
@@ -62,6 +63,10 @@ struct SwitchState {
 pub struct Sdc {
     switches: BTreeMap<BranchId, SwitchState>,
     last_push: Option<PushReport>,
+    /// Samples of unauthenticated switches (clear TCP): kept for their branch's view, never
+    /// aggregated into members, groups and pairs (what WRR, capacity and adaptive read).
+    unauthenticated_samples: u64,
+    guard: Option<std::sync::Arc<crate::preauth::Guard>>,
 }
 
 /// The last change the OFC pushed to the switches.
@@ -105,12 +110,26 @@ fn advance(old: Option<&Counter>, packets: u64, bytes: u64, secs: f64) -> Counte
 }
 
 impl Sdc {
-    /// A switch connected (or reconnected on a new connection `conn`).
-    pub fn connected(&mut self, branch: BranchId, conn: u64, datapath_id: u64, peer: String) {
+    /// The OFC's pre-auth guard, whose counters [`Self::view`] serves.
+    pub fn set_openflow_guard(&mut self, guard: std::sync::Arc<crate::preauth::Guard>) {
+        self.guard = Some(guard);
+    }
+
+    /// A switch connected (or reconnected on a new connection `conn`); `authenticated`: over
+    /// TLS with its branch's certificate or over a unix socket (not the clear TCP listener).
+    pub fn connected(
+        &mut self,
+        branch: BranchId,
+        conn: u64,
+        datapath_id: u64,
+        peer: String,
+        authenticated: bool,
+    ) {
         let s = self.switches.entry(branch).or_insert(SwitchState {
             conn,
             connected: true,
             datapath_id,
+            authenticated,
             peer: peer.clone(),
             flows_compiled: 0,
             reconciles: 0,
@@ -120,6 +139,7 @@ impl Sdc {
         s.conn = conn;
         s.connected = true;
         s.datapath_id = datapath_id;
+        s.authenticated = authenticated;
         s.peer = peer;
         // Counters restart with a new switch process: no rate across the gap.
         s.sample = None;
@@ -172,6 +192,9 @@ impl Sdc {
         if s.conn != conn {
             return;
         }
+        if !s.authenticated {
+            self.unauthenticated_samples += 1;
+        }
         let old = s.sample.take();
         let secs = old
             .as_ref()
@@ -215,12 +238,14 @@ impl Sdc {
                     packets = packets.saturating_add(c.packets);
                     bytes = bytes.saturating_add(c.bytes);
                     let info = Cookie(cookie).decode();
+                    // Only an authenticated switch's counters feed the members, groups and
+                    // pairs, which WRR, capacity and the adaptive groups read.
                     if let Some(CookieInfo::Swap {
                         code,
                         direction,
                         role: HopRole::Source,
                         ..
-                    }) = info
+                    }) = info.filter(|_| s.authenticated)
                     {
                         members.entry(code).or_default().add(direction, c);
                     }
@@ -252,6 +277,7 @@ impl Sdc {
                 connected: s.connected,
                 datapath_id: format!("{:#018x}", s.datapath_id),
                 peer: s.peer.clone(),
+                authenticated: s.authenticated,
                 flows_compiled: s.flows_compiled,
                 flows_reported: flows.len(),
                 reconciles: s.reconciles,
@@ -287,6 +313,12 @@ impl Sdc {
         StatsView {
             available: true,
             last_push: self.last_push,
+            openflow_refusals: self
+                .guard
+                .as_ref()
+                .map(|g| g.counters())
+                .unwrap_or_default(),
+            unauthenticated_samples: self.unauthenticated_samples,
             branches,
             pairs: pairs
                 .into_iter()
@@ -394,6 +426,13 @@ pub struct StatsView {
     /// The last change pushed to the switches, if any.
     #[serde(default)]
     pub last_push: Option<PushReport>,
+    /// Refused and timed-out connections of the OpenFlow TCP listeners (`docs/security.md`).
+    #[serde(default)]
+    pub openflow_refusals: crate::preauth::Refusals,
+    /// Statistics samples of unauthenticated switches (clear TCP listener): shown under their
+    /// branch, never counted into members, groups and pairs.
+    #[serde(default)]
+    pub unauthenticated_samples: u64,
     /// One entry per switch seen since start.
     pub branches: Vec<BranchStats>,
     /// Per ordered branch pair (A, B).
@@ -415,6 +454,10 @@ pub struct BranchStats {
     pub datapath_id: String,
     /// Where it connected from (`ip:port` or `unix:PATH`).
     pub peer: String,
+    /// TLS with its branch's certificate, or a unix socket; `false`: the clear TCP listener
+    /// (its flows are not counted into members, groups and pairs).
+    #[serde(default)]
+    pub authenticated: bool,
     /// Flows the compiled table holds for it.
     pub flows_compiled: usize,
     /// Flows of ours it reported in the last sample.
@@ -556,9 +599,9 @@ mod tests {
         let transit = Cookie::swap(code(2, 1), Direction::Forward, HopRole::Transit, 0).0;
         let mut sdc = Sdc::default();
         let t0 = Instant::now();
-        sdc.connected(b(1), 7, 1, "unix:x".into());
-        sdc.connected(b(2), 8, 2, "unix:y".into());
-        sdc.connected(b(3), 9, 3, "unix:z".into());
+        sdc.connected(b(1), 7, 1, "unix:x".into(), true);
+        sdc.connected(b(2), 8, 2, "unix:y".into(), true);
+        sdc.connected(b(3), 9, 3, "unix:z".into(), true);
         sdc.record(
             b(1),
             7,

@@ -927,6 +927,7 @@ mod tests {
                 role: creds::Role::Admin,
                 created: 5,
                 expires: None,
+                branches: Vec::new(),
             }
         );
         assert!(!row.expired(u64::MAX));

@@ -1105,6 +1105,7 @@ async fn derived_schemas_match_serialized_examples() {
         role: controller::store::creds::Role::ReadOnly,
         ttl_s: Some(60),
         never_expires: false,
+        branches: Vec::new(),
     };
     assert_schema_matches(
         &doc,

@@ -44,7 +44,6 @@ impl Server {
             .args(["run", "--config"])
             .arg(config)
             .args(["--listen", "127.0.0.1:0"])
-            .args(["--openflow-listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -680,12 +679,21 @@ fn credential_status_and_file_commands() {
     );
     assert!(err.contains("must be at least 1s (or never)"), "{err}");
     let out = ok(&server, &["token", "list"]);
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 3, "{out}");
+    let mut lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
     assert!(
         lines[0].starts_with("name") && lines[0].ends_with("state"),
         "{out}"
     );
+    // The config's bootstrap token, recorded at the first `ssc run` with its 24 h expiry.
+    assert!(
+        lines[1].starts_with("bootstrap ")
+            && lines[1].contains(" admin ")
+            && !lines[1].contains(" never ")
+            && lines[1].ends_with(" valid"),
+        "{out}"
+    );
+    lines.remove(1);
     assert!(
         lines[1].starts_with("forever ")
             && lines[1].contains(" admin ")
@@ -703,6 +711,184 @@ fn credential_status_and_file_commands() {
     );
     let v: serde_json::Value =
         serde_json::from_str(&ok(&server, &["token", "list", "--json"])).unwrap();
-    assert_eq!(v["tokens"].as_array().unwrap().len(), 1, "{v}");
+    let names: Vec<&str> = v["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bootstrap", "forever"], "{v}");
     assert!(server.stop().success());
+}
+
+/// Reads ssc's machine-readable stdout lines until the `ssl:` one (the last).
+fn startup_lines(child: &mut Child) -> Vec<String> {
+    let stdout = child.stdout.take().unwrap();
+    let mut r = BufReader::new(stdout);
+    let mut lines = Vec::new();
+    for _ in 0..5 {
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        lines.push(l.trim().to_owned());
+    }
+    lines
+}
+
+/// Stops our child by its PID.
+fn stop_child(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
+
+/// Issue #17: no clear OpenFlow TCP listener unless asked for; when asked for, a WARN says so.
+/// ssc runs in a network namespace of its own (`unshare --net`), so port 6653 is ours to probe:
+/// a connect to it is refused.
+#[test]
+fn openflow_clear_listener_is_off_by_default_and_warns_when_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let mut child = Command::new("unshare")
+        .args([
+            "--net",
+            "sh",
+            "-c",
+            "ip link set lo up && exec \"$0\" \"$@\"",
+        ])
+        .arg(env!("CARGO_BIN_EXE_ssc"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .args(["--listen", "127.0.0.1:8080"])
+        .env_remove("SSC_OPENFLOW_LISTEN")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = startup_lines(&mut child);
+    assert!(
+        lines.contains(&"ssc: OpenFlow listening on tcp:-".to_owned()),
+        "{lines:?}"
+    );
+    let probe = |port: u16| {
+        Command::new("nsenter")
+            .args(["-t", &child.id().to_string(), "-n", "bash", "-c"])
+            .arg(format!("exec 3<>/dev/tcp/127.0.0.1/{port}"))
+            .output()
+            .unwrap()
+    };
+    let rest = probe(8080);
+    assert!(
+        rest.status.success(),
+        "control: the REST port answers: {rest:?}"
+    );
+    for port in [6653, 6633] {
+        let of = probe(port);
+        assert!(!of.status.success(), "something listens on {port}");
+        assert!(
+            String::from_utf8_lossy(&of.stderr).contains("refused"),
+            "{port}: {}",
+            String::from_utf8_lossy(&of.stderr)
+        );
+    }
+    stop_child(&mut child);
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!err.contains("clear TCP listener"), "{err}");
+
+    // Asked for: it listens and warns.
+    let mut child = ssc()
+        .args(["run", "--config"])
+        .arg(&config)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--openflow-listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = startup_lines(&mut child);
+    let of = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("ssc: OpenFlow listening on tcp:"))
+        .unwrap()
+        .to_owned();
+    assert!(of.starts_with("127.0.0.1:"), "{lines:?}");
+    stop_child(&mut child);
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let warn: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("OpenFlow clear TCP listener enabled"))
+        .collect();
+    assert_eq!(warn.len(), 1, "{err}");
+    assert!(
+        warn[0].contains("WARN") && warn[0].contains("UNAUTHENTICATED"),
+        "{}",
+        warn[0]
+    );
+    assert!(
+        warn[0].contains(&of),
+        "the line names the address: {}",
+        warn[0]
+    );
+}
+
+/// `api.rest_tls`: `ssc run` serves HTTPS (its stdout line says so); curl trusting the CA gets
+/// `/health`, curl without it is refused.
+#[test]
+fn ssc_serves_rest_over_tls_with_rest_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki::ca::Ca::generate("rest test CA").unwrap();
+    let issued = ca
+        .issue_server("ssc.mms", 9, Duration::from_secs(86_400))
+        .unwrap();
+    std::fs::write(dir.path().join("rest.pem"), &issued.cert_pem).unwrap();
+    pki::files::write_private(&dir.path().join("rest.key"), issued.key_pem.as_bytes()).unwrap();
+    std::fs::write(dir.path().join("ca.pem"), ca.cert_pem()).unwrap();
+    std::fs::write(dir.path().join("ssc.token"), format!("{TOKEN}\n")).unwrap();
+    let config = dir.path().join("ssc.toml");
+    std::fs::write(
+        &config,
+        "[api]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"ssc.token\"\n\
+         rest_tls = { cert_file = \"rest.pem\", key_file = \"rest.key\" }\n\n\
+         [database]\npath = \"inventory.redb\"\n",
+    )
+    .unwrap();
+    let mut child = ssc()
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let lines = startup_lines(&mut child);
+    let port = lines[0]
+        .strip_prefix("ssc: REST API listening on https://127.0.0.1:")
+        .unwrap_or_else(|| panic!("{lines:?}"))
+        .to_owned();
+    let curl = |extra: &[&str]| {
+        Command::new("curl")
+            .args(["-sS", "--max-time", "10", "--resolve"])
+            .arg(format!("ssc.mms:{port}:127.0.0.1"))
+            .args(extra)
+            .arg(format!("https://ssc.mms:{port}/health"))
+            .output()
+            .unwrap()
+    };
+    let ca_file = dir.path().join("ca.pem").display().to_string();
+    let trusted = curl(&["--cacert", &ca_file]);
+    let body = String::from_utf8_lossy(&trusted.stdout);
+    assert!(trusted.status.success(), "{trusted:?}");
+    assert!(body.contains("\"status\":\"ok\""), "{body}");
+    let untrusted = curl(&[]);
+    assert!(
+        !untrusted.status.success(),
+        "a client that does not trust the CA got in"
+    );
+    stop_child(&mut child);
 }

@@ -140,6 +140,7 @@ async fn gateways_register_get_configs_and_pushes() {
             listen: Some("127.0.0.1:0".parse().unwrap()),
             tls_listen: None,
             unix: vec![sock.clone()],
+            ..GwChanConfig::default()
         },
         Arc::clone(&registry),
     )
@@ -347,4 +348,107 @@ fn remotes_cover_both_directions() {
             .collect::<Vec<_>>(),
         vec![(0, 1), (1, 1)]
     );
+}
+
+/// Connects from `src` (a loopback address) to `to`.
+async fn connect_from(src: &str, to: std::net::SocketAddr) -> TcpStream {
+    let s = tokio::net::TcpSocket::new_v4().unwrap();
+    s.bind(format!("{src}:0").parse().unwrap()).unwrap();
+    s.connect(to).await.unwrap()
+}
+
+/// Whether the peer closed `s` within `limit` (EOF or reset), reading and dropping what it sends.
+async fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
+    let mut b = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut b)).await {
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Issue #17: bounded pre-auth state on the gateway listener: at most `per_source` silent
+/// connections from one address (the next is closed at once, a connection from another address
+/// is still served), the deadline closes the silent ones, a large message before authentication
+/// is refused at 16 KiB (not buffered up to the codec's 1 MiB); every refusal counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_auth_connections_are_capped_timed_out_and_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_2x2(dir.path());
+    let registry = Arc::new(Registry::new());
+    let gwc = GwChan::bind(
+        &GwChanConfig {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            preauth: controller::preauth::PreAuthLimits {
+                total: 6,
+                per_source: 2,
+                deadline: Duration::from_millis(800),
+                ..Default::default()
+            },
+            ..GwChanConfig::default()
+        },
+        Arc::clone(&registry),
+    )
+    .await
+    .unwrap();
+    let tcp = gwc.local_addr().unwrap();
+    tokio::spawn(gwc.run(
+        store.subscribe(),
+        Arc::new(Mutex::new(Wrr::default())),
+        Arc::new(tokio::sync::Notify::new()),
+        std::future::pending(),
+    ));
+    let t0 = Instant::now();
+    let mut silent = Vec::new();
+    for _ in 0..2 {
+        silent.push(connect_from("127.0.0.1", tcp).await);
+    }
+    let wait_pending = |n: u64| {
+        let registry = Arc::clone(&registry);
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while registry.list().preauth.pending != n {
+                assert!(Instant::now() < deadline, "{:?}", registry.list().preauth);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    wait_pending(2).await;
+    // A third from the same address: closed at once.
+    let mut third = connect_from("127.0.0.1", tcp).await;
+    assert!(closed_within(&mut third, Duration::from_millis(300)).await);
+    assert_eq!(registry.list().preauth.over_source, 1);
+    // Another address still gets in and registers.
+    let mut g = Peer::new(connect_from("127.0.0.2", tcp).await);
+    let c = config(g.register(1).await);
+    assert_eq!(c.branch_id, 1);
+    wait_pending(2).await;
+    // The silent ones are closed by the deadline (not before 800 ms, well before 5 s).
+    for s in &mut silent {
+        assert!(closed_within(s, Duration::from_secs(3)).await);
+    }
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(700), "{took:?}");
+    wait_pending(0).await;
+    let p = registry.list().preauth;
+    assert_eq!(p.handshake_timeout, 2, "{p:?}");
+    // A huge length prefix and 20 KiB of body before any hello: refused at 16 KiB.
+    let mut big = connect_from("127.0.0.3", tcp).await;
+    let mut msg = (1_000_000u32).to_be_bytes().to_vec();
+    msg.extend(std::iter::repeat_n(b' ', 20 * 1024));
+    let _ = big.write_all(&msg).await;
+    assert!(closed_within(&mut big, Duration::from_secs(2)).await);
+    let p = registry.list().preauth;
+    assert_eq!(p.handshake_failed, 1, "{p:?}");
+    assert_eq!(p.pending, 0);
+    // The registered gateway was never disturbed.
+    assert!(registry
+        .list()
+        .gateways
+        .iter()
+        .any(|v| v.branch == 1 && v.connected));
+    drop(g);
 }

@@ -211,6 +211,7 @@ async fn enrolment_mutual_tls_renewal_and_revocation() {
             listen: Some("127.0.0.1:0".parse().unwrap()),
             tls_listen: Some("127.0.0.1:0".parse().unwrap()),
             unix: vec![sock.clone()],
+            ..GwChanConfig::default()
         },
         Arc::clone(&registry),
     )

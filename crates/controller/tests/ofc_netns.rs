@@ -366,12 +366,7 @@ fn ofc_programs_reconciles_and_measures_real_ovs() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ssc"))
         .args(["run", "--config"])
         .arg(&config)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--openflow-listen",
-            "127.0.0.1:0",
-        ])
+        .args(["--listen", "127.0.0.1:0"])
         .args(["--openflow-unix", &unix.join(",")])
         .args(["--stats-interval", "300ms"])
         .env("RUST_LOG", "controller=info")

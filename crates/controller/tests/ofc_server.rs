@@ -508,3 +508,388 @@ async fn tcp_listener_serves_switches_too() {
     stop.send(true).unwrap();
     server.await.unwrap();
 }
+
+/// Every log line of this test binary (the OFC's refusal lines are asserted on).
+fn logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    let buf = LOGS.get_or_init(|| Arc::new(Mutex::new(Vec::new())));
+    struct W(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for W {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let b = Arc::clone(buf);
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("controller=info")
+        .with_ansi(false)
+        .with_writer(move || W(Arc::clone(&b)))
+        .try_init();
+    Arc::clone(buf)
+}
+
+fn log_lines_with(logs: &Mutex<Vec<u8>>, needle: &str) -> Vec<String> {
+    String::from_utf8_lossy(&logs.lock().unwrap())
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The OFC with a unix socket (authenticated by its permissions) and a clear TCP listener.
+async fn setup_unix_and_clear() -> (Setup, std::net::SocketAddr) {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("ofc.sock");
+    let store = Arc::new(Store::open(&dir.path().join("ssc.redb")).unwrap());
+    let inv: InventoryFile = toml::from_str(&example("inventory-paper.toml")).unwrap();
+    let groups: GroupsFile = toml::from_str(&example("paths-paper-table2.toml")).unwrap();
+    store.import(inv, groups, None).unwrap();
+    let ofc = Ofc::bind(OfcConfig {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        unix: vec![sock.clone()],
+        request_timeout: Duration::from_secs(3),
+        stats_interval: Duration::from_millis(50),
+        ..OfcConfig::default()
+    })
+    .await
+    .unwrap();
+    let addr = ofc.local_addr().unwrap();
+    let sdc = Arc::new(Mutex::new(Sdc::default()));
+    let (stop, mut rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(ofc.run(store.subscribe(), Arc::clone(&sdc), async move {
+        let _ = rx.wait_for(|s| *s).await;
+    }));
+    (
+        Setup {
+            _dir: dir,
+            sock,
+            store,
+            sdc,
+            stop,
+            server,
+        },
+        addr,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clear_tcp_switch_cannot_take_over_an_authenticated_one() {
+    let logs = logs();
+    let (s, addr) = setup_unix_and_clear().await;
+    let tables = s.store.catalog().unwrap().flows().clone();
+    let real = FakeSwitch::connect(s.sock.clone(), 2, Vec::new()).await;
+    eventually(
+        "gw2 programmed over its unix socket",
+        Duration::from_secs(5),
+        || real.table() == want(&tables, 2),
+    )
+    .await;
+    // The unix socket is the authentication: only its owner may connect.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&s.sock).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
+
+    // A rogue on the clear listener claims datapath 2.
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let rogue_addr = tcp.local_addr().unwrap();
+    let rogue = FakeSwitch::over(tcp, 2, Vec::new(), Log::default());
+    eventually("the rogue is disconnected", Duration::from_secs(5), || {
+        rogue.task.is_finished()
+    })
+    .await;
+    assert!(rogue.table().is_empty(), "the rogue got flows");
+    // The real switch keeps its connection and its table, and nothing was pushed to it again.
+    let barriers = real.model.lock().unwrap().barriers;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        real.model.lock().unwrap().connected,
+        "the real switch lost its connection"
+    );
+    assert_eq!(real.table(), want(&tables, 2));
+    assert_eq!(
+        real.model.lock().unwrap().barriers,
+        barriers,
+        "the real switch was reconciled again"
+    );
+    let view = s.sdc.lock().unwrap().view(Instant::now());
+    let b2 = view.branches.iter().find(|b| b.branch == 2).unwrap();
+    assert!(b2.connected && b2.authenticated, "{b2:?}");
+    assert!(b2.peer.starts_with("unix:"), "{}", b2.peer);
+    assert_eq!(b2.reconciles, 1);
+    assert_eq!(
+        view.openflow_refusals.takeover, 1,
+        "{:?}",
+        view.openflow_refusals
+    );
+    let lines = log_lines_with(&logs, &format!("OpenFlow {rogue_addr} claims branch 2"));
+    assert_eq!(lines.len(), 1, "one refusal line: {lines:?}");
+    assert!(
+        lines[0].contains("WARN") && lines[0].contains("keeps connection"),
+        "{}",
+        lines[0]
+    );
+
+    // A second and third attempt from the same source are refused too, counted, not logged.
+    for _ in 0..2 {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let rogue = FakeSwitch::over(tcp, 2, Vec::new(), Log::default());
+        eventually("the rogue is disconnected", Duration::from_secs(5), || {
+            rogue.task.is_finished()
+        })
+        .await;
+    }
+    let refusals = s.sdc.lock().unwrap().view(Instant::now()).openflow_refusals;
+    assert_eq!(refusals.takeover, 3);
+    assert!(refusals.log_suppressed >= 2, "{refusals:?}");
+    assert_eq!(
+        log_lines_with(&logs, "claims branch 2").len(),
+        1,
+        "rate-limited"
+    );
+    assert!(real.model.lock().unwrap().connected);
+    assert_eq!(real.table(), want(&tables, 2));
+
+    // When the authenticated switch is gone, a clear switch may serve the branch (explicitly
+    // enabled listener), unauthenticated.
+    real.task.abort();
+    eventually("branch 2 disconnected", Duration::from_secs(5), || {
+        let v = s.sdc.lock().unwrap().view(Instant::now());
+        v.branches.iter().any(|b| b.branch == 2 && !b.connected)
+    })
+    .await;
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let clear = FakeSwitch::over(tcp, 2, Vec::new(), Log::default());
+    eventually(
+        "gw2 programmed over clear TCP",
+        Duration::from_secs(5),
+        || clear.table() == want(&tables, 2),
+    )
+    .await;
+    let view = s.sdc.lock().unwrap().view(Instant::now());
+    let b2 = view.branches.iter().find(|b| b.branch == 2).unwrap();
+    assert!(b2.connected && !b2.authenticated, "{b2:?}");
+    s.stop.send(true).unwrap();
+    s.server.await.unwrap();
+}
+
+/// Lets the fake switch's forward source flows of pair (1, 2) count traffic: the first group
+/// 1000 times as much as the others.
+fn count_traffic(sw: &FakeSwitch) -> tokio::task::JoinHandle<()> {
+    let m = Arc::clone(&sw.model);
+    tokio::spawn(async move {
+        loop {
+            for f in &mut m.lock().unwrap().flows {
+                if let Some(CookieInfo::Swap {
+                    code,
+                    direction: controller::swap::Direction::Forward,
+                    role: HopRole::Source,
+                    ..
+                }) = Cookie(f.cookie).decode()
+                {
+                    if code.source == branch(1) && code.destination == branch(2) {
+                        let add = if code.group == PathGroupId::new(1).unwrap() {
+                            1_000_000
+                        } else {
+                            1_000
+                        };
+                        f.byte_count += add;
+                        f.packet_count += 1;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+}
+
+/// What the WRR publishes for pair (1, 2) after observing `groups` once.
+fn weights_1_2(store: &Store, groups: &[controller::sdc::GroupStats]) -> (bool, Vec<(u8, u32)>) {
+    let cat = store.catalog().unwrap();
+    let mut wrr = controller::wrr::Wrr::default();
+    let observed = wrr.observe_stats(groups);
+    wrr.update(cat.inventory(), cat.groups());
+    let w = wrr
+        .pair(branch(1), branch(2))
+        .unwrap()
+        .groups
+        .iter()
+        .map(|g| (g.group, g.weight))
+        .collect();
+    (observed, w)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_statistics_never_reach_the_wrr() {
+    let (s, addr) = setup_unix_and_clear().await;
+    let tables = s.store.catalog().unwrap().flows().clone();
+    let (_, configured) = weights_1_2(&s.store, &[]);
+
+    // Branch 1 on the clear listener, its flows counting traffic.
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let clear = FakeSwitch::over(tcp, 1, Vec::new(), Log::default());
+    eventually(
+        "gw1 programmed over clear TCP",
+        Duration::from_secs(5),
+        || clear.table() == want(&tables, 1),
+    )
+    .await;
+    let counting = count_traffic(&clear);
+    eventually(
+        "samples of the clear switch",
+        Duration::from_secs(5),
+        || {
+            let v = s.sdc.lock().unwrap().view(Instant::now());
+            v.unauthenticated_samples >= 3
+                && v.branches
+                    .iter()
+                    .any(|b| b.branch == 1 && b.flows.iter().any(|f| f.bits_per_s > 0.0))
+        },
+    )
+    .await;
+    let view = s.sdc.lock().unwrap().view(Instant::now());
+    let b1 = view.branches.iter().find(|b| b.branch == 1).unwrap();
+    assert!(!b1.authenticated && b1.bytes > 0, "its counters are shown");
+    assert!(view.groups.is_empty() && view.members.is_empty() && view.pairs.is_empty());
+    let (observed, weights) = weights_1_2(&s.store, &view.groups);
+    assert!(!observed, "unauthenticated rates reached the WRR");
+    assert_eq!(weights, configured);
+    counting.abort();
+    clear.task.abort();
+    eventually("branch 1 disconnected", Duration::from_secs(5), || {
+        let v = s.sdc.lock().unwrap().view(Instant::now());
+        v.branches.iter().any(|b| b.branch == 1 && !b.connected)
+    })
+    .await;
+
+    // The same switch and traffic over the unix socket (authenticated): the WRR moves.
+    let real = FakeSwitch::connect(s.sock.clone(), 1, Vec::new()).await;
+    eventually("gw1 programmed over unix", Duration::from_secs(5), || {
+        real.table() == want(&tables, 1)
+    })
+    .await;
+    let counting = count_traffic(&real);
+    eventually(
+        "group rates of the authenticated switch",
+        Duration::from_secs(5),
+        || {
+            let v = s.sdc.lock().unwrap().view(Instant::now());
+            v.groups
+                .iter()
+                .any(|g| g.source == 1 && g.destination == 2 && g.traffic.forward_bits_per_s > 0.0)
+        },
+    )
+    .await;
+    let view = s.sdc.lock().unwrap().view(Instant::now());
+    let (observed, weights) = weights_1_2(&s.store, &view.groups);
+    assert!(observed);
+    assert_ne!(
+        weights, configured,
+        "the control: measured rates do move the weights"
+    );
+    counting.abort();
+    s.stop.send(true).unwrap();
+    s.server.await.unwrap();
+}
+
+/// Issue #17: bounded pre-auth state on the OpenFlow TCP listeners: at most `per_source` silent
+/// connections from one address (the next is closed at once, counted, one log line for many),
+/// a switch from another address is still served, the deadline closes the silent ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_auth_connections_are_capped_and_timed_out() {
+    let logs = logs();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("ssc.redb")).unwrap());
+    let inv: InventoryFile = toml::from_str(&example("inventory-paper.toml")).unwrap();
+    let groups: GroupsFile = toml::from_str(&example("paths-paper-table2.toml")).unwrap();
+    store.import(inv, groups, None).unwrap();
+    let tables = store.catalog().unwrap().flows().clone();
+    let ofc = Ofc::bind(OfcConfig {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        preauth: controller::preauth::PreAuthLimits {
+            total: 10,
+            per_source: 3,
+            deadline: Duration::from_millis(800),
+            ..Default::default()
+        },
+        ..OfcConfig::default()
+    })
+    .await
+    .unwrap();
+    let addr = ofc.local_addr().unwrap();
+    let guard = ofc.guard();
+    let sdc = Arc::new(Mutex::new(Sdc::default()));
+    tokio::spawn(ofc.run(store.subscribe(), Arc::clone(&sdc), std::future::pending()));
+    let connect_from = |src: &'static str| async move {
+        let s = tokio::net::TcpSocket::new_v4().unwrap();
+        s.bind(format!("{src}:0").parse().unwrap()).unwrap();
+        s.connect(addr).await.unwrap()
+    };
+    let t0 = Instant::now();
+    // 3 half-open connections from 127.0.0.9 (they read our HELLO and say nothing).
+    let mut silent = Vec::new();
+    for _ in 0..3 {
+        silent.push(connect_from("127.0.0.9").await);
+    }
+    eventually("3 pending", Duration::from_secs(2), || {
+        guard.counters().pending == 3
+    })
+    .await;
+    // 50 more from the same address: each closed at once.
+    for _ in 0..50 {
+        let mut s = connect_from("127.0.0.9").await;
+        let mut b = [0u8; 64];
+        let r = tokio::time::timeout(Duration::from_secs(2), s.read(&mut b)).await;
+        assert!(
+            matches!(r, Ok(Ok(0) | Err(_))),
+            "an over-cap connection was served: {r:?}"
+        );
+    }
+    let c = guard.counters();
+    assert_eq!((c.over_source, c.pending), (50, 3), "{c:?}");
+    let lines = log_lines_with(&logs, "source=127.0.0.9");
+    assert_eq!(lines.len(), 1, "one line for 50 refusals: {lines:?}");
+    // A switch from another address is served meanwhile.
+    let sw = FakeSwitch::over(
+        connect_from("127.0.0.10").await,
+        4,
+        Vec::new(),
+        Log::default(),
+    );
+    eventually("gw4 programmed", Duration::from_secs(5), || {
+        sw.table() == want(&tables, 4)
+    })
+    .await;
+    // The silent ones are closed by the deadline.
+    for s in &mut silent {
+        let mut b = [0u8; 64];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(3), s.read(&mut b)).await {
+                Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(_)) => {}
+                Err(_) => panic!("a silent connection outlived the deadline"),
+            }
+        }
+    }
+    assert!(t0.elapsed() >= Duration::from_millis(700));
+    eventually("timeouts counted", Duration::from_secs(2), || {
+        let c = guard.counters();
+        c.handshake_timeout == 3 && c.pending == 0
+    })
+    .await;
+    assert_eq!(
+        sdc.lock()
+            .unwrap()
+            .view(Instant::now())
+            .openflow_refusals
+            .handshake_timeout,
+        3
+    );
+    assert!(
+        sw.model.lock().unwrap().connected,
+        "the served switch is undisturbed"
+    );
+}

@@ -7,7 +7,11 @@
 //! branch's flow table into OVS over TLS (the flows appear in `ovs-ofctl dump-flows`), and the
 //! negotiated TLS version is logged (docs/security.md records it); (2) the same bridge with
 //! branch 2's certificate gets no flow (datapath 1 ≠ certificate branch 2); (3) a TLS client
-//! without a certificate fails the handshake. Needs root and Open vSwitch; fails, never skips.
+//! without a certificate fails the handshake; (4) issue #17: a client on the clear TCP listener
+//! that claims datapath 1 while the real switch holds branch 1 over TLS is refused (closed, no
+//! FLOW_MOD, counted, one WARN line), and the real switch keeps its connection and its table
+//! (`ovs-ofctl dump-flows`, the SDC's view: same peer, one reconcile). Needs root and Open
+//! vSwitch; fails, never skips.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -174,6 +178,78 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// An OpenFlow client on `addr` that claims datapath `dpid` and answers like a switch (FEATURES,
+/// empty multipart replies, barriers) for up to 10 s. Returns its local address, whether the
+/// controller closed the connection, and how many FLOW_MODs it got.
+async fn rogue_switch(
+    addr: std::net::SocketAddr,
+    dpid: u64,
+) -> (std::net::SocketAddr, bool, usize) {
+    use ofproto::channel::{Channel, Config, Event};
+    use ofproto::message::SwitchFeatures;
+    use ofproto::multipart::{MultipartReply, MultipartReplyBody, MultipartRequestBody};
+    use ofproto::{Body, Message};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let local = sock.local_addr().unwrap();
+    let mut ch = Channel::new(Instant::now(), Config::default());
+    let (mut buf, mut out) = (vec![0u8; 65536], Vec::new());
+    let mut flow_mods = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if ch.poll_transmit(&mut out) {
+            if sock.write_all(&out).await.is_err() {
+                return (local, true, flow_mods);
+            }
+            out.clear();
+        }
+        let n = match tokio::time::timeout(Duration::from_millis(50), sock.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return (local, true, flow_mods),
+            Ok(Ok(n)) => n,
+            Err(_) => {
+                ch.handle_timeout(Instant::now());
+                continue;
+            }
+        };
+        ch.handle_input(Instant::now(), &buf[..n]);
+        while let Some(ev) = ch.poll_event() {
+            let Event::Message(Message { xid, body }) = ev else {
+                continue;
+            };
+            let reply = |body| Body::MultipartReply(MultipartReply { flags: 0, body });
+            let answer = match body {
+                Body::FeaturesRequest => Some(Body::FeaturesReply(SwitchFeatures {
+                    datapath_id: dpid,
+                    n_tables: 254,
+                    ..SwitchFeatures::default()
+                })),
+                Body::MultipartRequest(r) => match r.body {
+                    MultipartRequestBody::Flow(_) => {
+                        Some(reply(MultipartReplyBody::Flow(Vec::new())))
+                    }
+                    MultipartRequestBody::PortStats(_) => {
+                        Some(reply(MultipartReplyBody::PortStats(Vec::new())))
+                    }
+                    MultipartRequestBody::PortDesc => {
+                        Some(reply(MultipartReplyBody::PortDesc(Vec::new())))
+                    }
+                    _ => None,
+                },
+                Body::FlowMod(_) => {
+                    flow_mods += 1;
+                    None
+                }
+                Body::BarrierRequest => Some(Body::BarrierReply),
+                _ => None,
+            };
+            if let Some(b) = answer {
+                let _ = ch.send_with_xid(xid, b);
+            }
+        }
+    }
+    (local, false, flow_mods)
+}
+
 #[test]
 fn openflow_over_tls_with_real_ovs() {
     for tool in [
@@ -191,11 +267,26 @@ fn openflow_over_tls_with_real_ovs() {
             .success();
         assert!(found, "{tool} is missing: this test needs Open vSwitch");
     }
-    // The OFC's log (negotiated TLS version, refusals) with --nocapture.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("controller::ofc=info")
-        .with_test_writer()
-        .try_init();
+    // The OFC's log (negotiated TLS version, refusals), kept to assert on.
+    let logs = Arc::new(Mutex::new(Vec::<u8>::new()));
+    {
+        struct W(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for W {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                std::io::stderr().write(b)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let l = Arc::clone(&logs);
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("controller=info")
+            .with_ansi(false)
+            .with_writer(move || W(Arc::clone(&l)))
+            .try_init();
+    }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let store = store_2x2(dir);
@@ -216,22 +307,21 @@ fn openflow_over_tls_with_real_ovs() {
         .enable_all()
         .build()
         .unwrap();
-    let addr = rt.block_on(async {
+    let sdc = Arc::new(Mutex::new(controller::sdc::Sdc::default()));
+    let (addr, clear) = rt.block_on(async {
         let ofc = Ofc::bind(OfcConfig {
-            listen: None,
+            listen: Some("127.0.0.1:0".parse().unwrap()),
             tls_listen: Some("127.0.0.1:0".parse().unwrap()),
             tls: Some(authority.openflow_config()),
+            stats_interval: Duration::from_millis(500),
             ..OfcConfig::default()
         })
         .await
         .unwrap();
         let addr = ofc.tls_addr().unwrap();
-        tokio::spawn(ofc.run(
-            store.subscribe(),
-            Arc::new(Mutex::new(controller::sdc::Sdc::default())),
-            std::future::pending(),
-        ));
-        addr
+        let clear = ofc.local_addr().unwrap();
+        tokio::spawn(ofc.run(store.subscribe(), Arc::clone(&sdc), std::future::pending()));
+        (addr, clear)
     });
 
     // (3) No client certificate: the handshake fails.
@@ -314,6 +404,53 @@ fn openflow_over_tls_with_real_ovs() {
     });
     assert!(ok, "{} flows in OVS, {expected} compiled", ovs.flows());
     eprintln!("OpenFlow over TLS: {expected} flows of branch 1 installed in real OVS");
+    let refusals = sdc.lock().unwrap().view(Instant::now()).openflow_refusals;
+    assert!(refusals.wrong_identity >= 1, "(2) counted: {refusals:?}");
+    assert!(refusals.handshake_failed >= 1, "(3) counted: {refusals:?}");
+    assert_eq!(
+        refusals.pending, 0,
+        "no pre-auth place is held: {refusals:?}"
+    );
+
+    // (4) A rogue on the clear listener claims datapath 1.
+    let before = sdc.lock().unwrap().view(Instant::now());
+    let b1 = before
+        .branches
+        .iter()
+        .find(|b| b.branch == 1)
+        .unwrap()
+        .clone();
+    assert!(b1.connected && b1.authenticated, "{b1:?}");
+    let (rogue_addr, closed, flow_mods) = rt.block_on(rogue_switch(clear, 1));
+    assert!(closed, "the rogue was not disconnected");
+    assert_eq!(flow_mods, 0, "the rogue received FLOW_MODs");
+    let after = sdc.lock().unwrap().view(Instant::now());
+    let a1 = after.branches.iter().find(|b| b.branch == 1).unwrap();
+    assert!(a1.connected && a1.authenticated, "{a1:?}");
+    assert_eq!(a1.peer, b1.peer, "the TLS switch keeps branch 1");
+    assert_eq!(a1.reconciles, 1);
+    assert_eq!(
+        after.openflow_refusals.takeover, 1,
+        "{:?}",
+        after.openflow_refusals
+    );
+    assert_eq!(ovs.flows(), expected, "the real switch keeps its table");
+    let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(&format!("OpenFlow {rogue_addr} claims branch 1")))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(lines[0].contains("WARN"), "{}", lines[0]);
+    // Still connected a few statistics rounds later (no echo timeout, no drop).
+    std::thread::sleep(Duration::from_secs(2));
+    let later = sdc.lock().unwrap().view(Instant::now());
+    let l1 = later.branches.iter().find(|b| b.branch == 1).unwrap();
+    assert!(
+        l1.connected && l1.peer == b1.peer && l1.reconciles == 1,
+        "{l1:?}"
+    );
+    assert_eq!(ovs.flows(), expected);
     drop(ovs);
     rt.shutdown_timeout(Duration::from_secs(1));
 }

@@ -48,8 +48,11 @@ pub struct GwChanConfig {
     pub listen: Option<SocketAddr>,
     /// TLS listen address (`None`: none); needs the CA ([`Registry::set_authority`]).
     pub tls_listen: Option<SocketAddr>,
-    /// Unix socket paths to listen on (a stale socket file is replaced).
+    /// Unix socket paths to listen on (a stale socket file is replaced; mode 0600).
     pub unix: Vec<PathBuf>,
+    /// Caps on unauthenticated connections of the TCP listeners and the deadline from accept
+    /// to registered (TLS handshake included), [`crate::preauth`].
+    pub preauth: crate::preauth::PreAuthLimits,
 }
 
 /// The bound gateway listeners.
@@ -66,6 +69,7 @@ impl GwChan {
     pub async fn bind(config: &GwChanConfig, registry: Arc<Registry>) -> std::io::Result<Self> {
         let Listeners { tcp, unix } =
             Listeners::bind("gateway", config.listen, &config.unix).await?;
+        registry.preauth().set_limits(config.preauth);
         let tls = match config.tls_listen {
             Some(a) => {
                 if registry.authority().is_none() {
@@ -144,11 +148,13 @@ impl GwChan {
                 loop {
                     match l.accept().await {
                         Ok((s, _)) => {
+                            let pre = session::PreAuth::new(&reg, None, None);
                             tokio::spawn(session::session(
                                 s,
                                 format!("unix:{}", path.display()),
                                 session::Transport::Unix,
                                 Arc::clone(&reg),
+                                pre,
                             ));
                         }
                         Err(e) => {
@@ -177,18 +183,24 @@ impl GwChan {
     }
 }
 
-/// Accepts gateway sessions on a TCP listener forever: clear text, or TLS (`tls`) first.
+/// Accepts gateway sessions on a TCP listener forever: clear text, or TLS (`tls`) first. Every
+/// connection first takes a pre-auth place ([`crate::preauth::Guard::admit`]) or is closed at
+/// once.
 async fn accept_tcp(l: TcpListener, reg: Arc<Registry>, tls: bool) {
     loop {
         match l.accept().await {
             Ok((s, peer)) => {
+                let Some(permit) = reg.preauth().admit(Some(peer.ip())) else {
+                    continue;
+                };
                 let _ = s.set_nodelay(true);
                 let reg = Arc::clone(&reg);
+                let pre = session::PreAuth::new(&reg, Some(peer.ip()), Some(permit));
                 if tls {
-                    tokio::spawn(session::tls_session(s, peer.to_string(), reg));
+                    tokio::spawn(session::tls_session(s, peer.to_string(), reg, pre));
                 } else {
                     let transport = session::Transport::Tcp;
-                    tokio::spawn(session::session(s, peer.to_string(), transport, reg));
+                    tokio::spawn(session::session(s, peer.to_string(), transport, reg, pre));
                 }
             }
             Err(e) => {

@@ -64,6 +64,9 @@ pub struct GatewayList {
     /// Enrolment and renewal counters (`None`: `ssc` runs without its CA).
     #[serde(default)]
     pub enrolment: Option<crate::authority::AuthorityCounters>,
+    /// Pre-auth caps, deadlines and refusals of the TCP listeners ([`crate::preauth`]).
+    #[serde(default)]
+    pub preauth: crate::preauth::Refusals,
 }
 
 #[derive(Debug)]
@@ -102,6 +105,8 @@ pub struct Registry {
     /// Where reports go for the capacity estimates: set by [`GwChan::run`].
     capacity: std::sync::OnceLock<(Arc<Mutex<Wrr>>, Arc<Notify>)>,
     authority: std::sync::OnceLock<Arc<Authority>>,
+    /// Pre-auth state of the TCP listeners (limits set by [`super::GwChan::bind`]).
+    preauth: Arc<crate::preauth::Guard>,
 }
 
 impl Default for Registry {
@@ -131,6 +136,10 @@ impl Registry {
             }),
             capacity: std::sync::OnceLock::new(),
             authority: std::sync::OnceLock::new(),
+            preauth: crate::preauth::Guard::new(
+                "gateway",
+                crate::preauth::PreAuthLimits::default(),
+            ),
         }
     }
 
@@ -262,6 +271,7 @@ impl Registry {
             replaced: inner.replaced,
             rejected_auth: inner.rejected_auth,
             enrolment: self.authority.get().map(|a| a.counters()),
+            preauth: self.preauth.counters(),
         }
     }
 
@@ -337,6 +347,11 @@ impl Registry {
                 v.connected = false;
             }
         }
+    }
+
+    /// The pre-auth state of the TCP listeners.
+    pub fn preauth(&self) -> &Arc<crate::preauth::Guard> {
+        &self.preauth
     }
 
     pub(super) fn reject_other(&self) {

@@ -10,8 +10,12 @@ use tracing::{debug, info, warn};
 
 use super::registry::{Opened, Registry};
 
-/// How long a gateway may take for its hello and registration.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a gateway may take for its TLS handshake, hello and registration together (the
+/// default of `gateways.handshake_timeout_ms`, [`crate::preauth::PreAuthLimits::deadline`]).
+pub const HANDSHAKE_TIMEOUT: Duration = crate::preauth::MAX_DEADLINE;
+/// Largest message buffered before the gateway authenticated (a hello, register or enrol is well
+/// under 2 KiB); the limit afterwards is the codec's ([`gwchan::MAX_BODY_LEN`]).
+pub const PREAUTH_MAX_MESSAGE: usize = 16 * 1024;
 /// Silence after which a gateway's session is closed (it reports every 2 s).
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(15);
 /// Bytes read from a gateway per call; the receive buffer holds at most one message
@@ -50,6 +54,7 @@ async fn send<S: AsyncWrite + Unpin>(w: &mut S, msg: &ControllerMsg) -> Result<(
 async fn recv<S: AsyncRead + Unpin>(
     r: &mut S,
     buf: &mut Vec<u8>,
+    max: usize,
 ) -> Result<GatewayMsg, SessionEnd> {
     loop {
         match gwchan::decode::<GatewayMsg>(buf) {
@@ -68,6 +73,39 @@ async fn recv<S: AsyncRead + Unpin>(
             return Err(SessionEnd::Eof);
         }
         buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+        if buf.len() > max {
+            return Err(SessionEnd::Protocol(format!(
+                "more than {max} bytes without a complete message before authentication"
+            )));
+        }
+    }
+}
+
+/// A session's pre-auth state: its place among the unauthenticated connections (TCP listeners),
+/// the deadline of the whole handshake and the peer's address for the refusal log.
+#[derive(Debug)]
+pub(super) struct PreAuth {
+    permit: Option<crate::preauth::Permit>,
+    deadline: tokio::time::Instant,
+    ip: Option<std::net::IpAddr>,
+}
+
+impl PreAuth {
+    pub(super) fn new(
+        registry: &Registry,
+        ip: Option<std::net::IpAddr>,
+        permit: Option<crate::preauth::Permit>,
+    ) -> Self {
+        Self {
+            permit,
+            deadline: tokio::time::Instant::now() + registry.preauth().limits().deadline,
+            ip,
+        }
+    }
+
+    /// Counts and logs (rate-limited) a refusal before authentication.
+    fn refuse(&self, registry: &Registry, reason: crate::preauth::Reason, detail: String) {
+        registry.preauth().refuse(self.ip, reason, &detail);
     }
 }
 
@@ -95,21 +133,31 @@ pub(super) async fn tls_session(
     stream: tokio::net::TcpStream,
     peer: String,
     registry: Arc<Registry>,
+    pre: PreAuth,
 ) {
+    use crate::preauth::Reason;
     let Some(authority) = registry.authority().cloned() else {
         return;
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(authority.server_config());
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+    let tls = match tokio::time::timeout_at(pre.deadline, acceptor.accept(stream)).await {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
             registry.reject_other();
-            warn!(%peer, error = %e, "gateway TLS handshake failed");
+            pre.refuse(
+                &registry,
+                Reason::HandshakeFailed,
+                format!("gateway TLS handshake with {peer}: {e}"),
+            );
             return;
         }
         Err(_) => {
             registry.reject_other();
-            warn!(%peer, "gateway TLS handshake timed out");
+            pre.refuse(
+                &registry,
+                Reason::HandshakeTimeout,
+                format!("gateway TLS handshake with {peer}"),
+            );
             return;
         }
     };
@@ -125,11 +173,15 @@ pub(super) async fn tls_session(
         Some(_) => {
             // Verified by our CA but without a branch identity (e.g. ssc.mms itself).
             registry.reject_auth();
-            warn!(%peer, "gateway refused: client certificate without a branch identity");
+            pre.refuse(
+                &registry,
+                Reason::WrongIdentity,
+                format!("gateway {peer}: client certificate without a branch identity"),
+            );
             return;
         }
     };
-    session(tls, peer, Transport::Tls(client), registry).await;
+    session(tls, peer, Transport::Tls(client), registry, pre).await;
 }
 
 /// What the first message after the hello asked for.
@@ -187,13 +239,15 @@ pub(super) async fn session<S>(
     peer: String,
     transport: Transport,
     registry: Arc<Registry>,
+    mut pre: PreAuth,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    use crate::preauth::Reason;
     let (mut r, mut w) = tokio::io::split(stream);
     let mut buf = Vec::new();
     let handshake = async {
-        let hello = match recv(&mut r, &mut buf).await? {
+        let hello = match recv(&mut r, &mut buf, PREAUTH_MAX_MESSAGE).await? {
             GatewayMsg::Hello(h) => h,
             other => {
                 return Err(SessionEnd::Protocol(format!(
@@ -214,7 +268,7 @@ pub(super) async fn session<S>(
             send(&mut w, &error_msg("version", e.clone())).await?;
             return Err(SessionEnd::Protocol(e));
         }
-        match recv(&mut r, &mut buf).await? {
+        match recv(&mut r, &mut buf, PREAUTH_MAX_MESSAGE).await? {
             GatewayMsg::Register(reg) => Ok((hello.protocol, Opening::Register(reg))),
             GatewayMsg::Enrol(req) => Ok((hello.protocol, Opening::Enrol(req))),
             GatewayMsg::Renew(req) => Ok((hello.protocol, Opening::Renew(req))),
@@ -223,7 +277,7 @@ pub(super) async fn session<S>(
             ))),
         }
     };
-    let (protocol, reg) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+    let (protocol, reg) = match tokio::time::timeout_at(pre.deadline, handshake).await {
         Ok(Ok((protocol, Opening::Register(reg)))) => (protocol, reg),
         Ok(Ok((protocol, opening))) => {
             // The CA's work (a database commit, a signature) off the async threads.
@@ -247,12 +301,20 @@ pub(super) async fn session<S>(
         }
         Ok(Err(e)) => {
             registry.reject_other();
-            warn!(%peer, error = %e, "gateway handshake failed");
+            pre.refuse(
+                &registry,
+                Reason::HandshakeFailed,
+                format!("gateway {peer}: {e}"),
+            );
             return;
         }
         Err(_) => {
             registry.reject_other();
-            warn!(%peer, "gateway handshake timed out");
+            pre.refuse(
+                &registry,
+                Reason::HandshakeTimeout,
+                format!("gateway {peer}: no hello and register in time"),
+            );
             return;
         }
     };
@@ -275,7 +337,11 @@ pub(super) async fn session<S>(
         };
         if let Some((code, why)) = refusal {
             registry.reject_auth();
-            warn!(%peer, branch, code, "gateway refused: {why}");
+            pre.refuse(
+                &registry,
+                Reason::WrongIdentity,
+                format!("gateway {peer} (register as branch {branch}, {code}): {why}"),
+            );
             let _ = send(&mut w, &error_msg(code, why)).await;
             let _ = w.shutdown().await;
             return;
@@ -288,12 +354,18 @@ pub(super) async fn session<S>(
     } = match registry.open(&reg, &peer) {
         Ok(x) => x,
         Err(why) => {
-            warn!(%peer, branch, "gateway refused: {why}");
+            pre.refuse(
+                &registry,
+                Reason::HandshakeFailed,
+                format!("gateway {peer} (branch {branch}): {why}"),
+            );
             let _ = send(&mut w, &error_msg("unknown_branch", why)).await;
             let _ = w.shutdown().await;
             return;
         }
     };
+    // Registered: its place among the unauthenticated connections is free again.
+    pre.permit = None;
     info!(%peer, branch, version = %reg.software_version, protocol, "gateway registered");
     // Protocol 3 with a CA: the current CRL at once, then every new one (revocation,
     // re-signing). Without, a receiver that never changes.
@@ -346,7 +418,7 @@ pub(super) async fn session<S>(
                     let _ = send(&mut w, &error_msg("replaced", "a newer session of this branch replaced this one")).await;
                     return Err(SessionEnd::Replaced);
                 }
-                m = tokio::time::timeout(SESSION_TIMEOUT, recv(&mut r, &mut buf)) => {
+                m = tokio::time::timeout(SESSION_TIMEOUT, recv(&mut r, &mut buf, usize::MAX)) => {
                     match m {
                         Err(_) => return Err(SessionEnd::Silent(SESSION_TIMEOUT)),
                         Ok(Err(e)) => return Err(e),

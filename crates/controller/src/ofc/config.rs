@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::inventory::BranchId;
+use crate::preauth::PreAuthLimits;
 
 /// Commands queued per switch. The coordinator sends at most one step per update at a time plus
 /// a reconcile, so 64 is never reached by a healthy switch; a full queue means the switch is
@@ -15,9 +16,13 @@ pub const COMMAND_QUEUE: usize = 64;
 /// Settings of the OpenFlow server (`[openflow]` in the config, see [`crate::ui::config`]).
 #[derive(Clone, Debug)]
 pub struct OfcConfig {
-    /// TCP listen address (`None`: no TCP listener).
+    /// Clear TCP listen address (`None`, the default: no clear TCP listener). Switches on it are
+    /// **unauthenticated**: they never replace an authenticated (TLS or unix socket) switch of
+    /// the same branch and their statistics never reach the WRR, capacity or adaptive
+    /// decisions; binding it logs a WARN.
     pub listen: Option<SocketAddr>,
-    /// Unix socket paths to listen on (a stale socket file is replaced).
+    /// Unix socket paths to listen on (a stale socket file is replaced; the socket is created
+    /// mode 0600: its filesystem permissions authenticate the switches on it).
     pub unix: Vec<PathBuf>,
     /// TLS listen address for OVS `ssl:` targets (`None`: none); needs `tls`.
     pub tls_listen: Option<SocketAddr>,
@@ -38,12 +43,15 @@ pub struct OfcConfig {
     pub stage_timeout: Duration,
     /// Flow and port statistics polling period.
     pub stats_interval: Duration,
+    /// Caps on unauthenticated connections of the TCP listeners (clear and TLS) and the
+    /// deadline from accept to FEATURES_REPLY (TLS handshake included), [`crate::preauth`].
+    pub preauth: PreAuthLimits,
 }
 
 impl Default for OfcConfig {
     fn default() -> Self {
         Self {
-            listen: Some(SocketAddr::from(([0, 0, 0, 0], ofproto::OFP_TCP_PORT))),
+            listen: None,
             unix: Vec::new(),
             tls_listen: None,
             tls: None,
@@ -52,6 +60,7 @@ impl Default for OfcConfig {
             request_timeout: Duration::from_secs(10),
             stage_timeout: Duration::from_secs(5),
             stats_interval: Duration::from_secs(5),
+            preauth: PreAuthLimits::default(),
         }
     }
 }

@@ -39,22 +39,23 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::listen::Listeners;
+use crate::preauth::{Guard, Permit, Reason};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use config::{branch_of_datapath, datapath_id_of, OfcConfig, COMMAND_QUEUE};
 pub use switch::SwitchError;
-use switch::{Command, CoordEvent, SwitchHandle};
+use switch::{Accepted, Auth, Command, CoordEvent, SwitchHandle};
 
 use crate::inventory::BranchId;
 use crate::path_group::PathCode;
 use crate::sdc::Sdc;
 use crate::store::Catalog;
 use crate::swap;
-
-/// How long a switch may take for its TLS handshake.
-pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The bound OpenFlow server.
 #[derive(Debug)]
@@ -63,13 +64,25 @@ pub struct Ofc {
     tcp: Option<TcpListener>,
     tls: Option<TcpListener>,
     unix: Vec<(PathBuf, UnixListener)>,
+    guard: Arc<Guard>,
 }
 
+/// The WARN line `ssc` logs when the clear TCP listener is on (tests look for it).
+pub const CLEAR_LISTENER_WARNING: &str = "OpenFlow clear TCP listener enabled: switches on it are UNAUTHENTICATED (they cannot replace a TLS or unix-socket switch and their statistics are ignored); prefer openflow.tls_listen or openflow.unix";
+
 impl Ofc {
-    /// Binds every listener (errors name the address or path).
+    /// Binds every listener (errors name the address or path). The clear TCP listener
+    /// (`listen`) is off unless set, and logs [`CLEAR_LISTENER_WARNING`] when it is on.
     pub async fn bind(config: OfcConfig) -> std::io::Result<Self> {
         let Listeners { tcp, unix } =
             Listeners::bind("OpenFlow", config.listen, &config.unix).await?;
+        if let Some(a) = tcp.as_ref().and_then(|l| l.local_addr().ok()) {
+            tracing::warn!(
+                addr = %a,
+                loopback = a.ip().is_loopback(),
+                "{CLEAR_LISTENER_WARNING}"
+            );
+        }
         let tls = match (config.tls_listen, &config.tls) {
             (Some(a), Some(_)) => Some(TcpListener::bind(a).await.map_err(|e| {
                 std::io::Error::new(e.kind(), format!("bind OpenFlow TLS {a}: {e}"))
@@ -82,11 +95,13 @@ impl Ofc {
             }
             (None, _) => None,
         };
+        let guard = Guard::new("OpenFlow", config.preauth);
         Ok(Self {
             config: Arc::new(config),
             tcp,
             tls,
             unix,
+            guard,
         })
     }
 
@@ -95,9 +110,15 @@ impl Ofc {
         self.tls.as_ref().and_then(|l| l.local_addr().ok())
     }
 
-    /// The TCP address (useful with port 0).
+    /// The clear TCP address (useful with port 0).
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.tcp.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The pre-auth guard of the TCP listeners (its counters: [`Guard::counters`]; the SDC
+    /// serves them too once [`Self::run`] started).
+    pub fn guard(&self) -> Arc<Guard> {
+        Arc::clone(&self.guard)
     }
 
     /// Serves switches until `shutdown`: accepts connections, reconciles each, and pushes every
@@ -108,132 +129,35 @@ impl Ofc {
         sdc: Arc<Mutex<Sdc>>,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) {
+        switch::lock(&sdc).set_openflow_guard(Arc::clone(&self.guard));
         // Unbounded but small: each connection sends at most one `Up` and one `Down`.
         let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
         let mut accept_tasks = tokio::task::JoinSet::new();
-        let next_conn = Arc::new(std::sync::atomic::AtomicU64::new(1));
+        let shared = Shared {
+            config: Arc::clone(&self.config),
+            events: ev_tx.clone(),
+            sdc: Arc::clone(&sdc),
+            guard: Arc::clone(&self.guard),
+            next_conn: Arc::new(AtomicU64::new(1)),
+        };
         if let Some(l) = self.tcp {
-            let (cfg, tx, sdc, n) = (
-                Arc::clone(&self.config),
-                ev_tx.clone(),
-                Arc::clone(&sdc),
-                Arc::clone(&next_conn),
-            );
-            accept_tasks.spawn(async move {
-                loop {
-                    match l.accept().await {
-                        Ok((s, peer)) => {
-                            let _ = s.set_nodelay(true);
-                            let conn = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            tokio::spawn(switch::run(
-                                s,
-                                peer.to_string(),
-                                None,
-                                conn,
-                                Arc::clone(&cfg),
-                                tx.clone(),
-                                Arc::clone(&sdc),
-                            ));
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "OpenFlow accept failed");
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
-                    }
-                }
-            });
+            accept_tasks.spawn(accept_tcp(l, None, shared.clone()));
         }
         if let (Some(l), Some(tls)) = (self.tls, self.config.tls.clone()) {
-            let (cfg, tx, sdc, n) = (
-                Arc::clone(&self.config),
-                ev_tx.clone(),
-                Arc::clone(&sdc),
-                Arc::clone(&next_conn),
-            );
-            let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-            accept_tasks.spawn(async move {
-                loop {
-                    match l.accept().await {
-                        Ok((s, peer)) => {
-                            let _ = s.set_nodelay(true);
-                            let conn = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let acceptor = match &cfg.tls_updates {
-                                Some(rx) => tokio_rustls::TlsAcceptor::from(Arc::clone(&rx.borrow())),
-                                None => acceptor.clone(),
-                            };
-                            let (acceptor, cfg, tx, sdc) = (
-                                acceptor,
-                                Arc::clone(&cfg),
-                                tx.clone(),
-                                Arc::clone(&sdc),
-                            );
-                            tokio::spawn(async move {
-                                let peer = peer.to_string();
-                                let t = tokio::time::timeout(
-                                    TLS_HANDSHAKE_TIMEOUT,
-                                    acceptor.accept(s),
-                                )
-                                .await;
-                                let s = match t {
-                                    Ok(Ok(s)) => s,
-                                    Ok(Err(e)) => {
-                                        tracing::warn!(%peer, error = %e, "OpenFlow TLS handshake failed");
-                                        return;
-                                    }
-                                    Err(_) => {
-                                        tracing::warn!(%peer, "OpenFlow TLS handshake timed out");
-                                        return;
-                                    }
-                                };
-                                let (_, session) = s.get_ref();
-                                let identity = session
-                                    .peer_certificates()
-                                    .and_then(|c| c.first())
-                                    .and_then(|c| pki::identity_of(c).ok())
-                                    .and_then(|b| BranchId::new(b.get()).ok());
-                                tracing::info!(
-                                    %peer,
-                                    version = ?session.protocol_version(),
-                                    suite = ?session.negotiated_cipher_suite().map(|c| c.suite()),
-                                    branch = ?identity.map(|b| b.get()),
-                                    "OpenFlow TLS handshake done"
-                                );
-                                let Some(identity) = identity else {
-                                    tracing::warn!(%peer, "OpenFlow switch refused: certificate without a branch identity");
-                                    return;
-                                };
-                                switch::run(s, peer, Some(identity), conn, cfg, tx, sdc).await;
-                            });
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "OpenFlow accept failed");
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
-                    }
-                }
-            });
+            accept_tasks.spawn(accept_tcp(l, Some(tls), shared.clone()));
         }
         for (path, l) in self.unix {
-            let (cfg, tx, sdc, n) = (
-                Arc::clone(&self.config),
-                ev_tx.clone(),
-                Arc::clone(&sdc),
-                Arc::clone(&next_conn),
-            );
+            let sh = shared.clone();
             accept_tasks.spawn(async move {
                 loop {
                     match l.accept().await {
                         Ok((s, _)) => {
-                            let conn = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            tokio::spawn(switch::run(
-                                s,
-                                format!("unix:{}", path.display()),
-                                None,
-                                conn,
-                                Arc::clone(&cfg),
-                                tx.clone(),
-                                Arc::clone(&sdc),
-                            ));
+                            let acc = sh.accepted(format!("unix:{}", path.display()), None, None);
+                            let acc = Accepted {
+                                auth: Auth::Local,
+                                ..acc
+                            };
+                            tokio::spawn(sh.clone().serve(s, acc));
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "OpenFlow accept failed");
@@ -243,12 +167,14 @@ impl Ofc {
                 }
             });
         }
+        drop(shared);
         drop(ev_tx);
         let mut coord = Coordinator {
             config: Arc::clone(&self.config),
             switches: BTreeMap::new(),
             catalog: Arc::clone(&catalog.borrow_and_update()),
             sdc,
+            guard: Arc::clone(&self.guard),
         };
         tokio::pin!(shutdown);
         loop {
@@ -273,11 +199,115 @@ impl Ofc {
     }
 }
 
+/// What every accept loop and switch task shares.
+#[derive(Clone)]
+struct Shared {
+    config: Arc<OfcConfig>,
+    events: mpsc::UnboundedSender<CoordEvent>,
+    sdc: Arc<Mutex<Sdc>>,
+    guard: Arc<Guard>,
+    next_conn: Arc<AtomicU64>,
+}
+
+impl Shared {
+    fn accepted(&self, peer: String, ip: Option<IpAddr>, permit: Option<Permit>) -> Accepted {
+        Accepted {
+            peer,
+            ip,
+            auth: Auth::Clear,
+            permit,
+            deadline: tokio::time::Instant::now() + self.config.preauth.clamped().deadline,
+            conn: self.next_conn.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+        self,
+        s: S,
+        acc: Accepted,
+    ) {
+        switch::run(s, acc, self.config, self.events, self.sdc, self.guard).await;
+    }
+}
+
+/// Accepts switches on a TCP listener forever: clear text (`tls` = `None`, [`Auth::Clear`]), or
+/// TLS with a client certificate whose branch the datapath id must name. Every connection
+/// first takes a pre-auth place ([`Guard::admit`]) or is closed at once.
+async fn accept_tcp(l: TcpListener, tls: Option<Arc<rustls::ServerConfig>>, sh: Shared) {
+    loop {
+        let (s, peer) = match l.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "OpenFlow accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Some(permit) = sh.guard.admit(Some(peer.ip())) else {
+            continue;
+        };
+        let _ = s.set_nodelay(true);
+        let acc = sh.accepted(peer.to_string(), Some(peer.ip()), Some(permit));
+        let Some(tls) = &tls else {
+            tokio::spawn(sh.clone().serve(s, acc));
+            continue;
+        };
+        let acceptor = match &sh.config.tls_updates {
+            Some(rx) => tokio_rustls::TlsAcceptor::from(Arc::clone(&rx.borrow())),
+            None => tokio_rustls::TlsAcceptor::from(Arc::clone(tls)),
+        };
+        let sh = sh.clone();
+        tokio::spawn(async move {
+            let ip = acc.ip;
+            let s = match tokio::time::timeout_at(acc.deadline, acceptor.accept(s)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    let detail = format!("OpenFlow TLS handshake with {}: {e}", acc.peer);
+                    sh.guard.refuse(ip, Reason::HandshakeFailed, &detail);
+                    return;
+                }
+                Err(_) => {
+                    let detail = format!("OpenFlow TLS handshake with {}", acc.peer);
+                    sh.guard.refuse(ip, Reason::HandshakeTimeout, &detail);
+                    return;
+                }
+            };
+            let (_, session) = s.get_ref();
+            let identity = session
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|c| pki::identity_of(c).ok())
+                .and_then(|b| BranchId::new(b.get()).ok());
+            tracing::info!(
+                peer = %acc.peer,
+                version = ?session.protocol_version(),
+                suite = ?session.negotiated_cipher_suite().map(|c| c.suite()),
+                branch = ?identity.map(|b| b.get()),
+                "OpenFlow TLS handshake done"
+            );
+            let Some(identity) = identity else {
+                let detail = format!(
+                    "OpenFlow {}: certificate without a branch identity",
+                    acc.peer
+                );
+                sh.guard.refuse(ip, Reason::WrongIdentity, &detail);
+                return;
+            };
+            let acc = Accepted {
+                auth: Auth::Tls(identity),
+                ..acc
+            };
+            sh.serve(s, acc).await;
+        });
+    }
+}
+
 struct Coordinator {
     config: Arc<OfcConfig>,
     switches: BTreeMap<BranchId, SwitchHandle>,
     catalog: Arc<Catalog>,
     sdc: Arc<Mutex<Sdc>>,
+    guard: Arc<Guard>,
 }
 
 impl Coordinator {
@@ -287,9 +317,23 @@ impl Coordinator {
                 branch,
                 datapath_id,
                 peer,
+                ip,
                 handle,
             } => {
+                let authenticated = handle.authenticated;
                 if let Some(old) = self.switches.get(&branch) {
+                    if old.authenticated && !authenticated {
+                        // Dropping `handle` ends the newcomer; the old switch keeps its
+                        // connection, its table and its statistics.
+                        let detail = format!(
+                            "OpenFlow {peer} claims branch {} (datapath id {datapath_id:#018x}) without authenticating; branch {} keeps connection {}",
+                            branch.get(),
+                            branch.get(),
+                            old.conn
+                        );
+                        self.guard.refuse(ip, Reason::Takeover, &detail);
+                        return;
+                    }
                     tracing::info!(
                         branch = branch.get(),
                         old = old.conn,
@@ -304,7 +348,14 @@ impl Coordinator {
                 if handle.cmd.try_send(cmd).is_err() {
                     return;
                 }
-                switch::lock(&self.sdc).connected(branch, handle.conn, datapath_id, peer);
+                tracing::info!(%peer, conn = handle.conn, branch = branch.get(), datapath_id = %format!("{datapath_id:#018x}"), authenticated, "switch connected");
+                switch::lock(&self.sdc).connected(
+                    branch,
+                    handle.conn,
+                    datapath_id,
+                    peer,
+                    authenticated,
+                );
                 self.switches.insert(branch, handle);
             }
             CoordEvent::Down { branch, conn } => {

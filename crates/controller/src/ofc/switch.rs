@@ -33,6 +33,8 @@ pub(crate) enum CoordEvent {
         branch: BranchId,
         datapath_id: u64,
         peer: String,
+        /// The peer's IP address (`None`: a unix socket), for the refusal log.
+        ip: Option<std::net::IpAddr>,
         handle: SwitchHandle,
     },
     Down {
@@ -43,6 +45,44 @@ pub(crate) enum CoordEvent {
 
 /// Bytes read from the socket at a time (OVS sends multipart replies in parts of ≤ 64 KiB).
 const READ_CHUNK: usize = 64 * 1024;
+/// Bytes read at a time before the switch authenticated (HELLO and FEATURES_REPLY are 8 and 32
+/// bytes): an unauthenticated peer costs a small buffer (the channel's framing still holds up to
+/// one OpenFlow message, ≤ 64 KiB by its 16-bit length).
+const PREAUTH_READ_CHUNK: usize = 4 * 1024;
+
+/// How a switch proved who it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Auth {
+    /// TLS with a client certificate of this branch (verified by the CA).
+    Tls(BranchId),
+    /// A unix socket: its filesystem permissions (mode 0600) are the authentication.
+    Local,
+    /// The clear TCP listener: nothing. Never replaces an authenticated switch, and its
+    /// statistics never reach WRR, capacity or adaptive decisions.
+    Clear,
+}
+
+impl Auth {
+    pub(crate) fn authenticated(self) -> bool {
+        !matches!(self, Auth::Clear)
+    }
+}
+
+/// One accepted connection, before its HELLO.
+#[derive(Debug)]
+pub(crate) struct Accepted {
+    /// `ip:port` or `unix:PATH`.
+    pub peer: String,
+    /// The peer's IP address (`None`: a unix socket).
+    pub ip: Option<std::net::IpAddr>,
+    pub auth: Auth,
+    /// Its place among the pre-auth connections (TCP listeners), freed once FEATURES_REPLY
+    /// matched the identity.
+    pub permit: Option<crate::preauth::Permit>,
+    /// When HELLO and FEATURES_REPLY must be done (the TLS handshake counts against it).
+    pub deadline: tokio::time::Instant,
+    pub conn: u64,
+}
 
 /// Why a switch connection ended or a command failed.
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +144,8 @@ pub(crate) enum Command {
 pub(crate) struct SwitchHandle {
     pub conn: u64,
     pub cmd: mpsc::Sender<Command>,
+    /// TLS with the branch's certificate, or a unix socket: see [`Auth`].
+    pub authenticated: bool,
 }
 
 struct Conn<S> {
@@ -114,6 +156,8 @@ struct Conn<S> {
     request_timeout: Duration,
     branch: Option<BranchId>,
     conn: u64,
+    /// A command of the coordinator arrived (it accepted this connection).
+    served: bool,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
@@ -318,33 +362,49 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     }
 }
 
-/// Runs one switch connection until it ends; reports to the coordinator.
+/// Runs one switch connection until it ends; reports to the coordinator. Failures before the
+/// switch authenticated go to the pre-auth `guard` (counted, one log line per source per
+/// interval); later ones are logged here.
 pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     io: S,
-    peer: String,
-    identity: Option<BranchId>,
-    conn: u64,
+    mut acc: Accepted,
     config: Arc<OfcConfig>,
     events: mpsc::UnboundedSender<CoordEvent>,
     sdc: Arc<Mutex<Sdc>>,
+    guard: Arc<crate::preauth::Guard>,
 ) {
+    let conn = acc.conn;
     let mut c = Conn {
         io,
         ch: Channel::new(Instant::now(), config.channel),
-        rbuf: vec![0; READ_CHUNK],
-        wbuf: Vec::with_capacity(READ_CHUNK),
+        rbuf: vec![0; PREAUTH_READ_CHUNK],
+        wbuf: Vec::new(),
         request_timeout: config.request_timeout,
         branch: None,
         conn,
+        served: false,
     };
-    let result = serve(&mut c, &peer, identity, &config, &events, &sdc).await;
+    let result = serve(&mut c, &mut acc, &config, &events, &sdc).await;
+    let peer = &acc.peer;
     if let Some(branch) = c.branch {
         let _ = events.send(CoordEvent::Down { branch, conn });
     }
     match result {
         // A switch that closes its connection (restart, shutdown) is not an operator's problem.
-        Ok(()) | Err(SwitchError::Eof) => {
+        Ok(()) | Err(SwitchError::Eof) if c.served => {
             tracing::info!(%peer, conn, branch = ?c.branch.map(BranchId::get), "switch disconnected")
+        }
+        // Registered but dropped at once by the coordinator (it logged why, rate-limited).
+        Ok(()) => {
+            tracing::debug!(%peer, conn, branch = ?c.branch.map(BranchId::get), "switch refused by the coordinator")
+        }
+        Err(e) if c.branch.is_none() => {
+            let reason = match e {
+                SwitchError::Timeout(..) => crate::preauth::Reason::HandshakeTimeout,
+                SwitchError::WrongIdentity { .. } => crate::preauth::Reason::WrongIdentity,
+                _ => crate::preauth::Reason::HandshakeFailed,
+            };
+            guard.refuse(acc.ip, reason, &format!("OpenFlow {peer}: {e}"));
         }
         Err(e) => {
             tracing::warn!(%peer, conn, branch = ?c.branch.map(BranchId::get), error = %e, "switch connection ended")
@@ -354,26 +414,33 @@ pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
 
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     c: &mut Conn<S>,
-    peer: &str,
-    identity: Option<BranchId>,
+    acc: &mut Accepted,
     config: &OfcConfig,
     events: &mpsc::UnboundedSender<CoordEvent>,
     sdc: &Arc<Mutex<Sdc>>,
 ) -> Result<(), SwitchError> {
-    // HELLO.
-    c.until("HELLO", |_, ev| match ev {
-        Event::Connected { .. } => Ok(Some(())),
-        _ => Ok(None),
-    })
-    .await?;
-    let features = match c.request("FEATURES", Body::FeaturesRequest).await? {
-        Body::FeaturesReply(f) => f,
-        _ => return Err(SwitchError::Unexpected("FEATURES")),
+    // HELLO and FEATURES before the pre-auth deadline (whatever `request_timeout` says).
+    let hello_features = async {
+        c.until("HELLO", |_, ev| match ev {
+            Event::Connected { .. } => Ok(Some(())),
+            _ => Ok(None),
+        })
+        .await?;
+        match c.request("FEATURES", Body::FeaturesRequest).await? {
+            Body::FeaturesReply(f) => Ok(f),
+            _ => Err(SwitchError::Unexpected("FEATURES")),
+        }
     };
+    let left = acc
+        .deadline
+        .saturating_duration_since(tokio::time::Instant::now());
+    let features = tokio::time::timeout_at(acc.deadline, hello_features)
+        .await
+        .map_err(|_| SwitchError::Timeout("HELLO and FEATURES (pre-auth deadline)", left))??;
     let dpid = features.datapath_id;
     let branch = branch_of_datapath(dpid).ok_or(SwitchError::NotABranch(dpid))?;
     // Over TLS the certificate names the branch: a switch may only program its own datapath.
-    if let Some(id) = identity {
+    if let Auth::Tls(id) = acc.auth {
         if id != branch {
             return Err(SwitchError::WrongIdentity {
                 datapath: branch.get(),
@@ -381,17 +448,24 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             });
         }
     }
+    // Authenticated (or, on the clear listener, as far as it ever gets): full buffers, and its
+    // place among the pre-auth connections is free again.
+    acc.permit = None;
+    c.rbuf.resize(READ_CHUNK, 0);
     c.branch = Some(branch);
-    tracing::info!(%peer, conn = c.conn, branch = branch.get(), datapath_id = %format!("{dpid:#018x}"), "switch connected");
+    let peer = acc.peer.as_str();
+    tracing::debug!(%peer, conn = c.conn, branch = branch.get(), datapath_id = %format!("{dpid:#018x}"), auth = ?acc.auth, "switch said its datapath id");
     let (cmd_tx, mut cmd_rx) = mpsc::channel(COMMAND_QUEUE);
     if events
         .send(CoordEvent::Up {
             branch,
             datapath_id: dpid,
             peer: peer.to_owned(),
+            ip: acc.ip,
             handle: SwitchHandle {
                 conn: c.conn,
                 cmd: cmd_tx,
+                authenticated: acc.auth.authenticated(),
             },
         })
         .is_err()
@@ -411,7 +485,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             }
         };
         tokio::select! {
-            cmd = cmd_rx.recv() => match cmd {
+            cmd = cmd_rx.recv() => match cmd.inspect(|_| c.served = true) {
                 // The coordinator dropped us (replaced by a newer connection, too slow, shutdown).
                 None => return Ok(()),
                 Some(Command::Reconcile { tables, ports }) => {

@@ -62,6 +62,9 @@ pub struct CertRow {
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
+    /// Only `POST /api/v1/enrol-tokens`, and only for the branches named in the token
+    /// (provisioning automation, least privilege). Lowest: no GET route either.
+    Provisioner,
     /// GET routes only.
     ReadOnly,
     /// Every route.
@@ -81,6 +84,10 @@ pub struct ApiTokenRow {
     /// Unix seconds from which it is refused (401); `None`: never (`--ttl never`, and the
     /// tokens of schema v2, which had no expiry; schema v3).
     pub expires: Option<u64>,
+    /// [`Role::Provisioner`]: the branches it may create enrolment tokens for (empty for the
+    /// other roles; absent in older rows).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<u8>,
 }
 
 impl ApiTokenRow {

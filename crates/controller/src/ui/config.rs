@@ -5,19 +5,28 @@
 //! listen = "127.0.0.1:8080"          # REST API address
 //! token_file = "/etc/mms/ssc.token"  # bearer token (or `token = "..."`, or env SSC_TOKEN)
 //! body_limit_bytes = 1048576         # largest request body
+//! bootstrap_token_ttl_s = 86400      # the config's token expires 24 h after its first use (0 = never)
+//! rest_tls = { cert_file = "rest.pem", key_file = "rest.key" }  # HTTPS (absent: plain HTTP)
 //!
 //! [database]
 //! path = "/var/lib/mms/ssc.redb"     # relative paths are relative to this file's directory
 //!
 //! [openflow]
-//! listen = "0.0.0.0:6653"            # OpenFlow 1.3 over TCP ("" = no TCP listener)
-//! unix = ["/run/mms/ofc.sock"]       # and/or unix sockets (OVS: set-controller br0 unix:PATH)
+//! tls_listen = "0.0.0.0:6654"        # OpenFlow 1.3 over TLS (OVS ssl: targets, branch certificates)
+//! unix = ["/run/mms/ofc.sock"]       # and/or unix sockets, mode 0600 (OVS: set-controller br0 unix:PATH)
+//! listen = ""                        # clear TCP, UNAUTHENTICATED: off by default; "6653" = 127.0.0.1:6653
+//! max_unauthenticated = 256          # pre-auth caps of the TCP listeners, in total ...
+//! max_unauthenticated_per_source = 8 # ... and per source address
+//! handshake_timeout_ms = 5000        # accept → FEATURES_REPLY (TLS included), at most 5000
 //! stats_interval_ms = 5000           # SDC polling period
 //!
 //! [gateways]
 //! tls_listen = "0.0.0.0:6691"        # gateway channel over TLS (enrolment, mutual TLS)
 //! listen = ""                        # clear TCP (register only; "" = none, the default)
 //! unix = ["/run/mms/gw.sock"]
+//! max_unauthenticated = 256          # pre-auth caps of the TCP listeners (as [openflow])
+//! max_unauthenticated_per_source = 8
+//! handshake_timeout_ms = 5000
 //!
 //! [ca]
 //! dir = "/var/lib/mms/ca"            # ca.pem, ca.key (0600); default: `ca` next to the database
@@ -93,7 +102,7 @@ impl CaConfig {
 }
 
 /// `[gateways]`: the listeners of the gateway channel ([`crate::gwchan`]). None by default.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewaysConfig {
     /// TCP listen address, e.g. `0.0.0.0:6690`; default or empty string: no TCP listener.
@@ -104,8 +113,28 @@ pub struct GatewaysConfig {
     /// gateways), e.g. `0.0.0.0:6691`; default or empty string: none. Needs `[ca]`.
     #[serde(with = "opt_addr")]
     pub tls_listen: Option<SocketAddr>,
-    /// Unix socket paths to listen on as well (a stale socket file is replaced).
+    /// Unix socket paths to listen on as well (a stale socket file is replaced; mode 0600).
     pub unix: Vec<PathBuf>,
+    /// Unauthenticated TCP connections at once, all sources together (default 256).
+    pub max_unauthenticated: usize,
+    /// Unauthenticated TCP connections at once from one address (IPv6: one /64; default 8).
+    pub max_unauthenticated_per_source: usize,
+    /// From accept to authenticated, TLS handshake included; at most 5000 (the default).
+    pub handshake_timeout_ms: u64,
+}
+
+impl Default for GatewaysConfig {
+    fn default() -> Self {
+        let (total, per_source, ms) = preauth_defaults();
+        Self {
+            listen: None,
+            tls_listen: None,
+            unix: Vec::new(),
+            max_unauthenticated: total,
+            max_unauthenticated_per_source: per_source,
+            handshake_timeout_ms: ms,
+        }
+    }
 }
 
 impl GatewaysConfig {
@@ -115,24 +144,61 @@ impl GatewaysConfig {
             listen: self.listen,
             tls_listen: self.tls_listen,
             unix: self.unix.clone(),
+            preauth: preauth_limits(
+                self.max_unauthenticated,
+                self.max_unauthenticated_per_source,
+                self.handshake_timeout_ms,
+            ),
         }
     }
+}
+
+/// The pre-auth limits of `[openflow]` or `[gateways]` ([`crate::preauth`]; deadline clamped
+/// to 5 s).
+fn preauth_limits(total: usize, per_source: usize, ms: u64) -> crate::preauth::PreAuthLimits {
+    crate::preauth::PreAuthLimits {
+        total,
+        per_source,
+        deadline: std::time::Duration::from_millis(ms),
+        ..crate::preauth::PreAuthLimits::default()
+    }
+    .clamped()
+}
+
+/// Defaults of the pre-auth keys: (total, per source, deadline ms).
+fn preauth_defaults() -> (usize, usize, u64) {
+    let d = crate::preauth::PreAuthLimits::default();
+    (
+        d.total,
+        d.per_source,
+        u64::try_from(d.deadline.as_millis()).unwrap_or(5000),
+    )
 }
 
 /// `[openflow]`: the OpenFlow 1.3 server that programs the gateways' OVS, and the SDC's polling.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OpenflowConfig {
-    /// TCP listen address, default `0.0.0.0:6653`; empty string: no TCP listener.
-    #[serde(with = "opt_addr")]
+    /// Clear TCP listen address; default or empty string: none. Switches on it are
+    /// **unauthenticated** (they never replace a TLS or unix-socket switch of their branch, their
+    /// statistics are ignored) and `ssc` logs a WARN when it is on. A port alone (`"6653"`)
+    /// binds to loopback (`127.0.0.1`); another address must be written out.
+    #[serde(with = "opt_addr_loopback")]
     pub listen: Option<SocketAddr>,
     /// TLS listen address for OVS `ssl:` controller targets, e.g. `0.0.0.0:6654` (certificate
     /// `ssc.mms` from the CA; the switch must present its branch certificate, the one its
     /// datapath id names); default or empty string: none.
     #[serde(with = "opt_addr")]
     pub tls_listen: Option<SocketAddr>,
-    /// Unix socket paths to listen on as well (a stale socket file is replaced).
+    /// Unix socket paths to listen on as well (a stale socket file is replaced; mode 0600,
+    /// which authenticates the switches on it).
     pub unix: Vec<PathBuf>,
+    /// Unauthenticated TCP connections at once, all sources together (default 256).
+    pub max_unauthenticated: usize,
+    /// Unauthenticated TCP connections at once from one address (IPv6: one /64; default 8).
+    pub max_unauthenticated_per_source: usize,
+    /// From accept to authenticated, TLS handshake included; at most 5000 (the default).
+    pub handshake_timeout_ms: u64,
     /// Silence after which an ECHO_REQUEST goes to a switch.
     pub echo_interval_ms: u64,
     /// Silence after which a switch is dead and its connection closed.
@@ -148,9 +214,12 @@ pub struct OpenflowConfig {
 impl Default for OpenflowConfig {
     fn default() -> Self {
         Self {
-            listen: Some(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 6653))),
+            listen: None,
             tls_listen: None,
             unix: Vec::new(),
+            max_unauthenticated: preauth_defaults().0,
+            max_unauthenticated_per_source: preauth_defaults().1,
+            handshake_timeout_ms: preauth_defaults().2,
             echo_interval_ms: 5_000,
             dead_timeout_ms: 15_000,
             request_timeout_ms: 10_000,
@@ -179,6 +248,11 @@ impl OpenflowConfig {
             request_timeout: ms(self.request_timeout_ms),
             stage_timeout: ms(self.stage_timeout_ms),
             stats_interval: ms(self.stats_interval_ms),
+            preauth: preauth_limits(
+                self.max_unauthenticated,
+                self.max_unauthenticated_per_source,
+                self.handshake_timeout_ms,
+            ),
         }
     }
 }
@@ -205,6 +279,28 @@ mod opt_addr {
     }
 }
 
+/// `listen = "a:p"`, `"p"` (loopback, `127.0.0.1:p`) or `""` (none).
+mod opt_addr_loopback {
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<SocketAddr>, s: S) -> Result<S::Ok, S::Error> {
+        super::opt_addr::serialize(v, s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.is_empty() {
+            return Ok(None);
+        }
+        if let Ok(port) = s.parse::<u16>() {
+            return Ok(Some(SocketAddr::from((Ipv4Addr::LOCALHOST, port))));
+        }
+        s.parse().map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
 /// `[api]`: the REST API.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -219,6 +315,32 @@ pub struct ApiConfig {
     pub token_file: Option<PathBuf>,
     /// Largest request body in bytes.
     pub body_limit_bytes: usize,
+    /// Lifetime of the bootstrap token (`token`, `token_file`, `--token`) in seconds, counted
+    /// from the first `ssc run` that saw it (recorded in the database as the token named
+    /// `bootstrap`; a restart does not re-arm it, a new token does). Default 86400 (24 h);
+    /// `0`: never expires (not recommended).
+    pub bootstrap_token_ttl_s: u64,
+    /// Serve the REST API over HTTPS with this certificate and key (PEM files); absent: plain
+    /// HTTP (keep `listen` on loopback then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rest_tls: Option<RestTlsConfig>,
+}
+
+/// `[api.rest_tls]`: the REST API's TLS certificate (chain) and private key, PEM.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestTlsConfig {
+    /// The certificate, then any intermediates (PEM).
+    pub cert_file: PathBuf,
+    /// The private key (PEM, PKCS#8, SEC1 or PKCS#1).
+    pub key_file: PathBuf,
+}
+
+impl ApiConfig {
+    /// The bootstrap token's lifetime (`None`: never expires).
+    pub fn bootstrap_token_ttl(&self) -> Option<u64> {
+        (self.bootstrap_token_ttl_s > 0).then_some(self.bootstrap_token_ttl_s)
+    }
 }
 
 impl Default for ApiConfig {
@@ -228,6 +350,8 @@ impl Default for ApiConfig {
             token: None,
             token_file: None,
             body_limit_bytes: DEFAULT_BODY_LIMIT_BYTES,
+            bootstrap_token_ttl_s: crate::ui::api::DEFAULT_BOOTSTRAP_TOKEN_TTL_S,
+            rest_tls: None,
         }
     }
 }
@@ -328,6 +452,13 @@ impl Config {
                 *f = dir.join(&*f);
             }
         }
+        if let Some(t) = config.api.rest_tls.as_mut() {
+            for f in [&mut t.cert_file, &mut t.key_file] {
+                if f.is_relative() {
+                    *f = dir.join(&*f);
+                }
+            }
+        }
         Ok(config)
     }
 
@@ -364,9 +495,10 @@ mod tests {
         assert_eq!(c.api.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.database.path, PathBuf::from("ssc.redb"));
         assert_eq!(
-            c.openflow.listen,
-            Some(SocketAddr::from(([0, 0, 0, 0], 6653)))
+            c.openflow.listen, None,
+            "no clear OpenFlow listener by default"
         );
+        assert_eq!(c.openflow.to_ofc().listen, None);
         assert!(c.openflow.unix.is_empty());
         assert_eq!(c.openflow.stats_interval_ms, 5000);
     }
@@ -382,9 +514,64 @@ mod tests {
         assert_eq!(c.openflow.unix, vec![PathBuf::from("/run/x.sock")]);
         let o = c.openflow.to_ofc();
         assert_eq!(o.stats_interval, std::time::Duration::from_secs(1));
+        let c = Config::from_toml("[openflow]\nlisten = \"6653\"", Path::new("t.toml")).unwrap();
+        assert_eq!(
+            c.openflow.listen,
+            Some(SocketAddr::from(([127, 0, 0, 1], 6653))),
+            "a port alone binds to loopback"
+        );
+        let c = Config::from_toml(
+            "[openflow]\nlisten = \"0.0.0.0:6653\"\nhandshake_timeout_ms = 60000",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.openflow.listen,
+            Some(SocketAddr::from(([0, 0, 0, 0], 6653)))
+        );
+        assert_eq!(
+            c.openflow.to_ofc().preauth.deadline,
+            std::time::Duration::from_secs(5),
+            "the pre-auth deadline is at most 5 s"
+        );
         let e =
             Config::from_toml("[openflow]\nlisten = \"nope\"", Path::new("t.toml")).unwrap_err();
         assert!(e.to_string().contains("listen"), "{e}");
+    }
+
+    #[test]
+    fn api_rest_tls_and_bootstrap_ttl() {
+        let c = Config::default();
+        assert_eq!(c.api.bootstrap_token_ttl(), Some(86_400));
+        assert_eq!(c.api.rest_tls, None);
+        let c = Config::from_toml(
+            "[api]\nbootstrap_token_ttl_s = 0\nrest_tls = { cert_file = \"a.pem\", key_file = \"a.key\" }",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.api.bootstrap_token_ttl(), None);
+        assert_eq!(
+            c.api.rest_tls.map(|t| (t.cert_file, t.key_file)),
+            Some((PathBuf::from("a.pem"), PathBuf::from("a.key")))
+        );
+        let e = Config::from_toml(
+            "[api]\nrest_tls = { cert = \"a.pem\" }",
+            Path::new("t.toml"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("cert"), "{e}");
+    }
+
+    #[test]
+    fn the_example_config_has_no_clear_openflow_listener() {
+        let c = Config::from_toml(
+            include_str!("../../../../examples/ssc.toml"),
+            Path::new("examples/ssc.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.openflow.listen, None);
+        assert!(c.openflow.tls_listen.is_some());
+        assert_eq!(c.openflow.handshake_timeout_ms, 5000);
     }
 
     #[test]

@@ -33,7 +33,8 @@ pub(crate) struct RunArgs {
     /// Bearer token of the REST API; overrides `api.token` / `api.token_file`.
     #[arg(long, env = "SSC_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// OpenFlow TCP listen address; overrides `openflow.listen` (port 0 picks a free port).
+    /// OpenFlow clear TCP listen address (UNAUTHENTICATED switches; off by default, logs a
+    /// WARN); overrides `openflow.listen` (port 0 picks a free port).
     #[arg(long, env = "SSC_OPENFLOW_LISTEN")]
     openflow_listen: Option<SocketAddr>,
     /// OpenFlow over TLS for OVS `ssl:` targets (`ovs-vsctl set-ssl` with the gateway's
@@ -83,6 +84,32 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let db = config.database.path.clone();
     let store = Store::open(&db).with_context(|| format!("open database {}", db.display()))?;
     let store = Arc::new(store);
+    // The bootstrap token expires (docs/ssc.md §2): recorded at its first use, not re-armed.
+    let ttl = config.api.bootstrap_token_ttl();
+    let token_expires = controller::ui::api::arm_bootstrap_token(
+        &store,
+        &token,
+        ttl,
+        controller::authority::unix_now(),
+    )
+    .context("record the bootstrap token")?;
+    match token_expires {
+        None => tracing::warn!(
+            "the bootstrap API token never expires (api.bootstrap_token_ttl_s = 0): prefer named tokens (ssc token add)"
+        ),
+        Some(e) if e <= controller::authority::unix_now() => tracing::warn!(
+            expired_at = e,
+            "the bootstrap API token has expired: use a token from `ssc token add`, or put a new one in the config"
+        ),
+        Some(e) => tracing::info!(expires = e, "bootstrap API token valid until (unix s)"),
+    }
+    let rest_tls = match &config.api.rest_tls {
+        Some(t) => Some(
+            controller::ui::rest_tls_config(&t.cert_file, &t.key_file)
+                .map_err(anyhow::Error::msg)?,
+        ),
+        None => None,
+    };
     let ca_dir = config.ca.dir_for(&db);
     let authority =
         controller::authority::Authority::open(&ca_dir, Arc::clone(&store), config.ca.validity())
@@ -124,6 +151,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("bind REST API to {listen}"))?;
         let addr = listener.local_addr().context("REST API address")?;
+        let scheme = if rest_tls.is_some() { "https" } else { "http" };
+        if rest_tls.is_none() && !addr.ip().is_loopback() {
+            tracing::warn!(%addr, "REST API over plain HTTP on a non-loopback address: set api.rest_tls or keep api.listen on 127.0.0.1");
+        }
         let unix = of.unix.clone();
         let ofc = controller::ofc::Ofc::bind(of)
             .await
@@ -152,13 +183,13 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             tracing::warn!(tcp = %gw_addr, "gateway channel on clear TCP: gateways register unauthenticated there (prefer --gateway-tls-listen)");
         }
         tracing::info!(tcp = %gw_addr, tls = %gw_tls, unix = ?gw.unix, "gateway channel listening");
-        tracing::info!(%addr, db = %db.display(), "REST API listening");
-        tracing::info!(tcp = %of_addr, unix = ?unix, "OpenFlow server listening (datapath id = branch id)");
+        tracing::info!(%addr, %scheme, db = %db.display(), "REST API listening");
+        tracing::info!(tls = %of_tls, unix = ?unix, clear_tcp = %of_addr, "OpenFlow server listening (datapath id = branch id)");
         // Machine-readable lines on stdout for scripts and tests (`--listen 127.0.0.1:0`), in
         // one write: a reader that stops after the first line must not make a later write fail.
         // Nobody reading stdout is no reason to stop serving, so a failed write is only logged.
         let lines = format!(
-            "ssc: REST API listening on http://{addr}\nssc: OpenFlow listening on tcp:{of_addr}\nssc: gateways listening on tcp:{gw_addr}\nssc: gateways listening on tls:{gw_tls}\nssc: OpenFlow listening on ssl:{of_tls}\n"
+            "ssc: REST API listening on {scheme}://{addr}\nssc: OpenFlow listening on tcp:{of_addr}\nssc: gateways listening on tcp:{gw_addr}\nssc: gateways listening on tls:{gw_tls}\nssc: OpenFlow listening on ssl:{of_tls}\n"
         );
         let mut out = std::io::stdout().lock();
         if let Err(e) = out.write_all(lines.as_bytes()).and_then(|()| out.flush()) {
@@ -200,20 +231,22 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             },
         ));
         let state = controller::ui::api::AppState::new(Arc::clone(&store), &token)
+            .with_token_expiry(token_expires)
             .with_sdc(sdc)
             .with_wrr(wrr)
             .with_gateways(registry)
             .with_adaptive(adaptive);
-        let api = controller::ui::serve_state(
-            listener,
-            state,
-            config.api.body_limit_bytes,
-            async move {
-                shutdown_signal().await;
-                let _ = stop_tx.send(true);
-            },
-        )
-        .await
+        let shutdown = async move {
+            shutdown_signal().await;
+            let _ = stop_tx.send(true);
+        };
+        let limit = config.api.body_limit_bytes;
+        let api = match rest_tls {
+            Some(tls) => {
+                controller::ui::serve_state_tls(listener, tls, state, limit, shutdown).await
+            }
+            None => controller::ui::serve_state(listener, state, limit, shutdown).await,
+        }
         .context("REST API");
         let _ = ofc_task.await;
         let _ = gwc_task.await;
@@ -350,9 +383,19 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
     config
         .token(args.token.as_deref())
         .with_context(|| format!("config {}", path.display()))?;
+    if let Some(t) = &config.api.rest_tls {
+        controller::ui::rest_tls_config(&t.cert_file, &t.key_file)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("config {}", path.display()))?;
+    }
     println!(
-        "config {}: ok (API on {})",
+        "config {}: ok (API on {}{})",
         path.display(),
+        if config.api.rest_tls.is_some() {
+            "https://"
+        } else {
+            "http://"
+        },
         config.api.listen
     );
     if args.config_only {

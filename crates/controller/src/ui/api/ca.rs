@@ -74,11 +74,25 @@ pub(super) async fn ca_blocking<T: Send + 'static>(
 
 pub(super) async fn new_enrol_token(
     State(state): State<AppState>,
+    caller: Option<axum::Extension<super::common::Caller>>,
     body: Result<Json<NewEnrolToken>, JsonRejection>,
 ) -> Result<(StatusCode, Json<crate::authority::NewToken>), ApiError> {
     let Json(req) = body.map_err(ApiError::from)?;
     let b = BranchId::new(req.branch)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    // A provisioner token enrols only the branches named in it.
+    if let Some(axum::Extension(c)) = caller {
+        if c.role == crate::store::creds::Role::Provisioner && !c.branches.contains(&b.get()) {
+            tracing::warn!(branch = b.get(), allowed = ?c.branches, "enrolment token refused: the provisioner token does not name this branch");
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "this provisioner token may create enrolment tokens for branches {:?} only, not {b}",
+                    c.branches
+                ),
+            ));
+        }
+    }
     let known = snapshot(&state).inventory().branch(b).is_some();
     if !known {
         return Err(ApiError::new(

@@ -24,6 +24,8 @@ use crate::wrr::Wrr;
 pub struct AppState {
     pub(super) store: Arc<Store>,
     pub(super) token: Arc<str>,
+    /// Unix seconds from which `token` (the config's bootstrap token) is refused.
+    pub(super) token_expires: Option<u64>,
     pub(super) sdc: Option<Arc<std::sync::Mutex<Sdc>>>,
     pub(super) wrr: Arc<std::sync::Mutex<Wrr>>,
     pub(super) gateways: Option<Arc<crate::gwchan::Registry>>,
@@ -37,11 +39,19 @@ impl AppState {
         Self {
             store,
             token: Arc::from(token),
+            token_expires: None,
             sdc: None,
             wrr: Arc::new(std::sync::Mutex::new(Wrr::default())),
             gateways: None,
             adaptive: None,
         }
+    }
+
+    /// Refuses the bootstrap token (the one given to [`Self::new`]) from `expires` (Unix s) on;
+    /// `ssc run` passes what [`super::tokens::arm_bootstrap_token`] recorded.
+    pub fn with_token_expiry(mut self, expires: Option<u64>) -> Self {
+        self.token_expires = expires;
+        self
     }
 
     /// Serves the state of the adaptive path groups `ssc` runs ([`crate::adaptive`]); without
@@ -73,6 +83,15 @@ impl AppState {
         self.wrr = wrr;
         self
     }
+}
+
+/// Who called (the middleware puts it into the request's extensions for the handlers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// The token's role.
+    pub role: crate::store::creds::Role,
+    /// [`crate::store::creds::Role::Provisioner`]: the branches it may enrol.
+    pub branches: Vec<u8>,
 }
 
 /// An error answer: a status and `{"error": "..."}`.

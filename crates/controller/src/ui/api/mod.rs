@@ -38,14 +38,14 @@ pub use super::routes::{Op, Route, API_PREFIX, ROUTES};
 pub use branches::{FlowView, FlowsView};
 pub use ca::{CertificateList, NewEnrolToken, RevokeRequest, Revoked};
 use common::blocking;
-pub use common::{ApiError, ApiJson, AppState, Health};
+pub use common::{ApiError, ApiJson, AppState, Caller, Health};
 pub use groups::{GroupView, MemberView, SetGroup, StructuredMember, StructuredTransit};
 pub use inventory::{Import, Summary};
 pub use schemas::{derived_schemas, openapi_document};
 pub use telemetry::{AdaptiveList, WeightList};
 pub use tokens::{
-    ApiToken, ApiTokenInfo, ApiTokenList, NewApiToken, DEFAULT_API_TOKEN_TTL_S,
-    MAX_API_TOKEN_TTL_S, MAX_TOKEN_NAME,
+    arm_bootstrap_token, ApiToken, ApiTokenInfo, ApiTokenList, NewApiToken, BOOTSTRAP_TOKEN_NAME,
+    DEFAULT_API_TOKEN_TTL_S, DEFAULT_BOOTSTRAP_TOKEN_TTL_S, MAX_API_TOKEN_TTL_S, MAX_TOKEN_NAME,
 };
 
 fn method_filter(m: &Method) -> MethodFilter {
@@ -133,25 +133,47 @@ pub fn needed_role(method: &Method) -> Role {
     }
 }
 
-/// The role of a presented token: the config's token is admin (bootstrap, never expires);
-/// others are looked up by their SHA-256 in the database (`ssc token add`). `Ok(Err(why))`:
-/// unknown or expired (both 401).
-fn role_of(state: &AppState, token: &str) -> Result<Result<Role, &'static str>, StoreError> {
+/// The caller of a presented token: the config's token is admin (bootstrap, until its expiry,
+/// [`tokens::arm_bootstrap_token`]); others are looked up by their SHA-256 in the database (`ssc
+/// token add`). `Ok(Err(why))`: unknown or expired (both 401).
+fn caller_of(state: &AppState, token: &str) -> Result<Result<Caller, &'static str>, StoreError> {
+    let now = crate::authority::unix_now();
     if token_matches(token, &state.token) {
-        return Ok(Ok(Role::Admin));
+        if state.token_expires.is_some_and(|e| now >= e) {
+            return Ok(Err("expired bootstrap token (api.bootstrap_token_ttl_s): use a token from `ssc token add`, or rotate the config's token"));
+        }
+        return Ok(Ok(Caller {
+            role: Role::Admin,
+            branches: Vec::new(),
+        }));
     }
     Ok(
         match state.store.api_token(&pki::enrol::token_hash(token))? {
             None => Err("wrong bearer token"),
-            Some(r) if r.expired(crate::authority::unix_now()) => {
+            Some(r) if r.expired(now) => {
                 Err("expired bearer token (ssc token add makes a new one)")
             }
-            Some(r) => Ok(r.role),
+            Some(r) => Ok(Caller {
+                role: r.role,
+                branches: r.branches,
+            }),
         },
     )
 }
 
-async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// Whether `caller` may call `method path`: admin everything, read-only the GET routes, a
+/// provisioner only `POST /api/v1/enrol-tokens` (its branches are checked by the handler).
+fn allowed(caller: &Caller, method: &Method, path: &str) -> bool {
+    match caller.role {
+        Role::Provisioner => *method == Method::POST && path == ENROL_TOKENS_PATH,
+        role => role >= needed_role(method),
+    }
+}
+
+/// The one route a provisioner token may call.
+const ENROL_TOKENS_PATH: &str = "/api/v1/enrol-tokens";
+
+async fn require_token(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -164,27 +186,31 @@ async fn require_token(State(state): State<AppState>, req: Request, next: Next) 
         )
         .into_response();
     };
-    let role = match role_of(&state, token.trim()) {
-        Ok(Ok(r)) => r,
+    let caller = match caller_of(&state, token.trim()) {
+        Ok(Ok(c)) => c,
         Ok(Err(why)) => {
             tracing::debug!(path = %req.uri().path(), why, "bearer token refused");
             return ApiError::new(StatusCode::UNAUTHORIZED, why).into_response();
         }
         Err(e) => return ApiError::from(e).into_response(),
     };
-    let needed = needed_role(req.method());
-    if role < needed {
-        tracing::debug!(method = %req.method(), path = %req.uri().path(), "forbidden for a read-only token");
+    if !allowed(&caller, req.method(), req.uri().path()) {
+        tracing::debug!(method = %req.method(), path = %req.uri().path(), role = ?caller.role, "forbidden for this token's role");
+        let what = match caller.role {
+            Role::Provisioner => "this one is a provisioner token (POST /api/v1/enrol-tokens only)",
+            _ => "this one is read-only",
+        };
         return ApiError::new(
             StatusCode::FORBIDDEN,
             format!(
-                "{} {} needs an admin token; this one is read-only",
+                "{} {} needs an admin token; {what}",
                 req.method(),
                 req.uri().path()
             ),
         )
         .into_response();
     }
+    req.extensions_mut().insert(caller);
     next.run(req).await
 }
 
@@ -219,6 +245,33 @@ async fn openapi() -> Json<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_each_role_may_call() {
+        let c = |role, branches: &[u8]| Caller {
+            role,
+            branches: branches.to_vec(),
+        };
+        let p = c(Role::Provisioner, &[1]);
+        assert!(allowed(&p, &Method::POST, "/api/v1/enrol-tokens"));
+        assert!(!allowed(&p, &Method::GET, "/api/v1/inventory"));
+        assert!(!allowed(&p, &Method::POST, "/api/v1/tokens"));
+        assert!(!allowed(&p, &Method::POST, "/api/v1/revoke"));
+        let r = c(Role::ReadOnly, &[]);
+        assert!(allowed(&r, &Method::GET, "/api/v1/inventory"));
+        assert!(!allowed(&r, &Method::POST, "/api/v1/enrol-tokens"));
+        let a = c(Role::Admin, &[]);
+        assert!(allowed(&a, &Method::POST, "/api/v1/enrol-tokens"));
+        assert!(allowed(&a, &Method::DELETE, "/api/v1/tokens/x"));
+        assert_eq!(
+            ROUTES
+                .iter()
+                .filter(|r| r.path == ENROL_TOKENS_PATH && r.method == Method::POST)
+                .count(),
+            1,
+            "the provisioner's route exists"
+        );
+    }
 
     #[test]
     fn token_compare() {

@@ -1,5 +1,6 @@
-//! UI (seed 000 §IV): REST API tokens with roles (read-only, admin); only their SHA-256 is
-//! stored.
+//! UI (seed 000 §IV): REST API tokens with roles (provisioner, read-only, admin); only their
+//! SHA-256 is stored. The config's bootstrap token is stored too, as the token named
+//! [`BOOTSTRAP_TOKEN_NAME`], with its expiry ([`arm_bootstrap_token`]).
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -15,8 +16,12 @@ use crate::store::creds::Role;
 pub struct NewApiToken {
     /// A unique name, 1..=64 characters of `[A-Za-z0-9._-]`.
     pub name: String,
-    /// `read-only` or `admin`.
+    /// `provisioner`, `read-only` or `admin`.
     pub role: Role,
+    /// `provisioner` only (and required there): the branches (1..=15) it may create enrolment
+    /// tokens for.
+    #[serde(default)]
+    pub branches: Vec<u8>,
     /// Lifetime in seconds, 1..=[`MAX_API_TOKEN_TTL_S`]; absent: [`DEFAULT_API_TOKEN_TTL_S`]
     /// (30 days). Not together with `never_expires`.
     #[serde(default)]
@@ -46,6 +51,9 @@ pub struct ApiTokenInfo {
     pub expires: Option<u64>,
     /// Refused now (401) because it expired; kept until removed.
     pub expired: bool,
+    /// `provisioner`: the branches it may create enrolment tokens for (empty for other roles).
+    #[serde(default)]
+    pub branches: Vec<u8>,
 }
 
 /// The answer of `POST /api/v1/tokens`: the token, shown once.
@@ -59,6 +67,9 @@ pub struct ApiToken {
     pub token: String,
     /// Unix seconds from which it is refused; `null`: never.
     pub expires: Option<u64>,
+    /// `provisioner`: the branches it may create enrolment tokens for (empty for other roles).
+    #[serde(default)]
+    pub branches: Vec<u8>,
 }
 
 impl std::fmt::Debug for ApiToken {
@@ -81,6 +92,42 @@ pub struct ApiTokenList {
 /// Longest token name.
 pub const MAX_TOKEN_NAME: usize = 64;
 
+/// The name under which the config's bootstrap token is stored (reserved: `POST /api/v1/tokens`
+/// refuses it).
+pub const BOOTSTRAP_TOKEN_NAME: &str = "bootstrap";
+
+/// Default lifetime of the config's bootstrap admin token (`api.bootstrap_token_ttl_s`): 24 h
+/// from the first `ssc run` that saw it. Enough to create named tokens (`ssc token add`), short
+/// enough that a token left in a config file or a shell history stops working by itself.
+pub const DEFAULT_BOOTSTRAP_TOKEN_TTL_S: u64 = 24 * 3600;
+
+/// Records the config's bootstrap admin `token` in the store the first time `ssc run` sees it
+/// (as [`BOOTSTRAP_TOKEN_NAME`], admin, expiring `ttl_s` after `now`; `None`: never) and
+/// returns its expiry. A restart keeps the first expiry (it is not re-armed); a new token in the
+/// config (rotation) replaces the row and gets a fresh lifetime.
+pub fn arm_bootstrap_token(
+    store: &crate::store::Store,
+    token: &str,
+    ttl_s: Option<u64>,
+    now: u64,
+) -> Result<Option<u64>, crate::store::StoreError> {
+    let hash = pki::enrol::token_hash(token);
+    if let Some(row) = store.api_token(&hash)? {
+        return Ok(row.expires);
+    }
+    store.remove_api_token(BOOTSTRAP_TOKEN_NAME)?;
+    let expires = ttl_s.map(|t| now.saturating_add(t));
+    let row = crate::store::creds::ApiTokenRow {
+        name: BOOTSTRAP_TOKEN_NAME.to_owned(),
+        role: Role::Admin,
+        created: now,
+        expires,
+        branches: Vec::new(),
+    };
+    store.add_api_token(&hash, &row)?;
+    Ok(expires)
+}
+
 pub(super) async fn add_token(
     State(state): State<AppState>,
     body: Result<Json<NewApiToken>, JsonRejection>,
@@ -97,6 +144,37 @@ pub(super) async fn add_token(
             "name: {:?} must be 1..={MAX_TOKEN_NAME} characters of A-Z a-z 0-9 . _ -",
             req.name
         )));
+    }
+    if req.name == BOOTSTRAP_TOKEN_NAME {
+        return Err(ApiError::invalid(format!(
+            "name: {BOOTSTRAP_TOKEN_NAME:?} is reserved for the config's bootstrap token"
+        )));
+    }
+    let mut branches = req.branches.clone();
+    branches.sort_unstable();
+    branches.dedup();
+    match req.role {
+        Role::Provisioner => {
+            if branches.is_empty() {
+                return Err(ApiError::invalid(
+                    "branches: a provisioner token names the branches it may enrol (1..=15)",
+                ));
+            }
+            if let Some(b) = branches
+                .iter()
+                .find(|b| crate::inventory::BranchId::new(**b).is_err())
+            {
+                return Err(ApiError::invalid(format!(
+                    "branches: {b} is not a branch id 1..=15"
+                )));
+            }
+        }
+        _ if !branches.is_empty() => {
+            return Err(ApiError::invalid(
+                "branches: only a provisioner token names branches",
+            ))
+        }
+        _ => {}
     }
     let ttl = match (req.ttl_s, req.never_expires) {
         (Some(_), true) => {
@@ -122,6 +200,7 @@ pub(super) async fn add_token(
         role: req.role,
         created: now,
         expires,
+        branches: branches.clone(),
     };
     let hash = pki::enrol::token_hash(&token);
     let added = blocking(&state, move |s| s.add_api_token(&hash, &row)).await?;
@@ -131,7 +210,7 @@ pub(super) async fn add_token(
             format!("a token named {:?} exists already", req.name),
         ));
     }
-    tracing::info!(name = %req.name, role = ?req.role, ?expires, "API token added");
+    tracing::info!(name = %req.name, role = ?req.role, ?expires, ?branches, "API token added");
     Ok((
         StatusCode::CREATED,
         Json(ApiToken {
@@ -139,6 +218,7 @@ pub(super) async fn add_token(
             role: req.role,
             token,
             expires,
+            branches,
         }),
     ))
 }
@@ -156,6 +236,7 @@ pub(super) async fn list_tokens(
             role: r.role,
             created: r.created,
             expires: r.expires,
+            branches: r.branches,
         })
         .collect();
     Ok(Json(ApiTokenList { tokens }))

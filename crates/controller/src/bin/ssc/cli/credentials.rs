@@ -12,6 +12,8 @@ use crate::server::ConfigArg;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum TokenRole {
+    /// `POST /api/v1/enrol-tokens` only, for the branches given with `--branches`.
+    Provisioner,
     /// GET routes only.
     ReadOnly,
     /// Every route.
@@ -55,6 +57,9 @@ pub(crate) enum TokenCommand {
         /// 401.
         #[arg(long, default_value = "30d", value_parser = token_ttl)]
         ttl: TokenTtl,
+        /// `provisioner` only: the branches it may create enrolment tokens for (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        branches: Vec<u8>,
     },
     /// Names, roles and expiry of the stored tokens (expired ones are marked).
     List(ClientArgs),
@@ -106,6 +111,7 @@ pub(crate) struct RevokeArgs {
 impl From<TokenRole> for Role {
     fn from(r: TokenRole) -> Self {
         match r {
+            TokenRole::Provisioner => Role::Provisioner,
             TokenRole::ReadOnly => Role::ReadOnly,
             TokenRole::Admin => Role::Admin,
         }
@@ -115,6 +121,7 @@ impl From<TokenRole> for Role {
 /// A token role as the CLI spells it.
 fn role_name(r: Role) -> &'static str {
     match r {
+        Role::Provisioner => "provisioner",
         Role::ReadOnly => "read-only",
         Role::Admin => "admin",
     }
@@ -185,6 +192,7 @@ pub(crate) fn token(command: TokenCommand) -> anyhow::Result<()> {
             name,
             role,
             ttl,
+            branches,
         } => {
             let role = Role::from(role);
             let body = match ttl {
@@ -193,12 +201,14 @@ pub(crate) fn token(command: TokenCommand) -> anyhow::Result<()> {
                     role,
                     ttl_s: None,
                     never_expires: true,
+                    branches,
                 },
                 TokenTtl::For(d) => NewApiToken {
                     name: name.clone(),
                     role,
                     ttl_s: Some(d.as_secs()),
                     never_expires: false,
+                    branches,
                 },
             };
             let v = send(&client, "POST", "/api/v1/tokens", &body)?;
