@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::AqmConfig;
+use super::aqm::AqmConfig;
 
 /// What CoDel decided for one dequeued packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

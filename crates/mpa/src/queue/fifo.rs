@@ -4,8 +4,8 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use super::aqm::{AqmConfig, ClassStats, Dequeued, DropReason, MAX_QUEUE_BYTES, MAX_QUEUE_PACKETS};
 use super::codel::{Codel, Verdict};
-use super::{AqmConfig, ClassStats, Dequeued, DropReason, MAX_QUEUE_BYTES, MAX_QUEUE_PACKETS};
 use crate::Class;
 
 struct Item<T> {

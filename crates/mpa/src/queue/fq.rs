@@ -40,10 +40,9 @@
 
 use std::time::Instant;
 
+use super::aqm::{AqmConfig, ClassStats, Dequeued, DropReason, MAX_QUEUE_BYTES, MAX_QUEUE_PACKETS};
 use super::codel::{Codel, Verdict};
-use super::{
-    AqmConfig, ClassStats, Dequeued, DropReason, FlowHash, MAX_QUEUE_BYTES, MAX_QUEUE_PACKETS,
-};
+use super::flow_hash::FlowHash;
 use crate::Class;
 
 /// Flow buckets per class. fq_codel's default: with [`SET_WAYS`]-way sets, 200 concurrent flows of a
