@@ -123,9 +123,41 @@ struct RunArgs {
     /// holding up fast ones (docs/mmsg.md, "Write size").
     #[arg(long, env = "MMSG_WRITE_CHUNK", default_value = "1ms")]
     write_chunk: humantime::Duration,
+    /// Most bytes the writer of a connection takes out of its queue per batch (`mmsg` writes
+    /// a batch whole before it looks at the queue again).
+    #[arg(long, env = "MMSG_MAX_BATCH", default_value_t = 256 * 1024)]
+    max_batch: usize,
+    /// Congestion control of the tunnel sockets' subflows (TCP_CONGESTION); `default`: the
+    /// namespace's `net.ipv4.tcp_congestion_control`.
+    #[arg(long, env = "MMSG_CONGESTION", value_enum, default_value = "default")]
+    congestion: Congestion,
     /// Skip the host set-up (sysctls, policy rules); the TUN device and its routes are still set.
     #[arg(long, env = "MMSG_NO_SETUP")]
     no_setup: bool,
+}
+
+/// `--congestion`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Congestion {
+    /// The namespace's default.
+    Default,
+    /// CUBIC (loss-based).
+    Cubic,
+    /// BBR (model-based: paces at the measured bottleneck rate).
+    Bbr,
+    /// Reno.
+    Reno,
+}
+
+impl Congestion {
+    fn name(self) -> Option<&'static str> {
+        match self {
+            Congestion::Default => None,
+            Congestion::Cubic => Some("cubic"),
+            Congestion::Bbr => Some("bbr"),
+            Congestion::Reno => Some("reno"),
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -174,6 +206,8 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     notsent_lowat: a.notsent_lowat,
                     buffer: a.socket_buffer,
                     write_chunk: a.write_chunk.into(),
+                    max_batch: a.max_batch,
+                    congestion: a.congestion.name(),
                 },
                 control: a.control.control,
                 no_setup: a.no_setup,

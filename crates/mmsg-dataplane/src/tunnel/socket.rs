@@ -28,6 +28,11 @@ pub(super) fn mptcp_socket(opts: &SocketOpts) -> io::Result<Socket> {
             debug!(error = %e, "socket buffer size not applied");
         }
     }
+    if let Some(cc) = opts.congestion {
+        if let Err(e) = sys::set_congestion(&s, cc) {
+            warn!(error = %e, congestion = cc, "TCP_CONGESTION not applied to a tunnel socket");
+        }
+    }
     if opts.mss != 0 {
         if let Err(e) = sys::set_maxseg(&s, opts.mss) {
             debug!(error = %e, "TCP_MAXSEG not supported on MPTCP sockets");
