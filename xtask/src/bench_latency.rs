@@ -139,8 +139,10 @@ pub struct Variant {
     pub shape_percent: Option<u8>,
 }
 
-/// The defaults before issue #16, as flags.
-pub const OLD_FLAGS: &str = "--socket-buffer 4194304 --notsent-lowat 131072";
+/// The socket defaults of `mmsg run` before issue #16, as flags (fixed 4 MiB buffers, 128 KiB
+/// `TCP_NOTSENT_LOWAT`, 256 KiB batches, no send budget).
+pub const OLD_FLAGS: &str =
+    "--socket-buffer 4194304 --notsent-lowat 131072 --max-batch 262144 --send-budget 0";
 
 impl Variant {
     /// `NAME` (one of the named sets: `default` = the binary's defaults, `old` = [`OLD_FLAGS`],

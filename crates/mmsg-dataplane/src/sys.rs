@@ -224,6 +224,16 @@ pub fn set_notsent_lowat(fd: impl AsFd, bytes: u32) -> io::Result<()> {
     )
 }
 
+/// `SO_SNDBUF` (the kernel doubles `bytes`; it also locks the size against autotuning).
+pub fn set_sndbuf(fd: impl AsFd, bytes: u32) -> io::Result<()> {
+    setsockopt_int(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_SNDBUF,
+        i32::try_from(bytes).unwrap_or(i32::MAX),
+    )
+}
+
 /// `TCP_CONGESTION`: the congestion control of a socket by name (e.g. `bbr`). On an MPTCP socket
 /// the kernel (>= 5.16) applies it to every subflow, also to those created later.
 pub fn set_congestion(fd: impl AsFd, name: &str) -> io::Result<()> {

@@ -38,6 +38,9 @@ pub struct SocketOpts {
     /// TCP_CONGESTION of the tunnel sockets (the kernel applies it to every subflow); `None`:
     /// the namespace's default (`net.ipv4.tcp_congestion_control`).
     pub congestion: Option<&'static str>,
+    /// Adaptive SO_SNDBUF: this many times the subflows' windows (Σ cwnd × mss), set once per
+    /// subflow sample (`socket::send_budget`); 0: off (the fixed `buffer` stays).
+    pub send_budget: f64,
 }
 
 /// How subflows are managed.
