@@ -33,14 +33,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
-use serde::Serialize;
 
 use crate::mmsg::{self, Profile};
 use crate::{bench_tunnel, deps, iperf, sh, testbed, topology};
 
 pub mod probe;
 mod report;
-pub use report::{jain, print_table, Dist, Fairness, LoadResult, Probe, Report, VariantResult};
+pub use report::{
+    jain, print_table, Dist, Fairness, LoadResult, Probe, QueueSample, Report, VariantResult,
+};
 
 /// Port of the TCP request/response probe (h2).
 const PORT_RR: u16 = 5451;
@@ -211,25 +212,6 @@ pub fn topology_text(rates: &[f64; 4], delay_ms: f64) -> String {
         port(rates[2]),
         port(rates[3])
     )
-}
-
-/// What the sending gateway (gw1) held at one moment of a load.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct QueueSample {
-    /// Established TCP subflows.
-    pub subflows: usize,
-    /// Σ Send-Q of the subflows (unacknowledged + unsent), bytes.
-    pub subflow_send_q: u64,
-    /// Σ `notsent` of the subflows, bytes.
-    pub subflow_notsent: u64,
-    /// Σ `unacked` × `mss` of the subflows (in flight), bytes.
-    pub subflow_in_flight: u64,
-    /// Largest smoothed RTT of a subflow, ms (path RTT + the WAN queue it sees).
-    pub subflow_max_srtt_ms: f64,
-    /// Σ Send-Q of the MPTCP sockets (`ss -M`), bytes.
-    pub mptcp_send_q: u64,
-    /// Packets the WAN emulator dropped (queue full) during the load.
-    pub wan_queue_drops: u64,
 }
 
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {

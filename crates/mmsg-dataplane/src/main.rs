@@ -114,7 +114,7 @@ struct RunArgs {
     /// TCP_NOTSENT_LOWAT of the tunnel sockets in bytes (0: not set). It only delays the
     /// writable wake-up (a write is accepted while the send buffer has room): the bound on what
     /// a socket holds is --send-budget (docs/mmsg.md "Latency under load").
-    #[arg(long, env = "MMSG_NOTSENT_LOWAT", default_value_t = 16 * 1024)]
+    #[arg(long, env = "MMSG_NOTSENT_LOWAT", default_value_t = 128 * 1024)]
     notsent_lowat: u32,
     /// SO_SNDBUF/SO_RCVBUF of the tunnel sockets in bytes (0: kernel autotuning). A fixed size
     /// gives a new connection its full window at once instead of after seconds of autotuning;
@@ -128,7 +128,7 @@ struct RunArgs {
     write_chunk: humantime::Duration,
     /// Most bytes the writer of a connection takes out of its queue per batch (`mmsg` writes
     /// a batch whole before it looks at the queue again).
-    #[arg(long, env = "MMSG_MAX_BATCH", default_value_t = 32 * 1024)]
+    #[arg(long, env = "MMSG_MAX_BATCH", default_value_t = 256 * 1024)]
     max_batch: usize,
     /// Congestion control of the tunnel sockets' subflows (TCP_CONGESTION); `default`: the
     /// namespace's `net.ipv4.tcp_congestion_control`.

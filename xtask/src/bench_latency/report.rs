@@ -91,10 +91,29 @@ pub struct LoadResult {
     /// Goodput of the load (received), Mbit/s; `None` for `idle`.
     pub bulk_mbps: Option<f64>,
     /// What the sending side held during the load (sampled once mid-way), see
-    /// [`super::QueueSample`].
-    pub queues: Option<super::QueueSample>,
+    /// [`QueueSample`].
+    pub queues: Option<QueueSample>,
     /// Counters of `mmsg` on gw1 that grew during the load (drops, marks).
     pub mmsg_counters: BTreeMap<String, u64>,
+}
+
+/// What the sending gateway (gw1) held at one moment of a load.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct QueueSample {
+    /// Established TCP subflows.
+    pub subflows: usize,
+    /// Σ Send-Q of the subflows (unacknowledged + unsent), bytes.
+    pub subflow_send_q: u64,
+    /// Σ `notsent` of the subflows, bytes.
+    pub subflow_notsent: u64,
+    /// Σ `unacked` × `mss` of the subflows (in flight), bytes.
+    pub subflow_in_flight: u64,
+    /// Largest smoothed RTT of a subflow, ms (path RTT + the WAN queue it sees).
+    pub subflow_max_srtt_ms: f64,
+    /// Σ Send-Q of the MPTCP sockets (`ss -M`), bytes.
+    pub mptcp_send_q: u64,
+    /// Packets the WAN emulator dropped (queue full) during the load.
+    pub wan_queue_drops: u64,
 }
 
 /// 200 TCP flows through one path group.
