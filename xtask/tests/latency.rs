@@ -89,15 +89,18 @@ fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
         mbps(old, "bulk4"),
         t0.elapsed().as_secs_f64()
     );
-    // Idle: the tunnel adds little to the path.
-    assert!(
-        p99(new, "idle") < path + 10.0,
-        "idle p99 {}",
-        p99(new, "idle")
+    // Idle: the tunnel adds little to the path (the p99 of ~100 pings moves with the load other
+    // jobs put on the machine: 23-76 ms measured with a 20.6 ms path).
+    let idle = &new["loaded_rtt_ms"]["idle"];
+    let (idle_med, idle_p99) = (
+        idle["median"].as_f64().unwrap(),
+        idle["p99"].as_f64().unwrap(),
     );
+    assert!(idle_med < path + 5.0, "idle median {idle_med:.1} ms");
+    assert!(idle_p99 < path + 60.0, "idle p99 {idle_p99:.1} ms");
     // UDP at twice the capacity fills whatever the socket accepts: the old 4 MiB buffers held
-    // ~2.5 s (p99 2,452-2,548 ms in every run, docs/results.md "Latency under load"), the send
-    // budget ~0.45 s.
+    // ~2.5 s (p99 2,452-2,717 ms in every run, docs/results.md "Latency under load"), the send
+    // budget (K = 3) 0.67 s.
     assert!(
         udp_new < UDP2X_P99_BOUND_MS,
         "ping p99 with UDP at 2x {udp_new:.1} ms >= {UDP2X_P99_BOUND_MS} ms"
@@ -127,7 +130,8 @@ fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
     assert!(loss < SPARSE_LOSS_BOUND_PCT, "voice loss {loss:.2} %");
 }
 
-/// Ping p99 with UDP offered at twice the capacity, ms (old defaults ~2,500, new ~450).
+/// Ping p99 with UDP offered at twice the capacity, ms (old defaults ~2,500, K = 1.5 ~450-550,
+/// K = 3 (the default) 667).
 const UDP2X_P99_BOUND_MS: f64 = 1000.0;
 /// Ping p99 with 4 bulk flows, ms (old defaults 434-618 between runs, new 211-402 on a loaded
 /// machine): a coarse bound against a standing queue of seconds coming back; the UDP case above

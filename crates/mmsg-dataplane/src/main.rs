@@ -138,7 +138,7 @@ struct RunArgs {
     /// its subflows' congestion windows (Σ cwnd × mss: the measured path rate × RTT), so that
     /// a full path holds the queue in the gateway (CoDel) instead of the socket; 0: off (the
     /// fixed --socket-buffer stays).
-    #[arg(long, env = "MMSG_SEND_BUDGET", default_value_t = 1.5)]
+    #[arg(long, env = "MMSG_SEND_BUDGET", default_value_t = 3.0)]
     send_budget: f64,
     /// Skip the host set-up (sysctls, policy rules); the TUN device and its routes are still set.
     #[arg(long, env = "MMSG_NO_SETUP")]
