@@ -9,7 +9,8 @@ use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
 use xtask::{
-    baseline, bench, bench_tunnel, congestion, demo, demo_paper, deps, experiment, table1, wanem,
+    baseline, bench, bench_latency, bench_tunnel, congestion, demo, demo_paper, deps, experiment,
+    table1, wanem,
 };
 
 /// MMS developer tasks: testbed, demo, tests.
@@ -152,6 +153,46 @@ enum BenchCmd {
         /// as a branch's lines would; default: unlimited (CPU-bound, emulator bypassed).
         #[arg(long)]
         uplink_mbit: Option<f64>,
+    },
+    /// Latency under load through the tunnel on the 2x2 testbed (issue #16): ping, TCP
+    /// request/response, a voice-like UDP flow (Type II and Type I) idle and with 1 and 4 bulk
+    /// TCP flows and UDP at twice the capacity; 200-flow fairness; per variant of mmsg's levers
+    /// (see xtask/src/bench_latency.rs, docs/mmsg.md "Latency under load").
+    Latency {
+        /// Also write the results as JSON to this file (e.g. results/bench-latency.json).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Uplink rate (Mbit/s, both ways): one for all four ports, or four (1a,1b,2a,2b).
+        #[arg(long, value_delimiter = ',', default_value = "10")]
+        rate_mbit: Vec<f64>,
+        /// One-way delay of a WAN path (ms; half on each end's uplink).
+        #[arg(long, default_value_t = 10.0)]
+        delay_ms: f64,
+        /// Measured seconds per load.
+        #[arg(long, default_value_t = 8)]
+        secs: u32,
+        /// Seconds of load before the probes start.
+        #[arg(long, default_value_t = 2)]
+        warmup: u32,
+        /// Variants of mmsg's levers, in order (the first one's figures are the JSON's top
+        /// level): `default`, `old` (the socket defaults before issue #16: `--socket-buffer
+        /// 4194304 --notsent-lowat 131072 --max-batch 262144 --send-budget 0`), `shaped` (WAN
+        /// egress shaping at 95 % of the uplink rate), `old-shaped`, or `NAME:FLAGS` with `mmsg
+        /// run` flags and `shape=PERCENT`, e.g. `k1:--send-budget 1`.
+        #[arg(long = "variant", default_values_t = ["default".to_owned(), "old".to_owned()])]
+        variants: Vec<String>,
+        /// Loads to run (comma-separated subset of idle,bulk1,bulk4,udp2x).
+        #[arg(long, value_delimiter = ',', default_value = "idle,bulk1,bulk4,udp2x")]
+        loads: Vec<String>,
+        /// Seconds of the 200-flow fairness case per variant (0: skip it).
+        #[arg(long, default_value_t = 8)]
+        fairness_secs: u32,
+        /// Build mmsg in debug instead of release (faster build; fine at these rates).
+        #[arg(long)]
+        debug_build: bool,
+        /// Testbed prefix.
+        #[arg(long, default_value = "mmslat")]
+        prefix: String,
     },
     /// ssc programming real OVS: compile + push + barrier for the paper topology and a
     /// synthetic full mesh (see xtask/src/bench.rs).
@@ -489,6 +530,37 @@ fn main() -> anyhow::Result<()> {
                 uplink_mbit,
             })?;
             bench_tunnel::print_table(&report);
+            if let Some(path) = json {
+                write_json(&path, &report)?;
+            }
+            Ok(())
+        }
+        Cmd::Bench(BenchCmd::Latency {
+            json,
+            rate_mbit,
+            delay_ms,
+            secs,
+            warmup,
+            variants,
+            loads,
+            fairness_secs,
+            debug_build,
+            prefix,
+        }) => {
+            let mut o = bench_latency::Options::new(&repo_root(), &prefix);
+            o.rate_mbit = rate_mbit;
+            o.delay_ms = delay_ms;
+            o.secs = secs;
+            o.warmup = warmup;
+            o.variants = variants;
+            o.loads = loads;
+            o.fairness_secs = fairness_secs;
+            if debug_build {
+                o.profile = xtask::mmsg::Profile::Debug;
+            }
+            o.command = std::env::args().collect::<Vec<_>>().join(" ");
+            let report = bench_latency::run(&o)?;
+            bench_latency::print_table(&report);
             if let Some(path) = json {
                 write_json(&path, &report)?;
             }

@@ -111,11 +111,14 @@ struct RunArgs {
     /// (0: kernel default).
     #[arg(long, env = "MMSG_MSS", default_value_t = 1360)]
     mss: u16,
-    /// TCP_NOTSENT_LOWAT of the tunnel sockets in bytes (0: not set).
+    /// TCP_NOTSENT_LOWAT of the tunnel sockets in bytes (0: not set). It only delays the
+    /// writable wake-up (a write is accepted while the send buffer has room): the bound on what
+    /// a socket holds is --send-budget (docs/mmsg.md "Latency under load").
     #[arg(long, env = "MMSG_NOTSENT_LOWAT", default_value_t = 128 * 1024)]
     notsent_lowat: u32,
     /// SO_SNDBUF/SO_RCVBUF of the tunnel sockets in bytes (0: kernel autotuning). A fixed size
-    /// gives a new connection its full window at once instead of after seconds of autotuning.
+    /// gives a new connection its full window at once instead of after seconds of autotuning;
+    /// with --send-budget the send side follows the measured windows after the first second.
     #[arg(long, env = "MMSG_SOCKET_BUFFER", default_value_t = 4 * 1024 * 1024)]
     socket_buffer: u32,
     /// Data per write to a tunnel connection at its measured send rate (e.g. `1ms`), between
@@ -123,9 +126,47 @@ struct RunArgs {
     /// holding up fast ones (docs/mmsg.md, "Write size").
     #[arg(long, env = "MMSG_WRITE_CHUNK", default_value = "1ms")]
     write_chunk: humantime::Duration,
+    /// Most bytes the writer of a connection takes out of its queue per batch (`mmsg` writes
+    /// a batch whole before it looks at the queue again).
+    #[arg(long, env = "MMSG_MAX_BATCH", default_value_t = 256 * 1024)]
+    max_batch: usize,
+    /// Congestion control of the tunnel sockets' subflows (TCP_CONGESTION); `default`: the
+    /// namespace's `net.ipv4.tcp_congestion_control`.
+    #[arg(long, env = "MMSG_CONGESTION", value_enum, default_value = "default")]
+    congestion: Congestion,
+    /// Adaptive send budget: every second set each tunnel socket's SO_SNDBUF to this many times
+    /// its subflows' congestion windows (Σ cwnd × mss: the measured path rate × RTT), so that
+    /// a full path holds the queue in the gateway (CoDel) instead of the socket; 0: off (the
+    /// fixed --socket-buffer stays).
+    #[arg(long, env = "MMSG_SEND_BUDGET", default_value_t = 3.0)]
+    send_budget: f64,
     /// Skip the host set-up (sysctls, policy rules); the TUN device and its routes are still set.
     #[arg(long, env = "MMSG_NO_SETUP")]
     no_setup: bool,
+}
+
+/// `--congestion`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Congestion {
+    /// The namespace's default.
+    Default,
+    /// CUBIC (loss-based).
+    Cubic,
+    /// BBR (model-based: paces at the measured bottleneck rate).
+    Bbr,
+    /// Reno.
+    Reno,
+}
+
+impl Congestion {
+    fn name(self) -> Option<&'static str> {
+        match self {
+            Congestion::Default => None,
+            Congestion::Cubic => Some("cubic"),
+            Congestion::Bbr => Some("bbr"),
+            Congestion::Reno => Some("reno"),
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -174,6 +215,9 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     notsent_lowat: a.notsent_lowat,
                     buffer: a.socket_buffer,
                     write_chunk: a.write_chunk.into(),
+                    max_batch: a.max_batch,
+                    congestion: a.congestion.name(),
+                    send_budget: a.send_budget,
                 },
                 control: a.control.control,
                 no_setup: a.no_setup,

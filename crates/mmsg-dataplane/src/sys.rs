@@ -224,6 +224,36 @@ pub fn set_notsent_lowat(fd: impl AsFd, bytes: u32) -> io::Result<()> {
     )
 }
 
+/// `SO_SNDBUF` (the kernel doubles `bytes`; it also locks the size against autotuning).
+pub fn set_sndbuf(fd: impl AsFd, bytes: u32) -> io::Result<()> {
+    setsockopt_int(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_SNDBUF,
+        i32::try_from(bytes).unwrap_or(i32::MAX),
+    )
+}
+
+/// `TCP_CONGESTION`: the congestion control of a socket by name (e.g. `bbr`). On an MPTCP socket
+/// the kernel (>= 5.16) applies it to every subflow, also to those created later.
+pub fn set_congestion(fd: impl AsFd, name: &str) -> io::Result<()> {
+    // SAFETY: we pass a pointer to `name`'s bytes and their exact length; the kernel only reads
+    // them during the call (the name needs no NUL terminator).
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_fd().as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// `IP_TOS` with `dscp` in the upper six bits (ECN bits 0). On an MPTCP socket the kernel copies
 /// it to every subflow, also to subflows created later.
 pub fn set_dscp(fd: impl AsFd, dscp: u8) -> io::Result<()> {

@@ -28,9 +28,6 @@ use crate::stats::Stats;
 
 /// Most packets written per `write_vectored` batch (well under IOV_MAX = 1024).
 const MAX_BATCH_PACKETS: usize = 64;
-/// Most bytes dequeued per batch: 256 KiB keeps one batch below a typical socket's free space, so
-/// packets wait in our CoDel queue (not in the socket) when the paths are full.
-const MAX_BATCH_BYTES: usize = 256 * 1024;
 /// Receive buffer growth per read. Frames are split off without copying; the buffer reclaims its
 /// space once they were written to TUN. Worst case per connection: one chunk + one maximum frame.
 pub(super) const RX_CHUNK: usize = 128 * 1024;
@@ -154,7 +151,8 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
 ) -> Result<(), ConnEnd> {
     let st = &sh.stats;
     let mut batch: VecDeque<BytesMut> = VecDeque::with_capacity(MAX_BATCH_PACKETS);
-    let mut sizer = WriteSizer::new(sh.opts.write_chunk, MAX_BATCH_BYTES);
+    let max_batch = sh.opts.max_batch.max(1);
+    let mut sizer = WriteSizer::new(sh.opts.write_chunk, max_batch);
     loop {
         let now = Instant::now();
         let mut bytes = 0usize;
@@ -168,7 +166,7 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                     return Err(ConnEnd::Dead(mpa::keepalive::DEAD_AFTER));
                 }
             }
-            while batch.len() < MAX_BATCH_PACKETS && bytes < MAX_BATCH_BYTES {
+            while batch.len() < MAX_BATCH_PACKETS && bytes < max_batch {
                 let Some(t) = c.poll_transmit(now) else { break };
                 bytes += t.frame.len();
                 if t.keepalive {

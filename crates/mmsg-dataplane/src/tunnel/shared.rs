@@ -32,6 +32,15 @@ pub struct SocketOpts {
     /// Data per write at the connection's measured rate ([`mpa::write_size`]); zero: every write
     /// carries a whole batch.
     pub write_chunk: Duration,
+    /// Most bytes the writer takes out of the connection's queue per batch (frames taken out
+    /// wait in the writer, where no AQM sees them, until the socket accepts them).
+    pub max_batch: usize,
+    /// TCP_CONGESTION of the tunnel sockets (the kernel applies it to every subflow); `None`:
+    /// the namespace's default (`net.ipv4.tcp_congestion_control`).
+    pub congestion: Option<&'static str>,
+    /// Adaptive SO_SNDBUF: this many times the subflows' windows (Σ cwnd × mss), set once per
+    /// subflow sample (`socket::send_budget`); 0: off (the fixed `buffer` stays).
+    pub send_budget: f64,
 }
 
 /// How subflows are managed.

@@ -5,6 +5,7 @@
 use std::io;
 use std::os::fd::AsFd;
 
+use mpa::conn_report::SubflowSample;
 use mpa::Class;
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{debug, warn};
@@ -28,6 +29,11 @@ pub(super) fn mptcp_socket(opts: &SocketOpts) -> io::Result<Socket> {
             debug!(error = %e, "socket buffer size not applied");
         }
     }
+    if let Some(cc) = opts.congestion {
+        if let Err(e) = sys::set_congestion(&s, cc) {
+            warn!(error = %e, congestion = cc, "TCP_CONGESTION not applied to a tunnel socket");
+        }
+    }
     if opts.mss != 0 {
         if let Err(e) = sys::set_maxseg(&s, opts.mss) {
             debug!(error = %e, "TCP_MAXSEG not supported on MPTCP sockets");
@@ -41,6 +47,44 @@ pub(super) fn apply_lowat(s: &impl AsFd, opts: &SocketOpts) {
     if opts.notsent_lowat != 0 {
         if let Err(e) = sys::set_notsent_lowat(s, opts.notsent_lowat) {
             debug!(error = %e, "TCP_NOTSENT_LOWAT not supported");
+        }
+    }
+}
+
+/// Smallest adaptive send budget, bytes (a few segments per subflow even with tiny windows).
+pub const MIN_SEND_BUDGET: u64 = 32 * 1024;
+/// Largest adaptive send budget, bytes.
+pub const MAX_SEND_BUDGET: u64 = 16 * 1024 * 1024;
+
+/// The adaptive send budget of a connection (`mmsg run --send-budget K`): `K` × the bytes its
+/// established subflows' congestion windows allow (Σ cwnd × mss, i.e. the measured path rate ×
+/// RTT), between [`MIN_SEND_BUDGET`] and [`MAX_SEND_BUDGET`]. The socket then holds at most
+/// `K - 1` windows beyond what is in flight, so a full path makes the writer wait and the
+/// queue stays in the gateway core (CoDel, per-flow scheduling), not in the socket. `None` when
+/// off (`K <= 0`) or no subflow has a window yet.
+pub fn send_budget(k: f64, subflows: &[SubflowSample]) -> Option<u64> {
+    if k.is_nan() || k <= 0.0 {
+        return None;
+    }
+    let window: u64 = subflows
+        .iter()
+        .filter(|t| t.established && t.cwnd > 0 && t.mss > 0)
+        .map(|t| u64::from(t.cwnd) * u64::from(t.mss))
+        .sum();
+    if window == 0 {
+        return None;
+    }
+    let b = (k * window as f64).min(MAX_SEND_BUDGET as f64) as u64;
+    Some(b.clamp(MIN_SEND_BUDGET, MAX_SEND_BUDGET))
+}
+
+/// Sets SO_SNDBUF of a tunnel socket to its [`send_budget`] (the kernel doubles what it is given
+/// for its bookkeeping, so half is passed; on an MPTCP socket it applies to the connection and its
+/// subflows). Called once per subflow sample; a refusal is logged, not fatal.
+pub(super) fn apply_send_budget(fd: &impl AsFd, opts: &SocketOpts, subflows: &[SubflowSample]) {
+    if let Some(b) = send_budget(opts.send_budget, subflows) {
+        if let Err(e) = sys::set_sndbuf(fd, u32::try_from(b / 2).unwrap_or(u32::MAX)) {
+            debug!(error = %e, "SO_SNDBUF (send budget) not applied");
         }
     }
 }
@@ -80,4 +124,36 @@ pub(super) fn check_fallback(
         );
     }
     fallback
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sf(cwnd: u32, mss: u32, established: bool) -> SubflowSample {
+        SubflowSample {
+            established,
+            unacked: 0,
+            cwnd,
+            mss,
+            srtt_us: 20_000,
+        }
+    }
+
+    #[test]
+    fn send_budget_follows_the_windows() {
+        let s = [sf(20, 1360, true), sf(40, 1360, true), sf(100, 1360, false)];
+        assert_eq!(send_budget(1.5, &s), Some((1.5 * 60.0 * 1360.0) as u64));
+        assert_eq!(send_budget(0.0, &s), None);
+        assert_eq!(send_budget(f64::NAN, &s), None);
+        assert_eq!(send_budget(2.0, &[sf(0, 1360, true)]), None);
+        assert_eq!(
+            send_budget(1.0, &[sf(2, 1000, true)]),
+            Some(MIN_SEND_BUDGET)
+        );
+        assert_eq!(
+            send_budget(4.0, &[sf(u32::MAX, 65_535, true)]),
+            Some(MAX_SEND_BUDGET)
+        );
+    }
 }

@@ -20,7 +20,7 @@ use mpa::Class;
 use tracing::{debug, warn};
 
 use super::conn_io::ConnCounters;
-use super::socket::check_fallback;
+use super::socket::{apply_send_budget, check_fallback};
 use super::{OutQueue, PathManagement, Shared};
 use crate::genl::SubflowCreate;
 use crate::stats::{Stats, SubflowStatus};
@@ -78,6 +78,7 @@ pub(super) async fn run(
         let complete = live.len() >= pairs.len();
         let tcpinfo = sys::mptcp_subflow_tcpinfo(fd).unwrap_or_default();
         let samples: Vec<SubflowSample> = tcpinfo.iter().map(sample).collect();
+        apply_send_budget(fd, &sh.opts, &samples);
         oq.window_bps
             .store(conn_report::window_rate_bps(&samples), Ordering::Relaxed);
         oq.inflight_bps
