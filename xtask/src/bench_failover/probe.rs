@@ -404,6 +404,10 @@ pub fn ping_in(replies: &[PingReply], from: f64, to: f64) -> (u64, u64, f64) {
             }
         }
     }
+    if let Some(l) = replies.last().filter(|l| l.sent_unix >= from && l.sent_unix < to) {
+        sent += 1;
+        max = max.max(l.rtt_ms);
+    }
     (sent, lost, max)
 }
 
@@ -447,7 +451,7 @@ mod tests {
             sent: (0..10).map(|i| at(b, i * 20)).collect(),
             received: [0u64, 1, 2, 5, 6, 9, 9].iter().map(|&s| (s, b)).collect(),
         };
-        assert_eq!(lost_in(&voice, at(b, 0), at(b, 200)), (10, 3));
+        assert_eq!(lost_in(&voice, at(b, 0), at(b, 200)), (10, 4));
         assert_eq!(lost_in(&voice, at(b, 60), at(b, 100)), (2, 2));
     }
 
@@ -471,7 +475,7 @@ mod tests {
         assert!((r[0].sent_unix - 100.0).abs() < 1e-9);
         // Requests 3, 4, 5 were lost between 100.02 and 100.08.
         let (sent, lost, max) = ping_in(&r, 100.0, 101.0);
-        assert_eq!((sent, lost), (5, 3));
+        assert_eq!((sent, lost), (7, 3));
         assert!((max - 40.0).abs() < 1e-9);
         assert_eq!(ping_in(&r, 200.0, 201.0), (0, 0, 0.0));
     }
