@@ -204,6 +204,14 @@ impl<P: Ord + Copy> PathHold<P> {
         HOLD_MIN.saturating_mul(1u32 << exp).min(HOLD_MAX)
     }
 
+    /// Did `path` die within [`FLAP_WINDOW`] before `now` (so it is probed on this schedule)?
+    pub fn recently_dead(&self, now: Instant, path: P) -> bool {
+        self.paths
+            .get(&path)
+            .and_then(|s| s.deaths.back())
+            .is_some_and(|d| now.saturating_duration_since(*d) < FLAP_WINDOW)
+    }
+
     /// May a new subflow (a probe) be requested on `path` at `now`?
     pub fn may_probe(&self, now: Instant, path: P) -> bool {
         let Some(last) = self.paths.get(&path).and_then(|s| s.deaths.back()) else {
@@ -361,7 +369,9 @@ mod tests {
         let mut h = PathHold::new();
         let t0 = Instant::now();
         assert!(h.may_probe(t0, 7u8));
+        assert!(!h.recently_dead(t0, 7));
         h.on_dead(t0, 7);
+        assert!(h.recently_dead(t0 + MS * 10, 7));
         assert!(!h.may_probe(t0 + MS * 199, 7));
         assert!(h.may_probe(t0 + MS * 200, 7));
         h.on_dead(t0 + MS * 1000, 7);
@@ -373,6 +383,7 @@ mod tests {
         // A minute later, only the deaths inside the window count.
         let later = t0 + MS * 19_000 + FLAP_WINDOW;
         assert_eq!(h.hold(later, 7), Duration::ZERO);
+        assert!(!h.recently_dead(later, 7));
         assert!(h.may_probe(later, 7));
         // Other paths are not affected.
         assert!(h.may_probe(t0, 8));
