@@ -448,12 +448,25 @@ fn run_on(opts: &Options, topo: &Topology, mmsg_bin: &Path) -> anyhow::Result<Ve
             let gws = start_gateways(mmsg_bin, &opts.root, &opts.prefix, topo, on)?;
             let r = run_pass(opts, mode, rep);
             drop(gws);
+            keep_logs(&opts.prefix, mode, rep);
             let r = r?;
             print_run(&r);
             runs.push(r);
         }
     }
     Ok(runs)
+}
+
+/// Copies the gateways' logs of a pass out of the testbed's state directory (removed on
+/// teardown) to `$TMPDIR/bench-failover-<prefix>/`.
+fn keep_logs(prefix: &str, mode: &str, rep: u32) {
+    let dir = std::env::temp_dir().join(format!("bench-failover-{prefix}"));
+    let _ = std::fs::create_dir_all(&dir);
+    let on = if mode == "after" { "on" } else { "off" };
+    for b in [1u8, 2] {
+        let from = testbed::state_dir(prefix).join(format!("mmsg-gw{b}-{on}.log"));
+        let _ = std::fs::copy(from, dir.join(format!("mmsg-gw{b}-{mode}-{rep}.log")));
+    }
 }
 
 /// Prints one pass as a table.

@@ -14,9 +14,8 @@
 //!   as soon as its retransmission timer fired with no progress since.
 //! - [`PathHold`]: the hysteresis per path (local, remote address): after a death the path is
 //!   not probed again (a new subflow requested) for a hold-down that doubles with every death
-//!   within [`FLAP_WINDOW`] (a flapping uplink is left alone longer); a probe (a subflow in
-//!   SYN_SENT) that is not established within [`PROBE_TIMEOUT`] is given up so that a fresh SYN
-//!   is sent, instead of waiting for the kernel's SYN backoff (1, 3, 7, 15 s ...).
+//!   within [`FLAP_WINDOW`] (a flapping uplink is left alone longer). The probe itself is a new
+//!   subflow; the path is alive again when it establishes.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -31,8 +30,6 @@ pub const HOLD_MIN: Duration = Duration::from_millis(200);
 pub const HOLD_MAX: Duration = Duration::from_secs(10);
 /// Deaths older than this no longer lengthen the hold-down.
 pub const FLAP_WINDOW: Duration = Duration::from_secs(60);
-/// A probe (new subflow in SYN_SENT) not established within this is withdrawn and sent again.
-pub const PROBE_TIMEOUT: Duration = Duration::from_millis(1000);
 /// Deaths remembered per path (bounds the memory; 2^6 × [`HOLD_MIN`] > [`HOLD_MAX`] anyway).
 const MAX_DEATHS: usize = 8;
 
@@ -152,11 +149,10 @@ impl<K: Ord + Copy> StallDetector<K> {
 #[derive(Debug, Clone, Default)]
 struct PathState {
     deaths: VecDeque<Instant>,
-    probe_since: Option<Instant>,
 }
 
-/// The hysteresis per path `P` (e.g. local and remote address): hold-down after deaths and the
-/// probe timeout. See the module docs.
+/// The hysteresis per path `P` (e.g. local and remote address): the hold-down after deaths. See
+/// the module docs.
 #[derive(Debug, Clone)]
 pub struct PathHold<P> {
     paths: BTreeMap<P, PathState>,
@@ -179,7 +175,6 @@ impl<P: Ord + Copy> PathHold<P> {
     /// A subflow of `path` was declared dead at `now` (and taken out).
     pub fn on_dead(&mut self, now: Instant, path: P) {
         let st = self.paths.entry(path).or_default();
-        st.probe_since = None;
         while st.deaths.len() >= MAX_DEATHS {
             st.deaths.pop_front();
         }
@@ -220,25 +215,6 @@ impl<P: Ord + Copy> PathHold<P> {
         now.saturating_duration_since(*last) >= self.hold(now, path)
     }
 
-    /// A subflow of `path` is connecting (SYN_SENT) at `now`: true if it has been for
-    /// [`PROBE_TIMEOUT`] or longer and should be withdrawn (then requested again).
-    pub fn probe_timed_out(&mut self, now: Instant, path: P) -> bool {
-        let st = self.paths.entry(path).or_default();
-        let since = *st.probe_since.get_or_insert(now);
-        if now.saturating_duration_since(since) >= PROBE_TIMEOUT {
-            st.probe_since = None;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// `path` has an established subflow again (its probe succeeded).
-    pub fn on_established(&mut self, path: P) {
-        if let Some(st) = self.paths.get_mut(&path) {
-            st.probe_since = None;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -389,16 +365,4 @@ mod tests {
         assert!(h.may_probe(t0, 8));
     }
 
-    #[test]
-    fn a_probe_that_does_not_connect_is_renewed_every_probe_timeout() {
-        let mut h = PathHold::new();
-        let t0 = Instant::now();
-        assert!(!h.probe_timed_out(t0, 1u8));
-        assert!(!h.probe_timed_out(t0 + MS * 999, 1));
-        assert!(h.probe_timed_out(t0 + PROBE_TIMEOUT, 1));
-        // The next SYN_SENT subflow starts its own clock.
-        assert!(!h.probe_timed_out(t0 + MS * 1050, 1));
-        h.on_established(1);
-        assert!(!h.probe_timed_out(t0 + MS * 3000, 1));
-    }
 }

@@ -12,8 +12,11 @@
 //! [`mpa::subflow_health::StallDetector`]; a subflow that stalls is destroyed at once
 //! (`MPTCP_PM_CMD_SUBFLOW_DESTROY`: the kernel sends what was in flight on it again over the
 //! others, and stops scheduling onto it). Its path is then probed by requesting a new subflow
-//! after the [`mpa::subflow_health::PathHold`] hold-down, a probe that does not connect within
-//! its timeout is withdrawn and sent again, and the path is back when the subflow establishes.
+//! after the [`mpa::subflow_health::PathHold`] hold-down (the kernel resends its SYN every second
+//! for the first four tries, `tcp_syn_linear_timeouts`), and the path is back when that subflow
+//! establishes. A probe that does not connect is never destroyed by us: closing any subflow
+//! makes the kernel send the connection's whole unacknowledged data again
+//! (`__mptcp_retransmit_pending_data`), which measured as a goodput loss every second.
 //! `MMSG_FAILOVER=off` in the environment turns all of this off (the kernel alone recovers, as
 //! before; `bench failover` measures both).
 
@@ -180,8 +183,8 @@ pub(super) async fn run(
     }
 }
 
-/// One fast-failover round: samples every subflow, destroys the ones the detector declares
-/// dead and the probes that timed out. True if any subflow has data in flight (sample again
+/// One fast-failover round: samples every subflow and destroys the ones the detector declares
+/// dead. True if any subflow has data in flight (sample again
 /// soon).
 async fn check_health(
     sh: &Shared,
@@ -201,20 +204,10 @@ async fn check_health(
     }
     let now = Instant::now();
     let mut busy = false;
-    let mut doomed: Vec<(SubflowKey, &'static str)> = Vec::new();
+    let mut doomed: Vec<SubflowKey> = Vec::new();
     for (&(l, r), t) in present.iter().zip(&infos) {
         let path = (*l.ip(), *r.ip());
-        if t.state == sys::TCP_SYN_SENT {
-            // Only probes of a path we took out; a first join keeps the kernel's SYN timers.
-            if f.hold.recently_dead(now, path) && f.hold.probe_timed_out(now, path) {
-                doomed.push(((l, r), "probe timed out"));
-            }
-            continue;
-        }
-        if t.state == sys::TCP_ESTABLISHED {
-            f.hold.on_established(path);
-        }
-        busy |= t.unacked > 0;
+        busy |= t.state == sys::TCP_ESTABLISHED && t.unacked > 0;
         if f.stalls.handle_sample(now, (l, r), &health_sample(t)) == Verdict::Dead {
             f.hold.on_dead(now, path);
             info!(
@@ -222,11 +215,11 @@ async fn check_health(
                 srtt_us = t.rtt_us, backoff = t.backoff,
                 "subflow dead (no acknowledgement progress): destroying it"
             );
-            doomed.push(((l, r), "dead"));
+            doomed.push((l, r));
         }
     }
     f.stalls.retain(|k| present.contains(k));
-    for ((local, remote), why) in doomed {
+    for (local, remote) in doomed {
         let req = SubflowDestroy {
             token,
             local,
@@ -234,7 +227,7 @@ async fn check_health(
         };
         let pm = Arc::clone(pm);
         match tokio::task::spawn_blocking(move || pm.subflow_destroy(&req)).await {
-            Ok(Ok(())) => debug!(conn = name, %local, %remote, why, "subflow destroyed"),
+            Ok(Ok(())) => debug!(conn = name, %local, %remote, "subflow destroyed"),
             Ok(Err(e)) => warn!(conn = name, %local, %remote, error = %e, "subflow destroy refused"),
             Err(e) => warn!(error = %e, "subflow destroy task failed"),
         }
