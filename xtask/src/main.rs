@@ -175,6 +175,9 @@ enum BenchCmd {
         /// Testbed prefix.
         #[arg(long, default_value = "mmsfo")]
         prefix: String,
+        /// Only the `after` pass (detector on); the CI test uses it.
+        #[arg(long)]
+        after_only: bool,
     },
     /// ssc programming real OVS: compile + push + barrier for the paper topology and a
     /// synthetic full mesh (see xtask/src/bench.rs).
@@ -524,8 +527,10 @@ fn main() -> anyhow::Result<()> {
             reps,
             ports,
             prefix,
+            after_only,
         }) => {
             let mut opts = bench_failover::Options::new(&repo_root(), &prefix);
+            opts.after_only = after_only;
             opts.hold = Duration::from_secs(hold);
             opts.settle = Duration::from_secs(settle);
             opts.reps = reps;
