@@ -481,7 +481,15 @@ pub fn print_run(r: &ModeRun) {
     );
     println!(
         "{:<12} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>9} {:>9}",
-        "event", "gap ms", "tcp gap", "udp gap", "udp lost", "ping lost", "ping max", "before", "recov."
+        "event",
+        "gap ms",
+        "tcp gap",
+        "udp gap",
+        "udp lost",
+        "ping lost",
+        "ping max",
+        "before",
+        "recov."
     );
     for e in &r.events {
         println!(

@@ -9,7 +9,8 @@ use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
 use xtask::{
-    baseline, bench, bench_failover, bench_tunnel, congestion, demo, demo_paper, deps, experiment, table1, wanem,
+    baseline, bench, bench_failover, bench_tunnel, congestion, demo, demo_paper, deps, experiment,
+    table1, wanem,
 };
 
 /// MMS developer tasks: testbed, demo, tests.

@@ -42,7 +42,15 @@ fn an_uplink_cut_stalls_the_tunnel_far_less_than_without_the_detector() {
     // Through the xtask binary: the testbed's WAN emulator is that binary.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
         .current_dir(common::root())
-        .args(["bench", "failover", "--after-only", "--hold", "4", "--settle", "3"])
+        .args([
+            "bench",
+            "failover",
+            "--after-only",
+            "--hold",
+            "4",
+            "--settle",
+            "3",
+        ])
         .args(["--prefix", &prefix, "--json"])
         .arg(&json)
         .output()

@@ -414,7 +414,10 @@ mod tests {
         assert_eq!(&m[16..20], &[11, 1, 0, 0]);
         let a = attrs(&m[20..]);
         assert_eq!(a.len(), 3);
-        assert_eq!(a[0], (MPTCP_PM_ATTR_TOKEN, &0x0a0b_0c0du32.to_ne_bytes()[..]));
+        assert_eq!(
+            a[0],
+            (MPTCP_PM_ATTR_TOKEN, &0x0a0b_0c0du32.to_ne_bytes()[..])
+        );
         for (i, (nest, addr, port)) in [
             (MPTCP_PM_ATTR_ADDR, [198, 18, 10, 2], 0x9c40u16),
             (MPTCP_PM_ATTR_ADDR_REMOTE, [198, 18, 21, 2], 0x2001),

@@ -214,7 +214,6 @@ impl<P: Ord + Copy> PathHold<P> {
         };
         now.saturating_duration_since(*last) >= self.hold(now, path)
     }
-
 }
 
 #[cfg(test)]
@@ -280,7 +279,10 @@ mod tests {
     fn a_steadily_acking_or_idle_subflow_is_never_dead() {
         let mut d = StallDetector::new();
         let t0 = Instant::now();
-        assert_eq!(run(&mut d, t0, 200, |i| busy(u64::from(i) * 1500, 20)), None);
+        assert_eq!(
+            run(&mut d, t0, 200, |i| busy(u64::from(i) * 1500, 20)),
+            None
+        );
         // Idle: nothing in flight, no acks, forever.
         let mut d = StallDetector::new();
         let idle = HealthSample {
@@ -364,5 +366,4 @@ mod tests {
         // Other paths are not affected.
         assert!(h.may_probe(t0, 8));
     }
-
 }

@@ -114,8 +114,8 @@ pub fn start(tx_ns: &str, rx_ns: &str, dst: Ipv4Addr, port: u16) -> anyhow::Resu
             let r = (|| -> anyhow::Result<(TcpListener, UdpSocket)> {
                 enter_netns(&ns)?;
                 let l = TcpListener::bind(SocketAddrV4::new(dst, port)).context("bind TCP sink")?;
-                let u = UdpSocket::bind(SocketAddrV4::new(dst, port + 1))
-                    .context("bind UDP sink")?;
+                let u =
+                    UdpSocket::bind(SocketAddrV4::new(dst, port + 1)).context("bind UDP sink")?;
                 Ok((l, u))
             })();
             let _ = bind_tx.send(r);
@@ -364,7 +364,8 @@ pub fn parse_ping(text: &str) -> Vec<PingReply> {
                 .find_map(|w| w.strip_prefix(key))
                 .map(str::to_owned)
         };
-        let (Ok(ts), Some(seq), Some(time)) = (ts.parse::<f64>(), field("icmp_seq="), field("time="))
+        let (Ok(ts), Some(seq), Some(time)) =
+            (ts.parse::<f64>(), field("icmp_seq="), field("time="))
         else {
             continue;
         };
@@ -404,7 +405,10 @@ pub fn ping_in(replies: &[PingReply], from: f64, to: f64) -> (u64, u64, f64) {
             }
         }
     }
-    if let Some(l) = replies.last().filter(|l| l.sent_unix >= from && l.sent_unix < to) {
+    if let Some(l) = replies
+        .last()
+        .filter(|l| l.sent_unix >= from && l.sent_unix < to)
+    {
         sent += 1;
         max = max.max(l.rtt_ms);
     }

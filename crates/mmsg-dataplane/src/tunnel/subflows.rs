@@ -186,13 +186,7 @@ pub(super) async fn run(
 /// One fast-failover round: samples every subflow and destroys the ones the detector declares
 /// dead. True if any subflow has data in flight (sample again
 /// soon).
-async fn check_health(
-    sh: &Shared,
-    name: &str,
-    fd: &OwnedFd,
-    token: u32,
-    f: &mut Failover,
-) -> bool {
+async fn check_health(sh: &Shared, name: &str, fd: &OwnedFd, token: u32, f: &mut Failover) -> bool {
     let PathManagement::Userspace(pm) = &sh.pm else {
         return false;
     };
@@ -228,7 +222,9 @@ async fn check_health(
         let pm = Arc::clone(pm);
         match tokio::task::spawn_blocking(move || pm.subflow_destroy(&req)).await {
             Ok(Ok(())) => debug!(conn = name, %local, %remote, "subflow destroyed"),
-            Ok(Err(e)) => warn!(conn = name, %local, %remote, error = %e, "subflow destroy refused"),
+            Ok(Err(e)) => {
+                warn!(conn = name, %local, %remote, error = %e, "subflow destroy refused")
+            }
             Err(e) => warn!(error = %e, "subflow destroy task failed"),
         }
     }
