@@ -9,6 +9,7 @@ pub mod adaptive;
 pub mod arch;
 pub mod baseline;
 pub mod bench;
+pub mod bench_failover;
 pub mod bench_latency;
 pub mod bench_tunnel;
 pub mod congestion;

@@ -2,15 +2,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
 use xtask::{
-    baseline, bench, bench_latency, bench_tunnel, congestion, demo, demo_paper, deps, experiment,
-    table1, wanem,
+    baseline, bench, bench_failover, bench_latency, bench_tunnel, congestion, demo, demo_paper,
+    deps, experiment, table1, wanem,
 };
 
 /// MMS developer tasks: testbed, demo, tests.
@@ -193,6 +193,32 @@ enum BenchCmd {
         /// Testbed prefix.
         #[arg(long, default_value = "mmslat")]
         prefix: String,
+    },
+    /// Uplink failover: TCP bulk, a 50 pkt/s UDP voice stream and a ping while each WAN port of
+    /// the 2x2 testbed is cut and restored, with mmsg's failover detector off (before) and on
+    /// (after), alternating (see xtask/src/bench_failover.rs, docs/mmsg.md "Failover").
+    Failover {
+        /// Also write the results as JSON to this file (e.g. results/bench-failover.json).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Seconds each port stays cut.
+        #[arg(long, default_value_t = 5)]
+        hold: u64,
+        /// Seconds after a restore before the next cut.
+        #[arg(long, default_value_t = 5)]
+        settle: u64,
+        /// Repetitions of each mode.
+        #[arg(long, default_value_t = 1)]
+        reps: u32,
+        /// Ports to cut, in order.
+        #[arg(long, value_delimiter = ',', default_value = "1a,1b,2a,2b")]
+        ports: Vec<String>,
+        /// Testbed prefix.
+        #[arg(long, default_value = "mmsfo")]
+        prefix: String,
+        /// Only the `after` pass (detector on); the CI test uses it.
+        #[arg(long)]
+        after_only: bool,
     },
     /// ssc programming real OVS: compile + push + barrier for the paper topology and a
     /// synthetic full mesh (see xtask/src/bench.rs).
@@ -561,6 +587,27 @@ fn main() -> anyhow::Result<()> {
             o.command = std::env::args().collect::<Vec<_>>().join(" ");
             let report = bench_latency::run(&o)?;
             bench_latency::print_table(&report);
+            if let Some(path) = json {
+                write_json(&path, &report)?;
+            }
+            Ok(())
+        }
+        Cmd::Bench(BenchCmd::Failover {
+            json,
+            hold,
+            settle,
+            reps,
+            ports,
+            prefix,
+            after_only,
+        }) => {
+            let mut opts = bench_failover::Options::new(&repo_root(), &prefix);
+            opts.after_only = after_only;
+            opts.hold = Duration::from_secs(hold);
+            opts.settle = Duration::from_secs(settle);
+            opts.reps = reps;
+            opts.ports = ports;
+            let report = bench_failover::run(&opts)?;
             if let Some(path) = json {
                 write_json(&path, &report)?;
             }

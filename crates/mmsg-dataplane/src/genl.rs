@@ -9,7 +9,7 @@
 //! ```
 //! All integers are host order except addresses and the event ports (network order).
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// `NLMSG_ERROR`.
 pub const NLMSG_ERROR: u16 = 2;
@@ -49,6 +49,8 @@ pub const MPTCP_PM_EV_GRP_NAME: &str = "mptcp_pm_events";
 const MPTCP_PM_VER: u8 = 1;
 /// `MPTCP_PM_CMD_SUBFLOW_CREATE`.
 const MPTCP_PM_CMD_SUBFLOW_CREATE: u8 = 10;
+/// `MPTCP_PM_CMD_SUBFLOW_DESTROY`.
+const MPTCP_PM_CMD_SUBFLOW_DESTROY: u8 = 11;
 /// `MPTCP_PM_ATTR_ADDR` (nested).
 const MPTCP_PM_ATTR_ADDR: u16 = 1;
 /// `MPTCP_PM_ATTR_TOKEN` (u32).
@@ -221,6 +223,43 @@ pub fn subflow_create(family: u16, seq: u32, s: &SubflowCreate) -> Vec<u8> {
     b.finish()
 }
 
+/// Which subflow `MPTCP_PM_CMD_SUBFLOW_DESTROY` closes: the connection's token and the subflow's
+/// local and remote socket addresses (the kernel matches all four).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubflowDestroy {
+    /// The connection's local token.
+    pub token: u32,
+    /// Local address and port of the subflow.
+    pub local: SocketAddrV4,
+    /// Remote address and port.
+    pub remote: SocketAddrV4,
+}
+
+/// `MPTCP_PM_CMD_SUBFLOW_DESTROY` (with `NLM_F_ACK`): token, local address (family, addr4,
+/// port) and remote address (same), ports in host order as the kernel's `nla_get_u16` reads
+/// them (net/mptcp/pm_netlink.c `mptcp_pm_parse_entry`).
+pub fn subflow_destroy(family: u16, seq: u32, s: &SubflowDestroy) -> Vec<u8> {
+    let mut b = Builder::new(
+        family,
+        NLM_F_REQUEST | NLM_F_ACK,
+        seq,
+        MPTCP_PM_CMD_SUBFLOW_DESTROY,
+        MPTCP_PM_VER,
+    );
+    b.attr(MPTCP_PM_ATTR_TOKEN, &s.token.to_ne_bytes());
+    for (nest, a) in [
+        (MPTCP_PM_ATTR_ADDR, s.local),
+        (MPTCP_PM_ATTR_ADDR_REMOTE, s.remote),
+    ] {
+        b.begin_nest(nest);
+        b.attr(MPTCP_PM_ADDR_ATTR_FAMILY, &AF_INET.to_ne_bytes());
+        b.attr(MPTCP_PM_ADDR_ATTR_ADDR4, &a.ip().octets());
+        b.attr(MPTCP_PM_ADDR_ATTR_PORT, &a.port().to_ne_bytes());
+        b.end_nest();
+    }
+    b.finish()
+}
+
 /// One netlink message out of a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Msg<'a> {
@@ -354,6 +393,50 @@ pub fn parse_event(payload: &[u8]) -> Option<Event> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
+
+    #[test]
+    fn subflow_destroy_layout() {
+        let m = subflow_destroy(
+            0x1d,
+            9,
+            &SubflowDestroy {
+                token: 0x0a0b_0c0d,
+                local: SocketAddrV4::new(Ipv4Addr::new(198, 18, 10, 2), 0x9c40),
+                remote: SocketAddrV4::new(Ipv4Addr::new(198, 18, 21, 2), 0x2001),
+            },
+        );
+        assert_eq!(
+            u32::from_ne_bytes(m[0..4].try_into().unwrap()) as usize,
+            m.len()
+        );
+        assert_eq!(u16::from_ne_bytes([m[6], m[7]]), NLM_F_REQUEST | NLM_F_ACK);
+        // genlmsghdr: cmd SUBFLOW_DESTROY (11), version 1.
+        assert_eq!(&m[16..20], &[11, 1, 0, 0]);
+        let a = attrs(&m[20..]);
+        assert_eq!(a.len(), 3);
+        assert_eq!(
+            a[0],
+            (MPTCP_PM_ATTR_TOKEN, &0x0a0b_0c0du32.to_ne_bytes()[..])
+        );
+        for (i, (nest, addr, port)) in [
+            (MPTCP_PM_ATTR_ADDR, [198, 18, 10, 2], 0x9c40u16),
+            (MPTCP_PM_ATTR_ADDR_REMOTE, [198, 18, 21, 2], 0x2001),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            assert_eq!(a[i + 1].0, nest);
+            let inner = attrs(a[i + 1].1);
+            assert_eq!(
+                inner,
+                vec![
+                    (MPTCP_PM_ADDR_ATTR_FAMILY, &AF_INET.to_ne_bytes()[..]),
+                    (MPTCP_PM_ADDR_ATTR_ADDR4, &addr[..]),
+                    (MPTCP_PM_ADDR_ATTR_PORT, &port.to_ne_bytes()[..]),
+                ]
+            );
+        }
+    }
 
     #[test]
     fn subflow_create_layout() {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{debug, warn};
 
-use crate::genl::{self, SubflowCreate};
+use crate::genl::{self, SubflowCreate, SubflowDestroy};
 use crate::stats::Stats;
 use crate::sys;
 
@@ -132,6 +132,19 @@ impl MptcpPathManager {
     pub fn subflow_create(&self, s: &SubflowCreate) -> Result<(), MptcpPmError> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let msg = genl::subflow_create(self.family, seq, s);
+        let sock = self
+            .sock
+            .lock()
+            .map_err(|_| io::Error::other("path manager lock poisoned"))?;
+        transact(&sock, seq, &msg).map(|_| ())
+    }
+
+    /// Closes one subflow (blocking; call from `spawn_blocking`). The kernel pushes the data that
+    /// was in flight on it again over the connection's other subflows (`__mptcp_close_ssk` →
+    /// `__mptcp_retransmit_pending_data`): what fast failover relies on.
+    pub fn subflow_destroy(&self, s: &SubflowDestroy) -> Result<(), MptcpPmError> {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let msg = genl::subflow_destroy(self.family, seq, s);
         let sock = self
             .sock
             .lock()

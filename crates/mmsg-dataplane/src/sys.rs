@@ -405,6 +405,11 @@ pub struct SubflowTcpInfo {
     pub bytes_received: u64,
     /// `tcpi_bytes_retrans`.
     pub bytes_retrans: u64,
+    // Fast failover (mpa::subflow_health): retransmission backoff and RTT variation.
+    /// `tcpi_backoff`: RTO backoff exponent (> 0 after a retransmission timeout).
+    pub backoff: u8,
+    /// `tcpi_rttvar`, microseconds.
+    pub rttvar_us: u32,
 }
 
 /// `getsockopt(SOL_MPTCP, MPTCP_TCPINFO)`: TCP state of every subflow, in the kernel's subflow
@@ -441,6 +446,9 @@ pub fn mptcp_subflow_tcpinfo(fd: impl AsFd) -> io::Result<Vec<SubflowTcpInfo>> {
             bytes_acked: u64_at(t, 120),
             bytes_received: u64_at(t, 128),
             bytes_retrans: u64_at(t, 208),
+            // Fast failover fields (struct tcp_info offsets 4 and 72).
+            backoff: t.get(4).copied().unwrap_or(0),
+            rttvar_us: u32_at(t, 72),
         });
     }
     Ok(out)

@@ -20,6 +20,7 @@
 //! - [`gateway`]: the whole per-packet logic of one gateway, sans-IO (TUN side, connections,
 //!   delivery), composing the modules below; the driver's one entry point.
 //! - [`keepalive`]: connection liveness timers (keepalive frames, dead connections).
+//! - [`subflow_health`]: per-subflow stall detection and the path hold-down (fast failover).
 //! - [`write_size`]: how many bytes one write to a tunnel connection carries (unequal subflows).
 //! - [`conn_report`]: what the gateway measures on its connections, per path group (window,
 //!   in-flight and queued bytes, the busiest connection's report, measured group rates).
@@ -52,6 +53,7 @@ pub mod path_group;
 pub mod queue;
 pub mod resequencer;
 pub mod scheduler;
+pub mod subflow_health;
 pub mod uplink_lb;
 pub mod virtio;
 pub mod write_size;

@@ -6,6 +6,19 @@
 //! in-kernel one, we only observe. Each round also samples the subflows (`MPTCP_TCPINFO`,
 //! `TIOCOUTQ`) into the connection's [`OutQueue`] figures (computed by [`mpa::conn_report`]) and
 //! its `mmsg status` entry.
+//!
+//! Fast failover (docs/mmsg.md "Failover"): between those rounds, every [`HEALTH_TICK`] while
+//! data is in flight ([`IDLE_TICK`] otherwise), the subflows' `tcp_info` feeds
+//! [`mpa::subflow_health::StallDetector`]; a subflow that stalls is destroyed at once
+//! (`MPTCP_PM_CMD_SUBFLOW_DESTROY`: the kernel sends what was in flight on it again over the
+//! others, and stops scheduling onto it). Its path is then probed by requesting a new subflow
+//! after the [`mpa::subflow_health::PathHold`] hold-down (the kernel resends its SYN every second
+//! for the first four tries, `tcp_syn_linear_timeouts`), and the path is back when that subflow
+//! establishes. A probe that does not connect is never destroyed by us: closing any subflow
+//! makes the kernel send the connection's whole unacknowledged data again
+//! (`__mptcp_retransmit_pending_data`), which measured as a goodput loss every second.
+//! `MMSG_FAILOVER=off` in the environment turns all of this off (the kernel alone recovers, as
+//! before; `bench failover` measures both).
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -16,13 +29,14 @@ use std::time::{Duration, Instant};
 
 use mpa::config::Config;
 use mpa::conn_report::{self, SubflowSample};
+use mpa::subflow_health::{HealthSample, PathHold, StallDetector, Verdict};
 use mpa::Class;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::conn_io::ConnCounters;
 use super::socket::{apply_send_budget, check_fallback};
 use super::{OutQueue, PathManagement, Shared};
-use crate::genl::SubflowCreate;
+use crate::genl::{SubflowCreate, SubflowDestroy};
 use crate::stats::{Stats, SubflowStatus};
 use crate::sys;
 
@@ -33,6 +47,43 @@ pub(super) const SUBFLOW_CHECK: Duration = Duration::from_secs(1);
 const SUBFLOW_RETRY_MIN: Duration = Duration::from_secs(3);
 /// Cap of the per-pair subflow retry backoff.
 const SUBFLOW_RETRY_MAX: Duration = Duration::from_secs(30);
+/// Subflow health sample period while data is in flight: with the detector's 150 ms minimum
+/// stall, a dead subflow is taken out 150–200 ms after its last acknowledgement. Two
+/// getsockopt calls per tick and connection.
+pub(super) const HEALTH_TICK: Duration = Duration::from_millis(50);
+/// Sample period when nothing is in flight (nothing to judge; probes are watched).
+const IDLE_TICK: Duration = Duration::from_millis(250);
+/// The environment variable that turns fast failover off (`off`).
+pub const FAILOVER_ENV: &str = "MMSG_FAILOVER";
+
+/// A subflow: (local, remote) socket address.
+type SubflowKey = (SocketAddrV4, SocketAddrV4);
+/// A path: (local, remote) WAN address.
+type PathKey = (Ipv4Addr, Ipv4Addr);
+
+/// Whether fast failover runs (not disabled with `MMSG_FAILOVER=off`).
+fn failover_enabled() -> bool {
+    std::env::var(FAILOVER_ENV).map_or(true, |v| v != "off")
+}
+
+/// The fast-failover state of one outbound connection.
+#[derive(Debug, Default)]
+struct Failover {
+    stalls: StallDetector<SubflowKey>,
+    hold: PathHold<PathKey>,
+}
+
+/// One subflow's `tcp_info` as the detector's sample.
+fn health_sample(t: &sys::SubflowTcpInfo) -> HealthSample {
+    HealthSample {
+        established: t.state == sys::TCP_ESTABLISHED,
+        unacked: t.unacked,
+        bytes_acked: t.bytes_acked,
+        backoff: t.backoff,
+        srtt: Duration::from_micros(u64::from(t.rtt_us)),
+        rttvar: Duration::from_micros(u64::from(t.rttvar_us)),
+    }
+}
 
 /// The (local, remote) address pairs a connection of `class` to `remote` should have a subflow
 /// on: every uplink of the class × every remote WAN address (n × m), with the local port index.
@@ -67,13 +118,29 @@ pub(super) async fn run(
 ) {
     let mut retry: BTreeMap<(Ipv4Addr, Ipv4Addr), (Instant, Duration)> = BTreeMap::new();
     let mut reported = fallback_reported;
+    let mut failover = failover_enabled().then(Failover::default);
+    let mut next_round = Instant::now();
+    let mut token = 0;
+    let mut fb = false;
     loop {
-        let fb = check_fallback(sh, fd, name, &mut reported);
+        let mut tick = SUBFLOW_CHECK;
+        if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
+            let busy = check_health(sh, name, fd, token, f).await;
+            tick = if busy { HEALTH_TICK } else { IDLE_TICK };
+        }
+        let now = Instant::now();
+        if now < next_round {
+            tokio::time::sleep(tick.min(next_round - now)).await;
+            continue;
+        }
+        fb = check_fallback(sh, fd, name, &mut reported);
         let present = sys::mptcp_subflow_addrs(fd).unwrap_or_default();
         let info = sys::mptcp_info(fd).unwrap_or_default();
+        token = info.token;
         let live = live_subflows(fd, &present);
         if !fb {
-            manage_subflows(sh, name, info.token, &live, pairs, port, &mut retry).await;
+            let hold = failover.as_ref().map(|f| &f.hold);
+            manage_subflows(sh, name, info.token, &live, pairs, port, &mut retry, hold).await;
         }
         let complete = live.len() >= pairs.len();
         let tcpinfo = sys::mptcp_subflow_tcpinfo(fd).unwrap_or_default();
@@ -112,8 +179,57 @@ pub(super) async fn run(
         } else {
             SUBFLOW_CHECK / 4
         };
-        tokio::time::sleep(pause).await;
+        next_round = Instant::now() + pause;
+        tokio::time::sleep(tick.min(pause)).await;
     }
+}
+
+/// One fast-failover round: samples every subflow and destroys the ones the detector declares
+/// dead. True if any subflow has data in flight (sample again
+/// soon).
+async fn check_health(sh: &Shared, name: &str, fd: &OwnedFd, token: u32, f: &mut Failover) -> bool {
+    let PathManagement::Userspace(pm) = &sh.pm else {
+        return false;
+    };
+    let present = sys::mptcp_subflow_addrs(fd).unwrap_or_default();
+    let infos = sys::mptcp_subflow_tcpinfo(fd).unwrap_or_default();
+    if infos.len() != present.len() {
+        // A subflow came or went between the two calls: judge at the next tick.
+        return true;
+    }
+    let now = Instant::now();
+    let mut busy = false;
+    let mut doomed: Vec<SubflowKey> = Vec::new();
+    for (&(l, r), t) in present.iter().zip(&infos) {
+        let path = (*l.ip(), *r.ip());
+        busy |= t.state == sys::TCP_ESTABLISHED && t.unacked > 0;
+        if f.stalls.handle_sample(now, (l, r), &health_sample(t)) == Verdict::Dead {
+            f.hold.on_dead(now, path);
+            info!(
+                conn = name, local = %l, remote = %r, unacked = t.unacked,
+                srtt_us = t.rtt_us, backoff = t.backoff,
+                "subflow dead (no acknowledgement progress): destroying it"
+            );
+            doomed.push((l, r));
+        }
+    }
+    f.stalls.retain(|k| present.contains(k));
+    for (local, remote) in doomed {
+        let req = SubflowDestroy {
+            token,
+            local,
+            remote,
+        };
+        let pm = Arc::clone(pm);
+        match tokio::task::spawn_blocking(move || pm.subflow_destroy(&req)).await {
+            Ok(Ok(())) => debug!(conn = name, %local, %remote, "subflow destroyed"),
+            Ok(Err(e)) => {
+                warn!(conn = name, %local, %remote, error = %e, "subflow destroy refused")
+            }
+            Err(e) => warn!(error = %e, "subflow destroy task failed"),
+        }
+    }
+    busy
 }
 
 /// One subflow's `tcp_info` as the plain numbers [`mpa::conn_report`] decides on.
@@ -197,7 +313,10 @@ fn live_subflows(
         .collect()
 }
 
-/// Requests a subflow for every wanted pair that has none, each pair with its own backoff.
+/// Requests a subflow for every wanted pair that has none, each pair with its own backoff; a
+/// pair that fast failover took out recently (`hold`) is probed on the hold-down's schedule
+/// instead (at once when its hold-down is over).
+#[allow(clippy::too_many_arguments)]
 async fn manage_subflows(
     sh: &Shared,
     name: &str,
@@ -206,6 +325,7 @@ async fn manage_subflows(
     pairs: &[(usize, Ipv4Addr, Ipv4Addr)],
     port: u16,
     retry: &mut BTreeMap<(Ipv4Addr, Ipv4Addr), (Instant, Duration)>,
+    hold: Option<&PathHold<PathKey>>,
 ) {
     let PathManagement::Userspace(pm) = &sh.pm else {
         return;
@@ -225,6 +345,14 @@ async fn manage_subflows(
         let entry = retry
             .entry((local, remote))
             .or_insert((now, SUBFLOW_RETRY_MIN));
+        let failed_over = hold.filter(|h| h.recently_dead(now, (local, remote)));
+        if let Some(h) = failed_over {
+            if !h.may_probe(now, (local, remote)) {
+                continue;
+            }
+            // Probe now; the probe timeout, not the backoff, paces the next one.
+            *entry = (now, SUBFLOW_RETRY_MIN);
+        }
         if now < entry.0 {
             continue;
         }

@@ -1,0 +1,369 @@
+//! Subflow health: noticing within a few hundred milliseconds that one subflow of an MPTCP
+//! connection (one uplink × remote address pair) has stopped carrying data, so the driver can take
+//! it out at once instead of waiting for the kernel (docs/mmsg.md "Failover").
+//!
+//! MPTCP keeps scheduling onto a subflow whose uplink died until that subflow's retransmission
+//! timer backs off, and data already sent on it waits for the connection-level reinjection; an
+//! uplink cut stalls the tunnel for 0.5–2.5 s. [`keepalive::Liveness`](crate::keepalive) only
+//! notices a connection that is entirely silent, after 3 s.
+//!
+//! Two sans-IO parts, time a parameter:
+//! - [`StallDetector`]: fed with samples of each subflow's `tcp_info` (taken every
+//!   ~50 ms by the driver), it declares a subflow dead when it has had data in flight and no
+//!   acknowledgement progress for [`stall_limit`] (max(150 ms, 2 × srtt, srtt + 4 × rttvar)), or
+//!   as soon as its retransmission timer fired with no progress since.
+//! - [`PathHold`]: the hysteresis per path (local, remote address): after a death the path is
+//!   not probed again (a new subflow requested) for a hold-down that doubles with every death
+//!   within [`FLAP_WINDOW`] (a flapping uplink is left alone longer). The probe itself is a new
+//!   subflow; the path is alive again when it establishes.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// The shortest stall that counts as dead: longer than a delayed ACK (40 ms) plus the RTT of a
+/// short path, so a healthy idle-then-busy subflow is never taken out.
+pub const MIN_STALL: Duration = Duration::from_millis(150);
+
+/// First hold-down after a path died before it is probed again.
+pub const HOLD_MIN: Duration = Duration::from_millis(200);
+/// Cap of the doubling hold-down.
+pub const HOLD_MAX: Duration = Duration::from_secs(10);
+/// Deaths older than this no longer lengthen the hold-down.
+pub const FLAP_WINDOW: Duration = Duration::from_secs(60);
+/// Deaths remembered per path (bounds the memory; 2^6 × [`HOLD_MIN`] > [`HOLD_MAX`] anyway).
+const MAX_DEATHS: usize = 8;
+
+/// One subflow's transport state at one instant, as read from its `tcp_info`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HealthSample {
+    /// The subflow is ESTABLISHED (other states are not judged).
+    pub established: bool,
+    /// Segments sent and not yet acknowledged (`tcpi_unacked`).
+    pub unacked: u32,
+    /// Bytes acknowledged so far (`tcpi_bytes_acked`): progress is any increase.
+    pub bytes_acked: u64,
+    /// Retransmission-timer backoff (`tcpi_backoff`): > 0 after an RTO without progress.
+    pub backoff: u8,
+    /// Smoothed RTT (`tcpi_rtt`).
+    pub srtt: Duration,
+    /// RTT variation (`tcpi_rttvar`).
+    pub rttvar: Duration,
+}
+
+/// How long a subflow with data in flight may go without acknowledgement progress before it
+/// is dead: max([`MIN_STALL`], 2 × srtt, srtt + 4 × rttvar). The RTT terms keep a subflow whose
+/// RTT grew under load (a queue in the WAN) from being taken out by its own queueing delay.
+pub fn stall_limit(s: &HealthSample) -> Duration {
+    MIN_STALL
+        .max(s.srtt.saturating_mul(2))
+        .max(s.srtt.saturating_add(s.rttvar.saturating_mul(4)))
+}
+
+/// What [`StallDetector::handle_sample`] concluded for one subflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Acknowledgements progress, or nothing is in flight.
+    Healthy,
+    /// Data in flight without progress, not long enough to be dead yet.
+    Stalled,
+    /// Dead: reported once per subflow (take it out now).
+    Dead,
+    /// Reported dead before and not healthy since (already acted on).
+    StillDead,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Track {
+    bytes_acked: u64,
+    stall_since: Option<Instant>,
+    dead: bool,
+}
+
+/// Per-subflow stall detection for one connection; `K` names a subflow (e.g. its local and
+/// remote socket address).
+#[derive(Debug, Clone)]
+pub struct StallDetector<K> {
+    subflows: BTreeMap<K, Track>,
+}
+
+impl<K: Ord + Copy> Default for StallDetector<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Ord + Copy> StallDetector<K> {
+    /// No subflow known yet.
+    pub fn new() -> Self {
+        StallDetector {
+            subflows: BTreeMap::new(),
+        }
+    }
+
+    /// One sample of subflow `key` taken at `now`.
+    pub fn handle_sample(&mut self, now: Instant, key: K, s: &HealthSample) -> Verdict {
+        let t = self.subflows.entry(key).or_insert(Track {
+            bytes_acked: s.bytes_acked,
+            stall_since: None,
+            dead: false,
+        });
+        let progress = s.bytes_acked != t.bytes_acked;
+        t.bytes_acked = s.bytes_acked;
+        if !s.established || s.unacked == 0 || progress {
+            t.stall_since = None;
+            t.dead = false;
+            return Verdict::Healthy;
+        }
+        // In flight, no progress since the last sample. The stall began at most one sample
+        // period before we first saw it, so measuring from the first sighting never overstates.
+        let since = *t.stall_since.get_or_insert(now);
+        if t.dead {
+            return Verdict::StillDead;
+        }
+        let stalled_for = now.saturating_duration_since(since);
+        let rto_fired = s.backoff > 0 && stalled_for > Duration::ZERO;
+        if stalled_for >= stall_limit(s) || rto_fired {
+            t.dead = true;
+            Verdict::Dead
+        } else {
+            Verdict::Stalled
+        }
+    }
+
+    /// Forgets every subflow for which `keep` is false (closed or destroyed ones).
+    pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+        self.subflows.retain(|k, _| keep(k));
+    }
+
+    /// Subflows tracked.
+    pub fn len(&self) -> usize {
+        self.subflows.len()
+    }
+
+    /// No subflow tracked.
+    pub fn is_empty(&self) -> bool {
+        self.subflows.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct PathState {
+    deaths: VecDeque<Instant>,
+}
+
+/// The hysteresis per path `P` (e.g. local and remote address): the hold-down after deaths. See
+/// the module docs.
+#[derive(Debug, Clone)]
+pub struct PathHold<P> {
+    paths: BTreeMap<P, PathState>,
+}
+
+impl<P: Ord + Copy> Default for PathHold<P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<P: Ord + Copy> PathHold<P> {
+    /// No path known.
+    pub fn new() -> Self {
+        PathHold {
+            paths: BTreeMap::new(),
+        }
+    }
+
+    /// A subflow of `path` was declared dead at `now` (and taken out).
+    pub fn on_dead(&mut self, now: Instant, path: P) {
+        let st = self.paths.entry(path).or_default();
+        while st.deaths.len() >= MAX_DEATHS {
+            st.deaths.pop_front();
+        }
+        st.deaths.push_back(now);
+    }
+
+    /// The hold-down after the latest death of `path` at `now`: [`HOLD_MIN`] doubled per
+    /// further death within [`FLAP_WINDOW`], at most [`HOLD_MAX`]; zero if it never died.
+    pub fn hold(&self, now: Instant, path: P) -> Duration {
+        let Some(st) = self.paths.get(&path) else {
+            return Duration::ZERO;
+        };
+        let recent = st
+            .deaths
+            .iter()
+            .filter(|d| now.saturating_duration_since(**d) < FLAP_WINDOW)
+            .count();
+        if recent == 0 {
+            return Duration::ZERO;
+        }
+        let exp = u32::try_from(recent - 1).unwrap_or(u32::MAX).min(16);
+        HOLD_MIN.saturating_mul(1u32 << exp).min(HOLD_MAX)
+    }
+
+    /// Did `path` die within [`FLAP_WINDOW`] before `now` (so it is probed on this schedule)?
+    pub fn recently_dead(&self, now: Instant, path: P) -> bool {
+        self.paths
+            .get(&path)
+            .and_then(|s| s.deaths.back())
+            .is_some_and(|d| now.saturating_duration_since(*d) < FLAP_WINDOW)
+    }
+
+    /// May a new subflow (a probe) be requested on `path` at `now`?
+    pub fn may_probe(&self, now: Instant, path: P) -> bool {
+        let Some(last) = self.paths.get(&path).and_then(|s| s.deaths.back()) else {
+            return true;
+        };
+        now.saturating_duration_since(*last) >= self.hold(now, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn busy(acked: u64, srtt_ms: u64) -> HealthSample {
+        HealthSample {
+            established: true,
+            unacked: 10,
+            bytes_acked: acked,
+            backoff: 0,
+            srtt: MS * srtt_ms as u32,
+            rttvar: MS * (srtt_ms as u32 / 4),
+        }
+    }
+
+    /// Samples every 50 ms from `t0` with `f(i)`; the first verdict that is not Healthy or
+    /// Stalled and when it came.
+    fn run(
+        d: &mut StallDetector<u8>,
+        t0: Instant,
+        n: u32,
+        f: impl Fn(u32) -> HealthSample,
+    ) -> Option<(Duration, Verdict)> {
+        for i in 0..n {
+            let now = t0 + MS * 50 * i;
+            let v = d.handle_sample(now, 1, &f(i));
+            if !matches!(v, Verdict::Healthy | Verdict::Stalled) {
+                return Some((now - t0, v));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_subflow_that_stops_acking_is_dead_within_200_ms() {
+        let mut d = StallDetector::new();
+        let t0 = Instant::now();
+        // Acks progress for 1 s (every sample), then stop at sample 20 (t = 1 s).
+        let got = run(&mut d, t0, 60, |i| busy(u64::from(i.min(20)) * 1000, 20));
+        let (at, v) = got.unwrap();
+        assert_eq!(v, Verdict::Dead);
+        // Progress last seen at 1.0 s; first stalled sample at 1.05 s; dead 150 ms later.
+        assert_eq!(at, MS * 1200);
+        assert!(at - MS * 1000 <= MS * 200, "detected after {at:?}");
+        // Reported once, then StillDead until progress.
+        let now = t0 + MS * 1250;
+        assert_eq!(
+            d.handle_sample(now, 1, &busy(20_000, 20)),
+            Verdict::StillDead
+        );
+        assert_eq!(
+            d.handle_sample(now + MS * 50, 1, &busy(21_000, 20)),
+            Verdict::Healthy
+        );
+    }
+
+    #[test]
+    fn a_steadily_acking_or_idle_subflow_is_never_dead() {
+        let mut d = StallDetector::new();
+        let t0 = Instant::now();
+        assert_eq!(
+            run(&mut d, t0, 200, |i| busy(u64::from(i) * 1500, 20)),
+            None
+        );
+        // Idle: nothing in flight, no acks, forever.
+        let mut d = StallDetector::new();
+        let idle = HealthSample {
+            established: true,
+            ..HealthSample::default()
+        };
+        assert_eq!(run(&mut d, t0, 200, |_| idle), None);
+        // Connecting subflows are not judged.
+        let mut d = StallDetector::new();
+        let syn = HealthSample {
+            established: false,
+            unacked: 1,
+            ..HealthSample::default()
+        };
+        assert_eq!(run(&mut d, t0, 200, |_| syn), None);
+    }
+
+    #[test]
+    fn a_long_rtt_path_is_given_two_rtts() {
+        // srtt 300 ms (a queue in the WAN): an ack gap of 500 ms is not a death...
+        let s = busy(0, 300);
+        assert_eq!(stall_limit(&s), MS * 600);
+        let mut d = StallDetector::new();
+        let t0 = Instant::now();
+        // Acks arrive every 500 ms only (samples 0, 10, 20, ...).
+        assert_eq!(
+            run(&mut d, t0, 100, |i| busy(u64::from(i / 10) * 1000, 300)),
+            None
+        );
+        // ... but 650 ms without one is.
+        let mut d = StallDetector::new();
+        let got = run(&mut d, t0, 100, |i| busy(u64::from(i.min(4)) * 1000, 300));
+        let (at, _) = got.unwrap();
+        assert_eq!(at, MS * (250 + 600));
+    }
+
+    #[test]
+    fn an_rto_without_progress_is_dead_at_once() {
+        let mut d = StallDetector::new();
+        let t0 = Instant::now();
+        let got = run(&mut d, t0, 60, |i| {
+            let mut s = busy(u64::from(i.min(4)) * 1000, 300);
+            // The RTO fired at sample 8 (no progress since sample 4).
+            s.backoff = u8::from(i >= 8);
+            s
+        });
+        assert_eq!(got, Some((MS * 400, Verdict::Dead)));
+    }
+
+    #[test]
+    fn retain_forgets_closed_subflows() {
+        let mut d = StallDetector::new();
+        let t0 = Instant::now();
+        d.handle_sample(t0, 1u8, &busy(0, 20));
+        d.handle_sample(t0, 2u8, &busy(0, 20));
+        d.retain(|k| *k == 2);
+        assert_eq!(d.len(), 1);
+    }
+
+    #[test]
+    fn the_hold_down_doubles_with_flapping_and_decays() {
+        let mut h = PathHold::new();
+        let t0 = Instant::now();
+        assert!(h.may_probe(t0, 7u8));
+        assert!(!h.recently_dead(t0, 7));
+        h.on_dead(t0, 7);
+        assert!(h.recently_dead(t0 + MS * 10, 7));
+        assert!(!h.may_probe(t0 + MS * 199, 7));
+        assert!(h.may_probe(t0 + MS * 200, 7));
+        h.on_dead(t0 + MS * 1000, 7);
+        assert_eq!(h.hold(t0 + MS * 1000, 7), MS * 400);
+        for i in 2..20u32 {
+            h.on_dead(t0 + MS * 1000 * i, 7);
+        }
+        assert_eq!(h.hold(t0 + MS * 19_000, 7), HOLD_MAX);
+        // A minute later, only the deaths inside the window count.
+        let later = t0 + MS * 19_000 + FLAP_WINDOW;
+        assert_eq!(h.hold(later, 7), Duration::ZERO);
+        assert!(!h.recently_dead(later, 7));
+        assert!(h.may_probe(later, 7));
+        // Other paths are not affected.
+        assert!(h.may_probe(t0, 8));
+    }
+}

@@ -1,0 +1,108 @@
+//! Fast failover (docs/mmsg.md "Failover"): on the 2x2 testbed with standalone `mmsg` (fast
+//! failover on, the default), a bulk TCP flow and a 50 packet/s UDP voice stream run from host 1
+//! to host 2 while each of the four WAN ports in turn is cut for 4 s and restored
+//! (`xtask::bench_failover`, the `after` pass of `cargo xtask bench failover`).
+//!
+//! Asserts, per cut: the longest receive gap of the TCP flow and of the voice stream ≤ 900 ms,
+//! and over the four cuts a mean ≤ 600 ms; the TCP connection survives (no error, data until
+//! the end) and carries ≥ 10 Mbit/s again before each restore. Today's code without the
+//! detector (`MMSG_FAILOVER=off`, the `before` pass of the bench) measured 940–1,818 ms per cut
+//! (once 525 ms) and a mean of 1,000–1,420 ms over the four cuts, in the same runs as 240–785 ms
+//! per cut and means of 380–520 ms with it (docs/results.md "Failover (bench failover)"). The
+//! issue's aim (≤ 300 ms) is not met yet; the bounds catch a return to today's behaviour.
+//!
+//! Needs root, iproute2 and ping; it FAILS without them, it never skips. The testbed is torn
+//! down by the bench, also on error (it runs as `xtask bench failover --after-only`). Figures are printed on lines starting with `MEASURE`
+//! (`-- --nocapture`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use serde_json::Value;
+
+/// Bound on every cut's receive gap (today: 940–1,818 ms, once 525 ms; with the detector
+/// 240–785 ms on this shared machine).
+const MAX_GAP_MS: f64 = 900.0;
+/// Bound on the mean gap over the four cuts (today: 1,000–1,420 ms; with the detector 380–520).
+const MAX_MEAN_GAP_MS: f64 = 600.0;
+/// TCP goodput that must be back before each restore (one uplink of 20–40 Mbit/s is left).
+const MIN_RECOVERED_MBPS: f64 = 10.0;
+
+#[test]
+fn an_uplink_cut_stalls_the_tunnel_far_less_than_without_the_detector() {
+    common::require_tools(&["ip", "ping"]);
+    let prefix = format!("mfo{}", std::process::id() % 100_000);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("failover.json");
+    // Through the xtask binary: the testbed's WAN emulator is that binary.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .current_dir(common::root())
+        .args([
+            "bench",
+            "failover",
+            "--after-only",
+            "--hold",
+            "4",
+            "--settle",
+            "3",
+        ])
+        .args(["--prefix", &prefix, "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "bench failover failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let run = &report["runs"][0];
+    assert_eq!(run["mode"], "after");
+    assert_eq!(
+        run["tcp_survived"], true,
+        "the TCP connection did not survive: {}",
+        run["tcp_error"]
+    );
+    let cuts: Vec<&Value> = run["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "cut")
+        .collect();
+    assert_eq!(cuts.len(), 4);
+    let f = |e: &Value, k: &str| e[k].as_f64().unwrap();
+    for e in &cuts {
+        println!(
+            "MEASURE cut {}: gap {:.0} ms (tcp {:.0}, udp {:.0}), recovered {:.1} Mbit/s",
+            e["port"],
+            f(e, "gap_ms"),
+            f(e, "tcp_gap_ms"),
+            f(e, "udp_gap_ms"),
+            f(e, "recovered_mbps")
+        );
+        assert!(
+            f(e, "gap_ms") <= MAX_GAP_MS,
+            "cut {}: receive gap {} ms > {MAX_GAP_MS} ms",
+            e["port"],
+            f(e, "gap_ms")
+        );
+        assert!(
+            f(e, "recovered_mbps") >= MIN_RECOVERED_MBPS,
+            "cut {}: only {:.1} Mbit/s on the remaining uplinks",
+            e["port"],
+            f(e, "recovered_mbps")
+        );
+    }
+    let mean = cuts.iter().map(|e| f(e, "gap_ms")).sum::<f64>() / cuts.len() as f64;
+    println!("MEASURE mean cut gap {mean:.0} ms");
+    assert!(
+        mean <= MAX_MEAN_GAP_MS,
+        "mean receive gap over the cuts {mean:.0} ms > {MAX_MEAN_GAP_MS} ms"
+    );
+}
