@@ -847,14 +847,17 @@ mod tests {
         assert_eq!(initial_config(base).1, Source::None);
     }
 
-    /// The gateway-channel CRL push handler: a forged list, a replayed older one, the same
-    /// number re-signed, an expired one and a push without `crl_file` are refused and counted
-    /// and leave `crl_file` alone; a newer genuine list is written (0600) and a reload then
-    /// refuses to go back to an older file.
-    #[test]
-    fn pushed_crls_fail_closed() {
-        use std::sync::atomic::Ordering::Relaxed;
-        use std::sync::Arc;
+    /// Branch 2's credentials under a CA, and a rogue CA with the same name; `crl.pem` holds a
+    /// CRL numbered 5, signed by the rogue CA when `forged_crl`, else by the CA.
+    fn crl_fixture(
+        forged_crl: bool,
+    ) -> (
+        tempfile::TempDir,
+        BranchId,
+        pki::ca::Ca,
+        pki::ca::Ca,
+        mpa::config::TlsConfig,
+    ) {
         let d = tempfile::tempdir().unwrap();
         let own = BranchId::new(2).unwrap();
         let ca = pki::ca::Ca::generate("MMS test CA").unwrap();
@@ -865,15 +868,29 @@ mod tests {
         let p = |n: &str| d.path().join(n);
         pki::files::write_private(&p("ca.pem"), ca.cert_pem().as_bytes()).unwrap();
         pki::ca::Ca::save_issued(&g, &p("gw.pem"), &p("gw.key")).unwrap();
-        let crl5 = ca.crl(&[], 5).unwrap();
-        pki::files::write_private(&p("crl.pem"), crl5.as_bytes()).unwrap();
-        let mut cfg = mpa::config::TlsConfig {
+        let signer = if forged_crl { &rogue } else { &ca };
+        pki::files::write_private(&p("crl.pem"), signer.crl(&[], 5).unwrap().as_bytes()).unwrap();
+        let cfg = mpa::config::TlsConfig {
             mode: mpa::config::TlsMode::Tls,
             ca_file: Some(p("ca.pem")),
             cert_file: Some(p("gw.pem")),
             key_file: Some(p("gw.key")),
             crl_file: Some(p("crl.pem")),
         };
+        (d, own, ca, rogue, cfg)
+    }
+
+    /// The gateway-channel CRL push handler: a forged list, a replayed older one, the same
+    /// number re-signed, an expired one and a push without `crl_file` are refused and counted
+    /// and leave `crl_file` alone; a newer genuine list is written (0600) and a reload then
+    /// refuses to go back to an older file.
+    #[test]
+    fn pushed_crls_fail_closed() {
+        use std::sync::atomic::Ordering::Relaxed;
+        use std::sync::Arc;
+        let (d, own, ca, rogue, mut cfg) = crl_fixture(false);
+        let p = |n: &str| d.path().join(n);
+        let crl5 = std::fs::read_to_string(p("crl.pem")).unwrap();
         let stats = Arc::new(Stats::default());
         let tls = crate::secure::TlsState::load(&cfg, own, Arc::clone(&stats)).unwrap();
         assert_eq!(tls.current().creds.crl.unwrap().number, 5);
@@ -946,24 +963,7 @@ mod tests {
     /// A CRL in crl_file at start gets the same checks: a forged one does not load.
     #[test]
     fn a_forged_crl_file_does_not_load() {
-        let d = tempfile::tempdir().unwrap();
-        let own = BranchId::new(2).unwrap();
-        let ca = pki::ca::Ca::generate("MMS test CA").unwrap();
-        let rogue = pki::ca::Ca::generate("MMS test CA").unwrap();
-        let g = ca
-            .issue_gateway(own, 20, pki::ca::DEFAULT_VALIDITY)
-            .unwrap();
-        let p = |n: &str| d.path().join(n);
-        pki::files::write_private(&p("ca.pem"), ca.cert_pem().as_bytes()).unwrap();
-        pki::ca::Ca::save_issued(&g, &p("gw.pem"), &p("gw.key")).unwrap();
-        pki::files::write_private(&p("crl.pem"), rogue.crl(&[], 5).unwrap().as_bytes()).unwrap();
-        let cfg = mpa::config::TlsConfig {
-            mode: mpa::config::TlsMode::Tls,
-            ca_file: Some(p("ca.pem")),
-            cert_file: Some(p("gw.pem")),
-            key_file: Some(p("gw.key")),
-            crl_file: Some(p("crl.pem")),
-        };
+        let (_d, own, _ca, _rogue, cfg) = crl_fixture(true);
         let e = crate::secure::TlsState::load(&cfg, own, Arc::default()).unwrap_err();
         assert!(e.to_string().contains("not signed by our CA"), "{e}");
     }
