@@ -24,7 +24,7 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 
 use crate::mmsg::{self, Profile};
-use crate::testbed::{self, UpOptions};
+use crate::testbed;
 use crate::topology::{self, PortKind, Topology};
 use crate::{deps, sh};
 
@@ -415,17 +415,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     )?;
     let mmsg_bin = mmsg::build_mmsg(&opts.root, Profile::Release)?;
     let load = sh::load_1min();
-    testbed::up(
-        &topo,
-        &UpOptions {
-            prefix: opts.prefix.clone(),
-            ovs: false,
-        },
-    )?;
-    let result = run_on(opts, &topo, &mmsg_bin);
-    let down = testbed::down(&opts.prefix);
-    let runs = result?;
-    down?;
+    let runs = testbed::run_on(&topo, &opts.prefix, || run_on(opts, &topo, &mmsg_bin))?;
     Ok(Report {
         utc: sh::utc_now(),
         testbed: topo_file.to_owned(),

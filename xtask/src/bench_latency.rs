@@ -720,18 +720,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     eprintln!("bench latency: building mmsg");
     let bin = mmsg::build_mmsg(&opts.root, opts.profile)?;
     let topo = topology::parse(&topology_text(&rates, opts.delay_ms))?;
-    testbed::up(
-        &topo,
-        &testbed::UpOptions {
-            prefix: opts.prefix.clone(),
-            ovs: false,
-        },
-    )?;
-    let result = run_all(opts, &bin, &variants);
-    let down = testbed::down(&opts.prefix);
-    let report = result?;
-    down?;
-    Ok(report)
+    testbed::run_on(&topo, &opts.prefix, || run_all(opts, &bin, &variants))
 }
 
 fn run_all(opts: &Options, bin: &Path, variants: &[Variant]) -> anyhow::Result<Report> {

@@ -518,18 +518,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
             opts.prefix
         ),
     }
-    testbed::up(
-        &topo,
-        &testbed::UpOptions {
-            prefix: opts.prefix.clone(),
-            ovs: false,
-        },
-    )?;
-    let result = run_reps(opts, &bin, &topo);
-    let down = testbed::down(&opts.prefix);
-    let report = result?;
-    down?;
-    Ok(report)
+    testbed::run_on(&topo, &opts.prefix, || run_reps(opts, &bin, &topo))
 }
 
 fn run_reps(opts: &Options, bin: &Path, topo: &Topology) -> anyhow::Result<Report> {

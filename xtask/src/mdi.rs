@@ -37,7 +37,7 @@ use crate::iperf;
 use crate::mmsg::{self, Profile};
 use crate::sh;
 use crate::stats::median;
-use crate::testbed::{self, UpOptions};
+use crate::testbed;
 use crate::topology::{self, Impairment};
 
 /// The MDI values of the paper's Fig. 3 x-axis.
@@ -429,17 +429,9 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Report> {
     let load = crate::sh::load_1min();
     let t0 = Instant::now();
     let topo = topology::parse(TOPOLOGY)?;
-    testbed::up(
-        &topo,
-        &UpOptions {
-            prefix: opts.prefix.clone(),
-            ovs: false,
-        },
-    )?;
-    let result = phases(opts, settings, &delays, mmsg);
-    let down = testbed::down(&opts.prefix);
-    let (single, points) = result?;
-    down?;
+    let (single, points) = testbed::run_on(&topo, &opts.prefix, || {
+        phases(opts, settings, &delays, mmsg)
+    })?;
     Ok(Report {
         settings: settings.clone(),
         started,

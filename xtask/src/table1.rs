@@ -84,18 +84,7 @@ fn on_testbed<T>(
     f: impl FnOnce(&topology::Topology) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let topo = topology::parse(TOPOLOGY)?;
-    testbed::up(
-        &topo,
-        &testbed::UpOptions {
-            prefix: prefix.to_owned(),
-            ovs: false,
-        },
-    )?;
-    let result = f(&topo);
-    let down = testbed::down(prefix);
-    let out = result?;
-    down?;
-    Ok(out)
+    testbed::run_on(&topo, prefix, || f(&topo))
 }
 
 fn run_cases(

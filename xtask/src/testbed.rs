@@ -78,6 +78,27 @@ pub struct UpOptions {
     pub ovs: bool,
 }
 
+/// Runs `f` on a fresh testbed `prefix` of `topo` without OVS, and always tears it down (the
+/// error of `f` first, then that of the teardown).
+pub fn run_on<T>(
+    topo: &Topology,
+    prefix: &str,
+    f: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    up(
+        topo,
+        &UpOptions {
+            prefix: prefix.to_owned(),
+            ovs: false,
+        },
+    )?;
+    let result = f();
+    let down = down(prefix);
+    let out = result?;
+    down?;
+    Ok(out)
+}
+
 /// Builds the testbed. On error, everything built so far is removed.
 pub fn up(topo: &Topology, opts: &UpOptions) -> anyhow::Result<State> {
     validate_prefix(&opts.prefix)?;
