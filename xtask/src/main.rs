@@ -128,6 +128,10 @@ enum BenchCmd {
         /// Seconds of traffic per measurement (2 more are sent and omitted for TCP).
         #[arg(long, default_value_t = 10)]
         seconds: u32,
+        /// Repetitions of each tunnel measurement (median and min–max are reported; the
+        /// end-to-end MPTCP baseline runs once).
+        #[arg(long, default_value_t = 1)]
+        reps: u32,
         /// Testbed prefix.
         #[arg(long, default_value = "mmst1")]
         prefix: String,
@@ -532,12 +536,13 @@ fn main() -> anyhow::Result<()> {
         Cmd::Bench(BenchCmd::Table1 {
             json,
             seconds,
+            reps,
             prefix,
         }) => {
-            let cases = table1::run(&repo_root(), &prefix, seconds)?;
-            table1::print_table(&cases);
+            let report = table1::run(&repo_root(), &prefix, seconds, reps)?;
+            table1::print_table(&report);
             if let Some(path) = json {
-                write_json(&path, &cases)?;
+                write_json(&path, &report)?;
             }
             Ok(())
         }

@@ -33,15 +33,33 @@ const PAIRS: [(&str, &str); 4] = [("1a", "2a"), ("1a", "2b"), ("1b", "2a"), ("1b
 /// One-way delay of each pair bottleneck.
 const PAIR_DELAY_MS: f64 = 2.0;
 
+/// The whole run, as written by `--json`: `{"cases": [...], ...}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Repetitions of each tunnel measurement.
+    pub reps: u32,
+    /// Seconds of traffic per measurement.
+    pub seconds: u32,
+    /// 1-minute load average before the first case (the machine is shared: say how quiet it was).
+    pub load_avg_1m: f64,
+    /// One row per ratio.
+    pub cases: Vec<Case>,
+}
+
 /// One row of the table.
 #[derive(Debug, Clone, Serialize)]
 pub struct Case {
     /// Per-subflow available bandwidth, Mbit/s.
     pub rates: [f64; 4],
-    /// One TCP flow through the IPoMP tunnel, Mbit/s.
+    /// One TCP flow through the IPoMP tunnel, Mbit/s: the median of `ipomp_tcp_reps`.
     pub ipomp_tcp_mbps: f64,
-    /// UDP offered at the total rate through the tunnel, received Mbit/s.
+    /// Every repetition of `ipomp_tcp_mbps`, in the order run.
+    pub ipomp_tcp_reps: Vec<f64>,
+    /// UDP offered at the total rate through the tunnel, received Mbit/s: the median of
+    /// `ipomp_udp_reps`.
     pub ipomp_udp_mbps: f64,
+    /// Every repetition of `ipomp_udp_mbps`, in the order run.
+    pub ipomp_udp_reps: Vec<f64>,
     /// End-to-end MPTCP between the gateways, Mbit/s.
     pub e2e_mptcp_mbps: Option<f64>,
     /// The paper's numbers: TCP over IPoMP, UDP over IPoMP, end-to-end MPTCP.
@@ -69,13 +87,40 @@ fn udp_received_mbps(v: &serde_json::Value) -> Option<f64> {
         .map(|b| b / 1e6)
 }
 
-/// Runs the whole table; always tears the testbed down.
-pub fn run(root: &Path, prefix: &str, secs: u32) -> anyhow::Result<Vec<Case>> {
+/// Runs the whole table, each tunnel measurement `reps` times (end-to-end MPTCP once); always
+/// tears the testbed down.
+pub fn run(root: &Path, prefix: &str, secs: u32, reps: u32) -> anyhow::Result<Report> {
     deps::ensure()?;
     if !sh::have("mptcpize") {
         sh::run("apt-get", &["install", "-y", "-qq", "mptcpize"]).context("install mptcpize")?;
     }
-    on_testbed(prefix, |topo| run_cases(root, prefix, topo, secs))
+    let load_avg_1m = sh::load_1min();
+    let reps = reps.max(1);
+    let cases = on_testbed(prefix, |topo| run_cases(root, prefix, topo, secs, reps))?;
+    Ok(Report {
+        reps,
+        seconds: secs,
+        load_avg_1m,
+        cases,
+    })
+}
+
+/// The median of `xs` (the upper one of the middle two for an even count); 0 when empty.
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// `min–max` of `xs` with one decimal, or `-` when empty.
+fn min_max(xs: &[f64]) -> String {
+    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if xs.is_empty() {
+        "-".to_owned()
+    } else {
+        format!("{min:.1}–{max:.1}")
+    }
 }
 
 /// Runs `f` on a fresh 2x2 testbed `prefix` (no OVS) and always tears it down.
@@ -92,6 +137,7 @@ fn run_cases(
     prefix: &str,
     topo: &topology::Topology,
     secs: u32,
+    reps: u32,
 ) -> anyhow::Result<Vec<Case>> {
     let (h1, h2) = (
         testbed::ns_host(prefix, 1, 0),
@@ -105,24 +151,33 @@ fn run_cases(
     for (rates, paper) in CASES {
         set_case(prefix, &rates)?;
         std::thread::sleep(Duration::from_secs(1));
-        let server = iperf::Server::start(&h2, 5311, None)?;
-        let v = iperf::client(&h1, &["-c", &dst, "-p", "5311", "-t", &t, "-O", "2"])?;
-        server.wait(Duration::from_secs(2));
-        let tcp = iperf::tcp_received_mbps(&v).context("no TCP receiver rate")?;
-        let server = iperf::Server::start(&h2, 5312, None)?;
-        let v = iperf::client(
-            &h1,
-            &[
-                "-c", &dst, "-p", "5312", "-u", "-b", "40M", "-l", "1300", "-t", &t,
-            ],
-        )?;
-        server.wait(Duration::from_secs(2));
-        let udp = udp_received_mbps(&v).context("no UDP receiver rate")?;
-        eprintln!("table1 {rates:?}: IPoMP TCP {tcp:.1} Mbit/s, UDP {udp:.1} Mbit/s");
+        let (mut tcp_reps, mut udp_reps) = (Vec::new(), Vec::new());
+        for rep in 1..=reps {
+            let server = iperf::Server::start(&h2, 5311, None)?;
+            let v = iperf::client(&h1, &["-c", &dst, "-p", "5311", "-t", &t, "-O", "2"])?;
+            server.wait(Duration::from_secs(2));
+            let tcp = iperf::tcp_received_mbps(&v).context("no TCP receiver rate")?;
+            let server = iperf::Server::start(&h2, 5312, None)?;
+            let v = iperf::client(
+                &h1,
+                &[
+                    "-c", &dst, "-p", "5312", "-u", "-b", "40M", "-l", "1300", "-t", &t,
+                ],
+            )?;
+            server.wait(Duration::from_secs(2));
+            let udp = udp_received_mbps(&v).context("no UDP receiver rate")?;
+            eprintln!(
+                "table1 {rates:?} rep {rep}/{reps}: IPoMP TCP {tcp:.1} Mbit/s, UDP {udp:.1} Mbit/s"
+            );
+            tcp_reps.push(tcp);
+            udp_reps.push(udp);
+        }
         cases.push(Case {
             rates,
-            ipomp_tcp_mbps: tcp,
-            ipomp_udp_mbps: udp,
+            ipomp_tcp_mbps: median(&tcp_reps),
+            ipomp_tcp_reps: tcp_reps,
+            ipomp_udp_mbps: median(&udp_reps),
+            ipomp_udp_reps: udp_reps,
             e2e_mptcp_mbps: None,
             paper_mbps: paper,
         });
@@ -184,13 +239,22 @@ fn e2e_mptcp_on(prefix: &str, rates: &[[f64; 4]], secs: u32) -> anyhow::Result<V
     Ok(out)
 }
 
-/// Prints the table beside the paper's.
-pub fn print_table(cases: &[Case]) {
+/// Prints the table beside the paper's (median, and min–max when there is more than one
+/// repetition).
+pub fn print_table(report: &Report) {
     println!(
-        "{:<16} {:>10} {:>10} {:>10}   {:>10} {:>10} {:>10}",
-        "rates", "TCP/IPoMP", "UDP/IPoMP", "e2e MPTCP", "paper TCP", "paper UDP", "paper e2e"
+        "{:<16} {:>10} {:>11} {:>10} {:>11} {:>10}   {:>10} {:>10} {:>10}",
+        "rates",
+        "TCP/IPoMP",
+        "TCP min–max",
+        "UDP/IPoMP",
+        "UDP min–max",
+        "e2e MPTCP",
+        "paper TCP",
+        "paper UDP",
+        "paper e2e"
     );
-    for c in cases {
+    for c in &report.cases {
         let rates = c
             .rates
             .iter()
@@ -201,14 +265,55 @@ pub fn print_table(cases: &[Case]) {
             .e2e_mptcp_mbps
             .map_or("-".to_owned(), |v| format!("{v:.1}"));
         println!(
-            "{:<16} {:>10.1} {:>10.1} {:>10}   {:>10.1} {:>10.1} {:>10.1}",
+            "{:<16} {:>10.1} {:>11} {:>10.1} {:>11} {:>10}   {:>10.1} {:>10.1} {:>10.1}",
             rates,
             c.ipomp_tcp_mbps,
+            min_max(&c.ipomp_tcp_reps),
             c.ipomp_udp_mbps,
+            min_max(&c.ipomp_udp_reps),
             e2e,
             c.paper_mbps[0],
             c.paper_mbps[1],
             c.paper_mbps[2]
         );
+    }
+    println!(
+        "{} repetition(s) of {} s per case; load average before the run {:.2}",
+        report.reps, report.seconds, report.load_avg_1m
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_range_of_repetitions() {
+        assert_eq!(median(&[36.1, 30.0, 33.3]), 33.3);
+        assert_eq!(median(&[2.0, 1.0]), 2.0);
+        assert_eq!(median(&[]), 0.0);
+        assert_eq!(min_max(&[36.1, 30.0, 33.3]), "30.0–36.1");
+        assert_eq!(min_max(&[]), "-");
+    }
+
+    #[test]
+    fn json_has_cases_at_the_top() {
+        let r = Report {
+            reps: 3,
+            seconds: 10,
+            load_avg_1m: 0.5,
+            cases: vec![Case {
+                rates: [1.0, 2.0, 4.0, 33.0],
+                ipomp_tcp_mbps: 33.3,
+                ipomp_tcp_reps: vec![30.0, 33.3, 36.1],
+                ipomp_udp_mbps: 38.0,
+                ipomp_udp_reps: vec![38.0, 38.0, 38.0],
+                e2e_mptcp_mbps: None,
+                paper_mbps: [16.4, 16.9, 17.3],
+            }],
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["cases"][0]["ipomp_tcp_reps"].as_array().unwrap().len(), 3);
+        assert_eq!(v["reps"], 3);
     }
 }
