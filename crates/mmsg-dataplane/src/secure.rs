@@ -40,19 +40,19 @@ pub const REKEY_BYTES: u64 = 1 << 30;
 /// Time after which a connection asks for a key update even when idle (keepalives keep it
 /// writing): 10 minutes.
 pub const REKEY_INTERVAL: Duration = Duration::from_secs(600);
-/// Read buffer under TLS: rustls reads its input 4 KiB at a time; this buffer turns those reads
-/// into one socket read of up to 256 KiB (the same order as the tunnel's RX_CHUNK), so the
-/// syscall count of the encrypted reader stays that of the clear one. 256 KiB per connection,
-/// 4 MiB for the 16 connections of a 2-branch, 2-group gateway.
-pub const TLS_READ_BUF: usize = 256 * 1024;
+mod read_buf;
+pub use read_buf::{Buffered, TLS_PREAUTH_READ_BUF, TLS_READ_BUF};
 
-/// The socket under TLS: buffered reads ([`TLS_READ_BUF`]), writes passed through unchanged
-/// (so a write-capping adapter can still sit right on the socket).
-pub type Buffered = tokio::io::BufReader<tokio::net::TcpStream>;
-
-/// Wraps a connected socket for TLS.
+/// Wraps a connected socket for TLS, with the full read buffer ([`TLS_READ_BUF`]): for the
+/// connections we dial (the server proves its identity in the first round trip).
 pub fn buffered(s: tokio::net::TcpStream) -> Buffered {
-    tokio::io::BufReader::with_capacity(TLS_READ_BUF, s)
+    Buffered::with_capacity(TLS_READ_BUF, s)
+}
+
+/// Wraps an accepted socket for TLS with the small pre-auth read buffer
+/// ([`TLS_PREAUTH_READ_BUF`]); [`Buffered::grow`] it once the handshake completed.
+pub fn buffered_preauth(s: tokio::net::TcpStream) -> Buffered {
+    Buffered::with_capacity(TLS_PREAUTH_READ_BUF, s)
 }
 
 /// Longest time the handshake plus the hello may take on an accepted connection (the same

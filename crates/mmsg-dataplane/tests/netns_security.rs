@@ -1,6 +1,8 @@
 //! netns test of the tunnel's receive-side defences (docs/security.md "Receive side") on the 2x2
-//! testbed, both gateways in clear mode (the examples, no `[tls]`): h1 (198.19.1.10, branch 1)
-//! ↔ h2 (198.19.2.10, branch 2).
+//! testbed, both gateways in explicit clear mode (the examples plus `[tls] mode = "clear"`): h1
+//! (198.19.1.10, branch 1) ↔ h2 (198.19.2.10, branch 2). The same defences with TLS, a flood
+//! from 500 source addresses, a malformed virtio header from an authenticated peer and an
+//! expired CRL: `netns_security_tls`.
 //!
 //! Proves: (a) a rogue namespace on the emulated internet (198.18.253.10) sending a well-formed
 //! clear hello for a configured branch and group, followed by an IP frame, is refused at accept
@@ -19,19 +21,18 @@
     clippy::indexing_slicing
 )]
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod common;
+use common::sec::{
+    counter, flood, flood_result, refusals_logged, transfer, wait_for, Rogue, GW2, ROGUE,
+};
 use common::{netns, repo_root, require_root_and, run, run_ok, start_mmsg, status, Testbed};
 
-/// gw2's MPA port of path group 0 and its first WAN address.
-const GW2: (&str, u16) = ("198.18.20.2", 0x2000);
 /// Branch 1's first WAN address (allowed as a clear-mode source at gw2).
 const GW1_WAN: &str = "198.18.10.2";
-/// The rogue's address on the emulated internet.
-const ROGUE: &str = "198.18.253.10";
 /// Half-open connections per flood.
 const FLOOD: usize = 2_000;
 /// gw2's RSS may grow by at most this much during the floods (over its peak during the
@@ -41,12 +42,6 @@ const RSS_GROWTH_BOUND_KIB: u64 = 8 * 1024;
 /// Refusal log lines the floods may add: per source a burst of 10, then one per 10 s (the test
 /// lasts well under 30 s).
 const LOG_LINES_BOUND: usize = 2 * (10 + 3);
-
-fn counter(s: &serde_json::Value, name: &str) -> u64 {
-    s["counters"][name]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no counter {name}"))
-}
 
 fn conns_up(s: &serde_json::Value) -> bool {
     let conns = s["connections"].as_array().unwrap();
@@ -65,176 +60,13 @@ fn wait_up(ctl: &[&Path], logs: &dyn Fn()) {
     }
 }
 
-/// Waits until `cond` holds (polling), or fails with `what`.
-fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn refusals_logged(log: &str) -> usize {
-    log.matches("inbound connection refused").count()
-}
-
-/// `VmRSS` of process `pid`, KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
-
-/// The rogue namespace `<prefix>-rogue` on the emulated internet; deleted on drop.
-struct Rogue {
-    ns: String,
-}
-
-impl Rogue {
-    fn up(tb: &Testbed) -> Rogue {
-        let ns = tb.ns("rogue");
-        let inet = tb.ns("inet");
-        run_ok(Command::new("ip").args(["netns", "add", &ns]));
-        let r = Rogue { ns: ns.clone() };
-        let ip = |target: &str, cmd: &str| {
-            let args: Vec<&str> = cmd.split_whitespace().collect();
-            run_ok(&mut netns(target, &[&["ip"], &args[..]].concat()));
-        };
-        ip(
-            &inet,
-            &format!("link add rogue0 type veth peer name eth0 netns {ns}"),
-        );
-        ip(&inet, "addr add 198.18.253.1/24 dev rogue0");
-        ip(&inet, "link set rogue0 up");
-        ip(&ns, "link set lo up");
-        ip(&ns, &format!("addr add {ROGUE}/24 dev eth0"));
-        ip(&ns, "link set eth0 up");
-        ip(&ns, "route add default via 198.18.253.1");
-        r
-    }
-}
-
-impl Drop for Rogue {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
-    }
-}
-
-/// Opens `n` TCP connections to `host:port` from `src` (or any address: `-`), never sends a
-/// byte, holds them for `hold` seconds, then prints "opened closed_by_peer still_open".
-const FLOODER: &str = r#"
-import resource, select, socket, sys, time
-resource.setrlimit(resource.RLIMIT_NOFILE, (16384, 16384))
-host, port, n, hold, src = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-socks = []
-for i in range(n):
-    s = socket.socket()
-    s.setblocking(False)
-    if src != "-":
-        s.bind((src, 0))
-    try:
-        s.connect((host, port))
-    except BlockingIOError:
-        pass
-    socks.append(s)
-time.sleep(hold)
-closed = opened = 0
-for s in socks:
-    if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) not in (0,):
-        closed += 1
-        continue
-    try:
-        b = s.recv(1)
-        closed += 1 if b == b"" else 0
-        opened += 1
-    except BlockingIOError:
-        opened += 1
-    except OSError:
-        opened += 1
-        closed += 1
-print(opened, closed, len(socks) - closed)
-"#;
-
-fn flood(ns: &str, src: &str, hold_s: u32) -> Child {
-    netns(
-        ns,
-        &[
-            "python3",
-            "-c",
-            FLOODER,
-            GW2.0,
-            &GW2.1.to_string(),
-            &FLOOD.to_string(),
-            &hold_s.to_string(),
-            src,
-        ],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap()
-}
-
-/// iperf3 TCP h1 -> h2 for `secs`, gw2's peak RSS sampled meanwhile: (Mbit/s, peak KiB).
-/// The bulk transfer's offered rate in (c).
-const TRANSFER_RATE: &str = "20M";
-
-fn transfer(h1: &str, h2: &str, port: u16, secs: u32, gw2_pid: u32) -> (f64, u64) {
-    let p = port.to_string();
-    run_ok(&mut netns(
-        h2,
-        &["iperf3", "-s", "-D", "-1", "-p", &p, "-B", "198.19.2.10"],
-    ));
-    wait_for("iperf3 server", 10, || {
-        run_ok(&mut netns(h2, &["ss", "-Hltn", &format!("sport = :{p}")])).contains(&p)
-    });
-    let client = netns(
-        h1,
-        &[
-            "iperf3",
-            "-c",
-            "198.19.2.10",
-            "-p",
-            &p,
-            "-t",
-            &secs.to_string(),
-            // A rate a WAN uplink would have (the tunnel carries 40+ Mbit/s here in a debug
-            // build): the ratio then measures what the flood does to the tunnel, not how much
-            // of the 2 shared cores the test's own flood generators take from iperf3 and mmsg.
-            "-b",
-            TRANSFER_RATE,
-            "--json",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let mut peak = 0;
-    let pid = client.id();
-    while Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .unwrap_or_default()
-            .contains(") Z")
-    {
-        peak = peak.max(rss_kib(gw2_pid));
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    peak = peak.max(rss_kib(gw2_pid));
-    let out = client.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "iperf3: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let bps = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap();
-    (bps / 1e6, peak)
+/// The example config of branch `n` in explicit clear mode (`[tls] mode = "clear"`), in `dir`.
+fn clear_config(dir: &Path, n: u8) -> PathBuf {
+    let text =
+        std::fs::read_to_string(repo_root().join(format!("examples/mmsg-branch{n}.toml"))).unwrap();
+    let out = dir.join(format!("gw{n}.toml"));
+    std::fs::write(&out, format!("{text}\n[tls]\nmode = \"clear\"\n")).unwrap();
+    out
 }
 
 /// Sends UDP packets from h1 to h2:7000 with forged sources (raw socket), then `legit` from
@@ -281,22 +113,12 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let root = repo_root();
-    let prefix = format!("sec{}", std::process::id() % 100_000);
+    let prefix = format!("sct{}", std::process::id() % 100_000);
     let tb = Testbed::up(&prefix);
     let (gw1, gw2, h1, h2) = (tb.ns("gw1"), tb.ns("gw2"), tb.ns("h1"), tb.ns("h2"));
     let (ctl1, ctl2) = (d.join("gw1.sock"), d.join("gw2.sock"));
-    let p1 = start_mmsg(
-        &gw1,
-        &root.join("examples/mmsg-branch1.toml"),
-        &ctl1,
-        d.join("gw1.log"),
-    );
-    let p2 = start_mmsg(
-        &gw2,
-        &root.join("examples/mmsg-branch2.toml"),
-        &ctl2,
-        d.join("gw2.log"),
-    );
+    let p1 = start_mmsg(&gw1, &clear_config(d, 1), &ctl1, d.join("gw1.log"));
+    let p2 = start_mmsg(&gw2, &clear_config(d, 2), &ctl2, d.join("gw2.log"));
     let logs = || {
         for p in [&p1, &p2] {
             eprintln!("--- {} ---\n{}", p.log.display(), p.log());
@@ -314,7 +136,7 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
 
     // (a) The rogue: a well-formed clear hello for (branch 1 -> 2, group 0, type II) and an
     // ICMP frame, from an address that is no WAN address of branch 1.
-    let rogue = Rogue::up(&tb);
+    let rogue = Rogue::up(tb.ns("rogue"), &tb.ns("inet"));
     let before = status(&ctl2);
     let logged_before = refusals_logged(&p2.log());
     let script = root.join("crates/mmsg-dataplane/tests/tls_rogue.py");
@@ -427,6 +249,11 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
         counter(&status(&ctl2), "drop_spoofed_source") - counter(&b2, "drop_spoofed_source"),
         forged
     );
+    let log = p2.log();
+    assert!(
+        log.contains("frame from a peer dropped: inner source outside the sender's LAN prefixes"),
+        "{log}"
+    );
     eprintln!("(b) {forged} packets with forged inner sources: carried by gw1, dropped by gw2 (drop_spoofed_source +{forged}), none reached h2; h1's 5 real ones did");
 
     // (c) Goodput without and with 2 × 2,000 half-open connections, alternated.
@@ -435,8 +262,8 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
     let before = status(&ctl2);
     let logged_before = refusals_logged(&p2.log());
     let hold = secs + 3;
-    let f_rogue = flood(&rogue.ns, ROGUE, hold);
-    let f_wan = flood(&gw1, GW1_WAN, hold);
+    let f_rogue = flood(&rogue.ns, &[ROGUE.into()], FLOOD, 0, hold);
+    let f_wan = flood(&gw1, &[GW1_WAN.into()], FLOOD, 0, hold);
     // Let the connects land before measuring.
     wait_for("the floods to be refused", 10, || {
         let s = status(&ctl2);
@@ -446,16 +273,7 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
                 > 1000
     });
     let (flooded, flood_rss) = transfer(&h1, &h2, 5302, secs, gw2_pid);
-    let mut results = Vec::new();
-    for f in [f_rogue, f_wan] {
-        let out = f.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "flooder: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        results.push(String::from_utf8_lossy(&out.stdout).trim().to_owned());
-    }
+    let results = [flood_result(f_rogue), flood_result(f_wan)];
     let (base2, _) = transfer(&h1, &h2, 5303, secs, gw2_pid);
     let s = status(&ctl2);
     let d = |c: &str| counter(&s, c) - counter(&before, c);
@@ -507,6 +325,11 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
         lines <= LOG_LINES_BOUND,
         "{lines} refusal lines for {} refusals",
         2 * FLOOD
+    );
+    let log = p2.log();
+    assert!(
+        log.contains("inbound connection refused: too many unauthenticated connections"),
+        "{log}"
     );
     assert!(conns_up(&s), "the legitimate connections stayed up");
     drop(rogue);

@@ -266,7 +266,7 @@ pub(super) async fn reader<R: AsyncRead + Unpin>(
     loop {
         loop {
             match dec.next(&mut buf) {
-                Ok(Some(frame)) => on_frame(sh, frame, cc, &check),
+                Ok(Some(frame)) => on_frame(sh, frame, cc, &mut check),
                 Ok(None) => break,
                 Err(e) => {
                     Stats::inc(&st.frame_errors);
@@ -290,7 +290,7 @@ pub(super) async fn reader<R: AsyncRead + Unpin>(
 /// What the reader does with one frame: an IP frame goes to TUN ([`crate::deliver`]); a
 /// sequenced one, with `[striping]`, through the resequencer ([`crate::reseq`]), any other at once with the
 /// core's virtio-or-plain decision ([`tun_write`], stateless: no lock); the rest is counted.
-fn on_frame(sh: &Shared, frame: Frame, cc: &ConnCounters, check: &PeerCheck) {
+fn on_frame(sh: &Shared, frame: Frame, cc: &ConnCounters, check: &mut PeerCheck) {
     let st = &sh.stats;
     match frame.header.frame_type {
         FrameType::Ip | FrameType::IpVirtio => {

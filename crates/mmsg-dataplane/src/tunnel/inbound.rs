@@ -5,20 +5,20 @@
 //! never read further.
 //!
 //! Before authentication a connection holds little and not for long ([`super::preauth`]): at
-//! accept it needs a [`Permit`] (at most [`MAX_PREAUTH_TOTAL`] unauthenticated connections, at
-//! most [`MAX_PREAUTH_PER_SOURCE`] per source address; otherwise closed at once, no task); in
+//! accept it needs a [`Permit`] (at most [`MAX_PREAUTH_TOTAL`](super::preauth::MAX_PREAUTH_TOTAL) unauthenticated connections, at
+//! most [`MAX_PREAUTH_PER_SOURCE`](super::preauth::MAX_PREAUTH_PER_SOURCE) per source address; otherwise closed at once, no task); in
 //! clear mode its source address must be a configured remote's WAN address (and after the hello,
 //! that of the hello's branch: the OFS swap restores the sender's own WAN address as source,
 //! docs/controller.md §4); TLS handshake and hello share one [`PREAUTH_DEADLINE`]; the hello is
 //! read into a [`PREAUTH_BUF`]-byte buffer. Refusals are counted; their log lines are rate-limited
-//! per source ([`RefusalLog`]).
+//! per source ([`RefusalLog`](super::preauth::RefusalLog), also over all sources).
 
 use std::fmt::Display;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -32,10 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tracing::{info, warn};
 
 use super::conn_io::{peer_invalidated, reader, writer, ConnCounters, ConnEnd, Decoder};
-use super::preauth::{
-    Permit, PreAuth, RefusalLog, LOG_INTERVAL, MAX_LOG_SOURCES, MAX_PREAUTH_PER_SOURCE,
-    MAX_PREAUTH_TOTAL, PREAUTH_BUF, PREAUTH_DEADLINE,
-};
+use super::preauth::{Permit, PREAUTH_BUF, PREAUTH_DEADLINE};
 use super::shared::core_key;
 use super::socket::{apply_lowat, check_fallback, mark_class, mptcp_socket};
 use super::subflows::{subflow_status, SUBFLOW_CHECK};
@@ -44,20 +41,9 @@ use crate::secure::{self, Rekey};
 use crate::stats::{ConnState, ConnStatus, Stats};
 use crate::sys;
 
-/// The unauthenticated connections of every listener of this process (one gateway per process;
-/// it belongs in `Shared`, which this file does not own).
-static PREAUTH: LazyLock<Arc<Mutex<PreAuth>>> = LazyLock::new(|| {
-    Arc::new(Mutex::new(PreAuth::new(
-        MAX_PREAUTH_TOTAL,
-        MAX_PREAUTH_PER_SOURCE,
-    )))
-});
-/// The rate limit of refusal log lines, per source address.
-static REFUSAL_LOG: LazyLock<Mutex<RefusalLog>> =
-    LazyLock::new(|| Mutex::new(RefusalLog::new(LOG_INTERVAL, MAX_LOG_SOURCES)));
-
 /// Counts a refused inbound connection on `counter` and logs it (WARN, "inbound connection
-/// refused: …") unless its source already used its log budget ([`RefusalLog`]); suppressed
+/// refused: …") unless its source, or all sources together, already used their log budget
+/// ([`super::preauth::RefusalLog`], in [`Shared`]); suppressed
 /// lines are counted (`tunnel_refusal_logs_suppressed`), and the next line says how many.
 fn refuse(
     sh: &Shared,
@@ -67,7 +53,8 @@ fn refuse(
     why: impl Display,
 ) {
     Stats::inc(counter);
-    let logged = REFUSAL_LOG
+    let logged = sh
+        .refusal_log
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .should_log(Instant::now(), peer.ip());
@@ -129,7 +116,7 @@ pub async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, group: PathGrou
                     );
                     continue;
                 }
-                let permit = match Permit::acquire(&PREAUTH, peer.ip()) {
+                let permit = match Permit::acquire(&sh.preauth, peer.ip()) {
                     Ok(p) => p,
                     Err(limit) => {
                         refuse(
@@ -235,7 +222,7 @@ async fn serve_inbound(
     let st = &sh.stats;
     let s = match tokio::time::timeout_at(
         deadline.min(tokio::time::Instant::now() + secure::HANDSHAKE_TIMEOUT),
-        tls.acceptor.accept(secure::buffered(stream)),
+        tls.acceptor.accept(secure::buffered_preauth(stream)),
     )
     .await
     {
@@ -255,6 +242,9 @@ async fn serve_inbound(
             return;
         }
     };
+    // Authenticated (certificate from our CA, not revoked): the full read buffer from now on.
+    let mut s = s;
+    s.get_mut().0.grow();
     let cert = s
         .get_ref()
         .1

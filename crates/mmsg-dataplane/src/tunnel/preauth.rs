@@ -4,9 +4,11 @@
 //!   in total and per source address; a connection over either cap is closed at accept, before a
 //!   task or a buffer exists for it. A [`Permit`] is held from accept until the hello passed (or
 //!   the connection ended).
-//! - [`RefusalLog`]: one log line per source address per [`LOG_INTERVAL`]; the refusals in
-//!   between are only counted (and the next line says how many were not logged), so a flood
-//!   cannot flood the log.
+//! - [`RefusalLog`]: one log line per source address per [`LOG_INTERVAL`] (after a burst), and
+//!   over all sources at most [`LOG_GLOBAL_BURST`] lines at once and one per
+//!   [`LOG_GLOBAL_PERIOD`] after that; the refusals in between are only counted (and the next
+//!   line of their source says how many were not logged), so a flood from one or from many
+//!   addresses cannot flood the log.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -33,6 +35,13 @@ pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// Refusal lines a source may cause at once (a few distinct mistakes of a real peer, or the
 /// rogue attempts of `netns_tls`, are each logged); then [`LOG_INTERVAL`] applies.
 pub const LOG_BURST: u32 = 10;
+/// Refusal lines all sources together may cause at once: the per-source budget alone lets 500
+/// addresses write 500 lines. 32 keeps every refusal of a few real peers (and the rogue attempts
+/// of `netns_tls`) visible.
+pub const LOG_GLOBAL_BURST: u32 = 32;
+/// After [`LOG_GLOBAL_BURST`], one refusal line per this period over all sources: a flood from
+/// many addresses writes at most 32 + 1 per second.
+pub const LOG_GLOBAL_PERIOD: Duration = Duration::from_secs(1);
 /// Most source addresses [`RefusalLog`] remembers (~48 bytes each); when full, sources whose
 /// bucket would be full again are forgotten, and if none is, refusals from new sources go unlogged
 /// (counted) until one is.
@@ -146,23 +155,46 @@ impl Drop for Permit {
 }
 
 /// Per source: a token bucket of log lines ([`LOG_BURST`] lines, one more per interval) and how
-/// many refusals were not logged since the last line.
+/// many refusals were not logged since the last line; over all sources a second bucket
+/// ([`LOG_GLOBAL_BURST`] lines, one more per [`LOG_GLOBAL_PERIOD`]).
 #[derive(Debug)]
 pub struct RefusalLog {
     interval: Duration,
     max_sources: usize,
     /// Source → (tokens, when the bucket was last refilled, refusals not logged).
     last: HashMap<IpAddr, (u32, Instant, u64)>,
+    /// The bucket over all sources: (tokens, when it was last refilled); `None` until the first
+    /// refusal.
+    global: Option<(u32, Instant)>,
 }
 
 impl RefusalLog {
     /// [`LOG_BURST`] lines, then one per source per `interval`; at most `max_sources` sources
-    /// remembered.
+    /// remembered; over all sources the global bucket.
     pub fn new(interval: Duration, max_sources: usize) -> Self {
         RefusalLog {
             interval,
             max_sources,
             last: HashMap::new(),
+            global: None,
+        }
+    }
+
+    /// Whether the bucket over all sources has a line left at `now` (refilled first).
+    fn global_has_token(&mut self, now: Instant) -> bool {
+        let (tokens, at) = self.global.get_or_insert((LOG_GLOBAL_BURST, now));
+        let elapsed = now.saturating_duration_since(*at);
+        let refill = (elapsed.as_nanos() / LOG_GLOBAL_PERIOD.as_nanos().max(1)) as u32;
+        if refill > 0 {
+            *tokens = tokens.saturating_add(refill).min(LOG_GLOBAL_BURST);
+            *at = now;
+        }
+        *tokens > 0
+    }
+
+    fn take_global(&mut self) {
+        if let Some((tokens, _)) = self.global.as_mut() {
+            *tokens = tokens.saturating_sub(1);
         }
     }
 
@@ -170,6 +202,7 @@ impl RefusalLog {
     /// earlier refusals from `src` were not), `None` when it should only be counted.
     pub fn should_log(&mut self, now: Instant, src: IpAddr) -> Option<u64> {
         let interval = self.interval;
+        let global = self.global_has_token(now);
         if let Some((tokens, at, skipped)) = self.last.get_mut(&src) {
             let elapsed = now.saturating_duration_since(*at);
             let refill = (elapsed.as_nanos() / interval.as_nanos().max(1)) as u32;
@@ -177,12 +210,14 @@ impl RefusalLog {
                 *tokens = tokens.saturating_add(refill).min(LOG_BURST);
                 *at = now;
             }
-            if *tokens == 0 {
+            if *tokens == 0 || !global {
                 *skipped += 1;
                 return None;
             }
             *tokens -= 1;
-            return Some(std::mem::take(skipped));
+            let n = std::mem::take(skipped);
+            self.take_global();
+            return Some(n);
         }
         if self.last.len() >= self.max_sources {
             // Forget sources whose bucket is full again (nothing to remember).
@@ -193,7 +228,13 @@ impl RefusalLog {
                 return None;
             }
         }
+        if !global {
+            // Remembered with its count, so its next logged line says how many were not.
+            self.last.insert(src, (LOG_BURST, now, 1));
+            return None;
+        }
         self.last.insert(src, (LOG_BURST - 1, now, 0));
+        self.take_global();
         Some(0)
     }
 }
@@ -281,5 +322,32 @@ mod tests {
         l.should_log(t0, ip(2));
         assert_eq!(l.should_log(t0 + sec(10) * LOG_BURST, ip(3)), Some(0));
         assert!(l.last.len() <= 2);
+    }
+
+    #[test]
+    fn many_sources_share_one_global_budget() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut l = RefusalLog::new(Duration::from_secs(10), MAX_LOG_SOURCES);
+        let src = |i: u32| IpAddr::from([198, 18, (i >> 8) as u8, i as u8]);
+        // 500 sources, one refusal each within 10 ms: only the global burst is logged.
+        let logged = (0..500)
+            .filter(|&i| l.should_log(t0 + ms(u64::from(i) / 50), src(i)).is_some())
+            .count();
+        assert_eq!(logged, LOG_GLOBAL_BURST as usize);
+        // Then one line per period over all sources; a source that was not logged says how many
+        // refusals its line stands for.
+        assert_eq!(l.should_log(t0 + ms(500), src(400)), None);
+        assert_eq!(l.should_log(t0 + ms(1000), src(400)), Some(2));
+        assert_eq!(l.should_log(t0 + ms(1500), src(401)), None);
+        // 500 sources × 4 refusals spread over 10 s: at most the burst plus one per second.
+        let mut l = RefusalLog::new(Duration::from_secs(10), MAX_LOG_SOURCES);
+        let logged = (0..2000u32)
+            .filter(|&i| {
+                l.should_log(t0 + ms(u64::from(i) * 5), src(i % 500))
+                    .is_some()
+            })
+            .count();
+        assert_eq!(logged, LOG_GLOBAL_BURST as usize + 9);
     }
 }

@@ -15,6 +15,9 @@ use mpa::queue::AqmConfig;
 use mpa::{BranchId, Class, PathGroupId};
 use tokio::sync::{mpsc, Notify};
 
+use super::preauth::{
+    PreAuth, RefusalLog, LOG_INTERVAL, MAX_LOG_SOURCES, MAX_PREAUTH_PER_SOURCE, MAX_PREAUTH_TOTAL,
+};
 use crate::mptcp_pm::MptcpPathManager;
 use crate::secure::TlsState;
 use crate::stats::Stats;
@@ -162,6 +165,12 @@ pub struct Shared {
     /// The next connection id (`conn_io::ConnCounters::lane`): the resequencer's lane of a
     /// connection, unique for the life of the process.
     next_lane: AtomicU64,
+    /// The unauthenticated connections of every listener of this gateway (caps in total and per
+    /// source; `preauth`). Per instance, so tests and several gateways in one process do not
+    /// share the caps.
+    pub(super) preauth: Arc<Mutex<PreAuth>>,
+    /// The rate limit of refusal log lines, per source and over all sources.
+    pub(super) refusal_log: Mutex<RefusalLog>,
 }
 
 impl Shared {
@@ -284,6 +293,11 @@ pub fn build(
             events: tx,
             reseq,
             next_lane: AtomicU64::new(0),
+            preauth: Arc::new(Mutex::new(PreAuth::new(
+                MAX_PREAUTH_TOTAL,
+                MAX_PREAUTH_PER_SOURCE,
+            ))),
+            refusal_log: Mutex::new(RefusalLog::new(LOG_INTERVAL, MAX_LOG_SOURCES)),
         }),
         rx,
     )

@@ -1,6 +1,8 @@
 //! Helpers shared by the netns integration tests of `mmsg` (each test binary uses a subset).
 #![allow(dead_code)]
 
+pub mod sec;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
