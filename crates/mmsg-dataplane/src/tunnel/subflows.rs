@@ -159,10 +159,9 @@ pub(super) async fn run(
             Ordering::Relaxed,
         );
         let socket_unacked = sys::outq_bytes(fd).unwrap_or(0);
-        oq.queued_bytes.store(
-            conn_report::queued_bytes(socket_unacked, &samples),
-            Ordering::Relaxed,
-        );
+        let socket_queued = conn_report::queued_bytes(socket_unacked, &samples);
+        oq.queued_bytes.store(socket_queued, Ordering::Relaxed);
+        let queue_bytes = oq.core.lock().map_or(0, |core| core.queued_bytes() as u64);
         sh.stats.update_conn(name, |c| {
             c.token = info.token;
             c.fallback = fb;
@@ -172,6 +171,8 @@ pub(super) async fn run(
             c.bytes_tx = cc.bytes_tx.load(Ordering::Relaxed);
             c.frames_rx = cc.frames_rx.load(Ordering::Relaxed);
             c.bytes_rx = cc.bytes_rx.load(Ordering::Relaxed);
+            c.queue_bytes = queue_bytes;
+            c.socket_queued_bytes = socket_queued;
         });
         // Check often until the subflow set is complete, then once per SUBFLOW_CHECK.
         let pause = if complete {
