@@ -31,6 +31,40 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// Label set of one sample.
 type Labels = Vec<(&'static str, String)>;
 
+/// The content type of [`to_prometheus_text`]'s output (the classic text format 0.0.4).
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The same exposition in the classic Prometheus text format 0.0.4 (for `curl`, `promtool
+/// check metrics` and scrapers that do not ask for OpenMetrics): a counter family is named
+/// with its `_total` suffix in `# HELP`/`# TYPE`, and there is no `# EOF`.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::BTreeSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 64);
+    for line in openmetrics.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether a scraper's `Accept` header asks for OpenMetrics (Prometheus does).
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| a.contains("application/openmetrics-text"))
+}
+
 /// The families of one scrape, in the order they were added, each with its samples in the
 /// order given (`prometheus-client`'s `Family` keeps a hash map: its order would change from
 /// scrape to scrape). Nothing lives between scrapes, so nothing can drift from its source.

@@ -48,10 +48,10 @@ impl Api {
         let resp = self.app.clone().oneshot(req).await.unwrap();
         let status = resp.status();
         // `GET /metrics` answers the Prometheus text format, everything else JSON.
-        let text = resp
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|c| c.as_bytes().starts_with(b"application/openmetrics-text"));
+        let text = resp.headers().get(header::CONTENT_TYPE).is_some_and(|c| {
+            c.as_bytes().starts_with(b"application/openmetrics-text")
+                || c.as_bytes().starts_with(b"text/plain")
+        });
         let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
             .await
             .unwrap();
@@ -1250,9 +1250,27 @@ async fn metrics_need_a_read_only_token_and_parse() {
         .await;
     assert_eq!(s, StatusCode::CREATED, "{ro}");
     let ro = ro["token"].as_str().unwrap().to_owned();
+    // Without an Accept header: the classic text format (curl, promtool).
     let (s, v) = api
         .with_token(Some(&ro), Method::GET, "/metrics", None)
         .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let classic = v.as_str().unwrap().to_owned();
+    assert!(
+        classic.contains("# TYPE mms_path_group_weight_ratio gauge\n"),
+        "{classic}"
+    );
+    assert!(!classic.contains("# EOF"), "{classic}");
+    // What Prometheus asks for: OpenMetrics.
+    let req = Request::get("/metrics")
+        .header(header::AUTHORIZATION, format!("Bearer {ro}"))
+        .header(
+            header::ACCEPT,
+            "application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+        )
+        .body(Body::empty())
+        .unwrap();
+    let (s, v) = api.raw(req).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let text = v.as_str().unwrap();
     let (types, samples) =

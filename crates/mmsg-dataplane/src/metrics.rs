@@ -4,7 +4,8 @@
 //! One source of truth: nothing here counts. Every scrape takes the same [`StatusReport`] that
 //! `mmsg status` shows ([`crate::stats::Stats::report`]: the gateway's counters, the connection
 //! registry, the controller channel, TLS, `[internet]`) and writes it in the OpenMetrics text
-//! format with `prometheus-client`, the Prometheus project's Rust client. Call order:
+//! format with `prometheus-client`, the Prometheus project's Rust client (or, for a client that
+//! does not ask for OpenMetrics, in the classic text format 0.0.4: [`to_prometheus_text`]). Call order:
 //! [`bind`] → [`serve`]; [`render`] is the pure part (report in, text out), tested by itself.
 //!
 //! Labels, all bounded by the config: `remote` (branch id, ≤ 15), `path_group` (≤ 16), `class`
@@ -31,6 +32,40 @@ type Labels = Vec<(&'static str, String)>;
 
 /// The content type of [`render`]'s output (Prometheus negotiates it; 2.x and later read it).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The content type of [`to_prometheus_text`]'s output (the classic text format 0.0.4).
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The same exposition in the classic Prometheus text format 0.0.4 (for `curl`, `promtool
+/// check metrics` and scrapers that do not ask for OpenMetrics): a counter family is named
+/// with its `_total` suffix in `# HELP`/`# TYPE`, and there is no `# EOF`.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::BTreeSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 64);
+    for line in openmetrics.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether a scraper's `Accept` header asks for OpenMetrics (Prometheus does).
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| a.contains("application/openmetrics-text"))
+}
 
 /// The families of one scrape, in the order they were added, each with its samples in the
 /// order given (`prometheus-client`'s `Family` keeps a hash map: its order would change from
@@ -443,12 +478,21 @@ pub async fn serve(listener: tokio::net::TcpListener, src: ReportSource, wan: Ve
     let state = Arc::new((src, wan));
     let app = axum::Router::new().route(
         "/metrics",
-        get(move || {
+        get(move |headers: axum::http::HeaderMap| {
             let state = Arc::clone(&state);
             async move {
                 let (src, wan) = &*state;
                 let report = src.stats.report(src.branch, src.offload, src.path_manager);
-                ([(header::CONTENT_TYPE, CONTENT_TYPE)], render(&report, wan))
+                let text = render(&report, wan);
+                let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+                if wants_openmetrics(accept) {
+                    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
+                } else {
+                    (
+                        [(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)],
+                        to_prometheus_text(&text),
+                    )
+                }
             }
         }),
     );

@@ -229,3 +229,40 @@ fn every_counter_is_exported_once() {
     let counters: u64 = r.counters.values().sum();
     assert_eq!(total, counters as f64);
 }
+
+#[test]
+fn the_classic_text_format_names_counters_with_total_and_passes_promtool() {
+    let text = to_prometheus_text(&render(&report(), &[]));
+    assert!(
+        text.contains("# TYPE mms_tun_rx_bytes_total counter\n"),
+        "{text}"
+    );
+    assert!(text.contains("# HELP mms_tun_rx_bytes_total "), "{text}");
+    assert!(text.contains("# TYPE mms_connection_up gauge\n"), "{text}");
+    assert!(!text.contains("# EOF"));
+    // Debian's promtool (package `prometheus`), when installed, checks it as Prometheus would.
+    let Ok(mut child) = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("promtool not installed: skipped its check");
+        return;
+    };
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -26,8 +26,9 @@ fn conn_key(c: &ConnStatus) -> ConnKey {
 }
 
 fn conn_name(c: &ConnStatus) -> String {
+    // The `conn` field of the logs.
     format!(
-        "{}-b{}-g{}-{}",
+        "{} b{} g{} {}",
         c.direction, c.remote_branch, c.path_group, c.class
     )
 }
@@ -356,14 +357,14 @@ mod tests {
         // 1.25 MB in 1 s = 10 Mbit/s on the connection and on its subflow; 1 % retransmitted.
         assert!(text.contains("10.00"), "{text}");
         assert!(text.contains("1.0"), "{text}");
-        let problems = text.find("connection out-b3-g1-type2 is backoff").unwrap();
+        let problems = text.find("connection out b3 g1 type2 is backoff").unwrap();
         let subflows = text.find("1 of 2 subflows up").unwrap();
         assert!(problems < text.find("CONNECTION").unwrap());
         assert!(subflows < text.find("CONNECTION").unwrap());
         assert!(text.contains("drop_codel: +2 in the interval"), "{text}");
         // The connection that is down comes first in the table.
-        let down = text.rfind("out-b3-g1-type2").unwrap();
-        let up = text.rfind("out-b2-g0-type2").unwrap();
+        let down = text.rfind("out b3 g1 type2").unwrap();
+        let up = text.rfind("out b2 g0 type2").unwrap();
         assert!(down < up, "{text}");
         // A table crate lays out the columns, no escape codes.
         assert!(!text.contains('\u{1b}'));

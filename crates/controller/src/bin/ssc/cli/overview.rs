@@ -243,3 +243,78 @@ pub(crate) fn status(c: ClientArgs) -> anyhow::Result<()> {
     print!("{}", o.render());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn branch(id: u8) -> Branch {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "name": format!("site{id}"),
+            "wan": [{"port": "a", "address": format!("198.18.{}.2/24", 10 * id),
+                     "gateway": format!("198.18.{}.1", 10 * id), "capacity_mbps": 10}],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn problems_first_then_branches_and_pairs() {
+        let report = mpa::gwchan::Report {
+            healthy: false,
+            connections_up: 1,
+            connections_total: 2,
+            groups: vec![
+                mpa::gwchan::GroupReport {
+                    branch: 2,
+                    group: 0,
+                    up: true,
+                    ..Default::default()
+                },
+                mpa::gwchan::GroupReport {
+                    branch: 2,
+                    group: 1,
+                    up: false,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let o = Overview {
+            branches: vec![branch(1), branch(2)],
+            gateways: GatewayList {
+                gateways: vec![GatewayView {
+                    branch: 1,
+                    connected: true,
+                    peer: "198.18.10.2:40000".into(),
+                    software_version: String::new(),
+                    wan: Vec::new(),
+                    config_version: 3,
+                    config_version_sent: 3,
+                    config_version_acked: 3,
+                    last_error: None,
+                    last_report: Some(report),
+                    last_report_age_ms: Some(1000),
+                    sessions: 1,
+                }],
+                ..GatewayList::default()
+            },
+            stats: None,
+            weights: None,
+        };
+        let text = o.render();
+        let problems = text.find("problems:").unwrap();
+        let never = text
+            .find("branch 2 (site2): gateway never registered")
+            .unwrap();
+        let down = text.find("pair 1 -> 2: path group 1 down").unwrap();
+        let table = text.find("BRANCH").unwrap();
+        assert!(problems < never && never < table && down < table, "{text}");
+        // Branch 2 (gateway never seen) is listed before branch 1.
+        assert!(
+            text.find("site2").unwrap() < text.find("site1").unwrap(),
+            "{text}"
+        );
+        assert!(text.contains("1/2"), "tunnels and groups up: {text}");
+        assert!(!text.contains('\u{1b}'));
+    }
+}
