@@ -21,9 +21,8 @@ fn parse(text: &str) -> (BTreeMap<String, String>, Vec<Sample>) {
     let mut samples: Vec<Sample> = Vec::new();
     let mut family = String::new();
     let mut seen = std::collections::BTreeSet::new();
-    let mut lines = text.lines().peekable();
     let mut eof = false;
-    while let Some(line) = lines.next() {
+    for line in text.lines() {
         assert!(!eof, "text after # EOF: {line}");
         if line == "# EOF" {
             eof = true;
