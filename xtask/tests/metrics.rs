@@ -301,6 +301,7 @@ fn run(bin: &Path, prefix: &str) {
             dir.join("metrics-gw1.sock").to_str().unwrap(),
         ],
     );
+    eprintln!("MEASURE mmsg status of gw1 (text view):\n{status}");
     assert!(status.contains("out b2 g"), "{status}");
     assert!(status.contains("problems:"), "{status}");
     assert!(
@@ -341,6 +342,29 @@ fn run(bin: &Path, prefix: &str) {
         up_lines >= 1,
         "no `tunnel connection up` line in\n{json_log}"
     );
+    let subflow_up = json_log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["message"] == "subflow up")
+        .inspect(|v| {
+            assert!(v["fields"]["conn"].is_string(), "{v}");
+            assert!(
+                v["fields"]["local"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("198.18.1"),
+                "{v}"
+            );
+            assert!(
+                v["fields"]["remote"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("198.18.2"),
+                "{v}"
+            );
+        })
+        .count();
+    assert!(subflow_up >= 1, "no `subflow up` line in\n{json_log}");
 }
 
 /// A real Prometheus (Debian's 2.42) scrapes gw1's `/metrics` and answers a query for the

@@ -393,6 +393,56 @@ fn cli_scenario_against_a_running_server() {
     assert!(problems < never && never < table, "{status}");
     assert!(status.contains("0 gateways connected"), "{status}");
     assert!(!status.contains('\u{1b}'), "{status}");
+    // `GET /metrics` of the running ssc: refused without the token; with it, OpenMetrics for
+    // Prometheus (strict reader) and the classic format for curl (promtool, when installed).
+    let url = format!("{}/metrics", server.api);
+    let curl = |args: &[&str]| {
+        Command::new("curl")
+            .args(["-s", "-o", "-", "-w", "\n%{http_code}"])
+            .args(args)
+            .arg(&url)
+            .output()
+            .unwrap()
+    };
+    let denied = String::from_utf8(curl(&[]).stdout).unwrap();
+    assert!(denied.ends_with("\n401"), "{denied}");
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    let om = String::from_utf8(
+        curl(&["-H", &bearer, "-H", "Accept: application/openmetrics-text"]).stdout,
+    )
+    .unwrap();
+    let om = om.strip_suffix("\n200").unwrap_or_else(|| panic!("{om}"));
+    let (_, samples) = controller::metrics::check(om).unwrap_or_else(|e| panic!("{e}\n{om}"));
+    assert_eq!(
+        controller::metrics::value_of(&samples, "mms_build_info", &[("component", "ssc")]),
+        Some(1.0)
+    );
+    assert!(
+        samples
+            .iter()
+            .any(|(n, ..)| n == "mms_path_group_weight_ratio"),
+        "{om}"
+    );
+    let classic = String::from_utf8(curl(&["-H", &bearer]).stdout).unwrap();
+    let classic = classic
+        .strip_suffix("\n200")
+        .unwrap_or_else(|| panic!("{classic}"));
+    if let Ok(mut p) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        use std::io::Write;
+        p.stdin
+            .take()
+            .unwrap()
+            .write_all(classic.as_bytes())
+            .unwrap();
+        let out = p.wait_with_output().unwrap();
+        assert!(out.status.success(), "promtool: {out:?}\n{classic}");
+    }
     let exported = ok(&server, &["export"]);
     assert_eq!(Inventory::from_toml(&exported).unwrap(), inv);
 
