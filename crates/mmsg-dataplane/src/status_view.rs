@@ -195,7 +195,12 @@ pub fn render(
         t.add_row(vec![
             conn_name(c),
             format!("{}{}", c.state, if c.fallback { " (TCP)" } else { "" }),
-            format!("{up}/{}", c.subflows_wanted),
+            // Inbound connections do not manage their subflows (the dialling side does).
+            if c.subflows_wanted == 0 {
+                up.to_string()
+            } else {
+                format!("{up}/{}", c.subflows_wanted)
+            },
             mbit(c.bytes_tx, b.map(|b| b.bytes_tx), secs),
             mbit(c.bytes_rx, b.map(|b| b.bytes_rx), secs),
             c.bytes_retrans.to_string(),
