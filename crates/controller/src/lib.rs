@@ -42,6 +42,8 @@
 //!   in total and per source, one deadline, rate-limited refusal logs and counters).
 //! - [`sdc`] (SDC): flow and port statistics per switch, member path, path group and pair (a pure
 //!   collector fed by the OFC's switch tasks).
+//! - [`metrics`] (SDC, issue #19): the Prometheus exposition of what the REST API serves
+//!   (`GET /metrics`), and a strict reader of that format for tests.
 //!
 //! Call order: load an [`inventory::Inventory`], build [`path_group::PathGroups`] (manually from
 //! TOML or with [`path_config::PathConfigurator`]), then [`swap::compile`] → [`swap::FlowTables`] and
@@ -55,6 +57,7 @@ pub mod catalog;
 pub mod gwchan;
 pub mod inventory;
 pub mod listen;
+pub mod metrics;
 pub mod ofc;
 pub mod path_config;
 pub mod path_group;

@@ -47,11 +47,18 @@ impl Api {
     async fn raw(&self, req: Request<Body>) -> (StatusCode, Value) {
         let resp = self.app.clone().oneshot(req).await.unwrap();
         let status = resp.status();
+        // `GET /metrics` answers the Prometheus text format, everything else JSON.
+        let text = resp.headers().get(header::CONTENT_TYPE).is_some_and(|c| {
+            c.as_bytes().starts_with(b"application/openmetrics-text")
+                || c.as_bytes().starts_with(b"text/plain")
+        });
         let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
             .await
             .unwrap();
         let v = if bytes.is_empty() {
             Value::Null
+        } else if text {
+            Value::String(String::from_utf8(bytes.to_vec()).unwrap())
         } else {
             serde_json::from_slice(&bytes)
                 .unwrap_or_else(|e| panic!("{status}: not JSON ({e}): {bytes:?}"))
@@ -1222,5 +1229,69 @@ fn assert_schema_covers(doc: &Value, name: &str, example: &Value) {
     }
     for r in &required {
         assert!(keys.contains_key(r), "{name}: required {r} not serialized");
+    }
+}
+
+/// Issue #19: `GET /metrics` needs a token (401 without, like every other read), a read-only
+/// token is enough, and the answer is a valid OpenMetrics exposition with the WRR weights of the
+/// paper's Table II (4 path groups; the weights of each pair sum to 1).
+#[tokio::test]
+async fn metrics_need_a_read_only_token_and_parse() {
+    let api = Api::new();
+    api.import_paper().await;
+    let (s, _) = api.with_token(None, Method::GET, "/metrics", None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, ro) = api
+        .call(
+            Method::POST,
+            "/api/v1/tokens",
+            Some(json!({"name": "prometheus", "role": "read-only"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{ro}");
+    let ro = ro["token"].as_str().unwrap().to_owned();
+    // Without an Accept header: the classic text format (curl, promtool).
+    let (s, v) = api
+        .with_token(Some(&ro), Method::GET, "/metrics", None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let classic = v.as_str().unwrap().to_owned();
+    assert!(
+        classic.contains("# TYPE mms_path_group_weight_ratio gauge\n"),
+        "{classic}"
+    );
+    assert!(!classic.contains("# EOF"), "{classic}");
+    // What Prometheus asks for: OpenMetrics.
+    let req = Request::get("/metrics")
+        .header(header::AUTHORIZATION, format!("Bearer {ro}"))
+        .header(
+            header::ACCEPT,
+            "application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+        )
+        .body(Body::empty())
+        .unwrap();
+    let (s, v) = api.raw(req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let text = v.as_str().unwrap();
+    let (types, samples) =
+        controller::metrics::check(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(types["mms_path_group_weight_ratio"], "gauge");
+    assert_eq!(
+        controller::metrics::value_of(&samples, "mms_build_info", &[("component", "ssc")]),
+        Some(1.0)
+    );
+    let weights: Vec<_> = samples
+        .iter()
+        .filter(|(n, ..)| n == "mms_path_group_weight_ratio")
+        .collect();
+    assert!(!weights.is_empty(), "{text}");
+    let mut per_pair = std::collections::BTreeMap::<(String, String), f64>::new();
+    for (_, l, v) in &weights {
+        *per_pair
+            .entry((l["branch"].clone(), l["remote"].clone()))
+            .or_default() += v;
+    }
+    for (pair, sum) in per_pair {
+        assert!((sum - 1.0).abs() < 1e-6, "{pair:?}: {sum}");
     }
 }

@@ -385,6 +385,64 @@ fn cli_scenario_against_a_running_server() {
     assert_eq!(stats["available"], true, "{stats}");
     assert_eq!(stats["branches"], serde_json::json!([]), "{stats}");
     assert_eq!(ok(&server, &["stats"]), "no switch has connected yet\n");
+    // `ssc status` (issue #19): one screen, problems first; no gateway has registered yet.
+    let status = ok(&server, &["status"]);
+    let problems = status.find("problems:").unwrap();
+    let table = status.find("BRANCH").unwrap();
+    let never = status.find("gateway never registered").unwrap();
+    assert!(problems < never && never < table, "{status}");
+    assert!(status.contains("0 gateways connected"), "{status}");
+    assert!(!status.contains('\u{1b}'), "{status}");
+    // `GET /metrics` of the running ssc: refused without the token; with it, OpenMetrics for
+    // Prometheus (strict reader) and the classic format for curl (promtool, when installed).
+    let url = format!("{}/metrics", server.api);
+    let curl = |args: &[&str]| {
+        Command::new("curl")
+            .args(["-s", "-o", "-", "-w", "\n%{http_code}"])
+            .args(args)
+            .arg(&url)
+            .output()
+            .unwrap()
+    };
+    let denied = String::from_utf8(curl(&[]).stdout).unwrap();
+    assert!(denied.ends_with("\n401"), "{denied}");
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    let om = String::from_utf8(
+        curl(&["-H", &bearer, "-H", "Accept: application/openmetrics-text"]).stdout,
+    )
+    .unwrap();
+    let om = om.strip_suffix("\n200").unwrap_or_else(|| panic!("{om}"));
+    let (_, samples) = controller::metrics::check(om).unwrap_or_else(|e| panic!("{e}\n{om}"));
+    assert_eq!(
+        controller::metrics::value_of(&samples, "mms_build_info", &[("component", "ssc")]),
+        Some(1.0)
+    );
+    assert!(
+        samples
+            .iter()
+            .any(|(n, ..)| n == "mms_path_group_weight_ratio"),
+        "{om}"
+    );
+    let classic = String::from_utf8(curl(&["-H", &bearer]).stdout).unwrap();
+    let classic = classic
+        .strip_suffix("\n200")
+        .unwrap_or_else(|| panic!("{classic}"));
+    if let Ok(mut p) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        use std::io::Write;
+        p.stdin
+            .take()
+            .unwrap()
+            .write_all(classic.as_bytes())
+            .unwrap();
+        let out = p.wait_with_output().unwrap();
+        assert!(out.status.success(), "promtool: {out:?}\n{classic}");
+    }
     let exported = ok(&server, &["export"]);
     assert_eq!(Inventory::from_toml(&exported).unwrap(), inv);
 
@@ -891,4 +949,47 @@ fn ssc_serves_rest_over_tls_with_rest_tls() {
         "a client that does not trust the CA got in"
     );
     stop_child(&mut child);
+}
+
+/// Issue #19: `--log-format json` makes every log line of `ssc run` one JSON object; the text
+/// format written to a pipe has no ANSI escape.
+#[test]
+fn logs_are_json_lines_or_plain_text_without_escapes() {
+    for format in ["json", "text"] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = write_config(dir.path());
+        let mut child = Command::new("unshare")
+            .args([
+                "--net",
+                "sh",
+                "-c",
+                "ip link set lo up && exec \"$0\" \"$@\"",
+            ])
+            .arg(env!("CARGO_BIN_EXE_ssc"))
+            .args(["--log-format", format, "run", "--config"])
+            .arg(&config)
+            .args(["--listen", "127.0.0.1:8080"])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = startup_lines(&mut child);
+        stop_child(&mut child);
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(!err.trim().is_empty(), "{format}: no log line");
+        assert!(
+            !err.contains('\u{1b}'),
+            "{format}: ANSI escape in piped logs: {err}"
+        );
+        if format == "json" {
+            for line in err.lines() {
+                let v: serde_json::Value =
+                    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                assert!(v["level"].is_string(), "{line}");
+                assert!(v["fields"]["message"].is_string(), "{line}");
+            }
+        }
+    }
 }

@@ -46,6 +46,8 @@ pub struct RunOpts {
     pub control: PathBuf,
     /// Skip host set-up (sysctls, rules) — for tests without privileges.
     pub no_setup: bool,
+    /// `--metrics-listen`: serve Prometheus `/metrics` there ([`crate::metrics`]); `None`: off.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Reads and validates a config file.
@@ -83,6 +85,17 @@ fn kernel_pm_setup(config: &Config, undo: &mut Undo) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What `mmsg status` and `/metrics` show of the credentials in use.
+fn tls_status(tls: &TlsState, reloads: u64) -> TlsStatus {
+    let current = tls.current();
+    TlsStatus {
+        serial: current.serial,
+        reloads,
+        not_after: crate::enrol::not_after(&tls.files().cert).unwrap_or(0),
+        crl_next_update: current.creds.crl.map(|c| c.next_update),
+    }
+}
+
 /// SIGHUP: re-reads the `[tls]` files (certificate/key rotation, new CRL). New connections use
 /// the new credentials; established ones keep theirs. A failure keeps the old ones. With an
 /// `[ovs]` `ssl:` controller (`ovs_ssl`), OVS is then given the reloaded credentials too
@@ -96,7 +109,7 @@ fn reload_tls(tls: Option<&Arc<TlsState>>, stats: &Stats, ovs_ssl: Option<&(OvsC
         Ok(serial) => {
             Stats::inc(&stats.tls_reloads);
             let reloads = stats.tls_reloads.load(std::sync::atomic::Ordering::Relaxed);
-            stats.set_tls(TlsStatus { serial, reloads });
+            stats.set_tls(tls_status(tls, reloads));
             info!(
                 serial,
                 "SIGHUP: TLS credentials reloaded; new connections use them"
@@ -177,7 +190,7 @@ pub async fn run(opts: RunOpts) -> anyhow::Result<()> {
             let state =
                 TlsState::load(t, own, Arc::clone(&stats)).context("load the [tls] credentials")?;
             let serial = state.current().serial;
-            stats.set_tls(TlsStatus { serial, reloads: 0 });
+            stats.set_tls(tls_status(&state, 0));
             info!(
                 serial,
                 "TLS 1.3 with mutual authentication on every tunnel connection"
@@ -256,6 +269,8 @@ async fn run_inner(
     setup::configure_tun(tun.name(), opts.tun_mtu, &config).context("configure TUN")?;
 
     let control_listener = control::bind(&opts.control)?;
+    let wan_addresses: Vec<std::net::Ipv4Addr> =
+        config.wan.iter().map(|w| w.address.addr()).collect();
     let controller = config.controller.clone();
     let (sh, events) = tunnel::build(
         config,
@@ -299,18 +314,24 @@ async fn run_inner(
             Arc::clone(&crl_reload),
         ));
     }
-    tokio::spawn(control::serve(
-        control_listener,
-        ReportSource {
-            stats: Arc::clone(&stats),
-            branch: own.get(),
-            offload,
-            path_manager: match opts.pm {
-                PmMode::Userspace => "userspace",
-                PmMode::Kernel => "kernel",
-            },
+    let report_source = ReportSource {
+        stats: Arc::clone(&stats),
+        branch: own.get(),
+        offload,
+        path_manager: match opts.pm {
+            PmMode::Userspace => "userspace",
+            PmMode::Kernel => "kernel",
         },
-    ));
+    };
+    if let Some(addr) = opts.metrics_listen {
+        let listener = crate::metrics::bind(addr).await?;
+        tokio::spawn(crate::metrics::serve(
+            listener,
+            report_source.clone(),
+            wan_addresses,
+        ));
+    }
+    tokio::spawn(control::serve(control_listener, report_source));
     info!(branch = own.get(), "mmsg running");
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

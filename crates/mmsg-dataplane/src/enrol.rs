@@ -257,6 +257,13 @@ pub async fn renew(address: &str, files: &TlsFiles, own: BranchId) -> anyhow::Re
     Ok(c)
 }
 
+/// The `notAfter` (Unix s) of the certificate in `cert`; `None`: the file does not parse.
+pub fn not_after(cert: &Path) -> Option<u64> {
+    use rustls::pki_types::pem::PemObject;
+    let der = rustls::pki_types::CertificateDer::from_pem_file(cert).ok()?;
+    pki::validity::validity_of(&der).map(|(_, na)| na)
+}
+
 /// Whether the certificate in `cert` has less than `percent` % of its lifetime left at `now`
 /// (Unix s). `None`: the file does not parse.
 pub fn due(cert: &Path, percent: u8, now: u64) -> Option<bool> {

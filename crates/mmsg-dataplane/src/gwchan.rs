@@ -424,6 +424,7 @@ pub async fn run_client(
     let mut backoff = BACKOFF_MIN;
     loop {
         let r = session(&sh, &ctl, &mut st, &updates, &reload, &mut backoff).await;
+        let was_connected = sh.stats.controller().is_some_and(|c| c.connected);
         let waiting = st.source == Source::None;
         sh.stats.update_controller(|c| {
             c.connected = false;
@@ -438,6 +439,10 @@ pub async fn run_client(
         });
         match r {
             Ok(()) => {}
+            // One WARN when an established session ends; failed reconnects only at DEBUG.
+            Err(e) if was_connected => {
+                warn!(address = %ctl.address, error = %format!("{e:#}"), "controller disconnected");
+            }
             Err(e) => debug!(error = %format!("{e:#}"), "controller session ended"),
         }
         tokio::time::sleep(backoff).await;

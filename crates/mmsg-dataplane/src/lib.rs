@@ -19,6 +19,9 @@
 //! - [`setup`]: sysctls, policy routing, TUN routes (idempotent, undone on exit).
 //! - [`control`] / [`stats`] / [`status`]: the control socket of `mmsg status`, the counters and
 //!   connection registry, and the report it shows.
+//! - [`metrics`]: Prometheus `/metrics` (`--metrics-listen`), rendered from the status report.
+//! - [`status_view`]: the tables of `mmsg status` (rates from two reports).
+//! - [`log`]: the log subscriber (`--log-format`, no ANSI codes unless stderr is a terminal).
 //! - [`uplink_lb`]: with `[internet]`, per-flow load balancing of external traffic over the
 //!   uplinks with SNAT (nftables + fwmark rules, seed 004 §5).
 //! - [`gwchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
@@ -35,6 +38,8 @@ pub mod deliver;
 pub mod enrol;
 pub mod genl;
 pub mod gwchan;
+pub mod log;
+pub mod metrics;
 pub mod mptcp_pm;
 pub mod ovs;
 pub mod qos;
@@ -43,6 +48,7 @@ pub mod secure;
 pub mod setup;
 pub mod stats;
 pub mod status;
+pub mod status_view;
 #[allow(unsafe_code)] // STYLE §5: the one module with unsafe, each block with `// SAFETY:`.
 pub mod sys;
 pub mod tun;

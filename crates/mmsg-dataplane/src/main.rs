@@ -8,12 +8,22 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use mmsg_dataplane::control;
 use mmsg_dataplane::daemon::{self, PmMode, RunOpts};
+use mmsg_dataplane::log::LogFormat;
 use mmsg_dataplane::tunnel::SocketOpts;
 
 /// MMS gateway (MMSG): carries IP traffic between branches over multipath TCP.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
+    /// Log format on stderr: `text` (colours only on a terminal) or `json` (one object per line).
+    #[arg(
+        long,
+        env = "MMSG_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        global = true
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -42,6 +52,13 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long, env = "MMSG_STATUS_JSON")]
         json: bool,
+        /// Refresh every this often until Ctrl-C (e.g. `2s`); rates over each interval.
+        #[arg(long, env = "MMSG_STATUS_WATCH")]
+        watch: Option<humantime::Duration>,
+        /// The text view takes two reports this far apart for its rates and loss (`0s`: one
+        /// report, no rates).
+        #[arg(long, env = "MMSG_STATUS_INTERVAL", default_value = "1s")]
+        interval: humantime::Duration,
     },
     /// Get this gateway's certificate from the controller with a one-time token (from
     /// `ssc enrol-token`). The key is generated here and never leaves the host; writes
@@ -143,6 +160,10 @@ struct RunArgs {
     /// Skip the host set-up (sysctls, policy rules); the TUN device and its routes are still set.
     #[arg(long, env = "MMSG_NO_SETUP")]
     no_setup: bool,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (off by default; no authentication, so
+    /// keep it on loopback, e.g. `127.0.0.1:9477`, or a management network; docs/metrics.md).
+    #[arg(long, env = "MMSG_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// `--congestion`.
@@ -170,14 +191,8 @@ impl Congestion {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MMSG_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    mmsg_dataplane::log::init(cli.log_format, "MMSG_LOG");
     match real_main(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -221,21 +236,21 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 },
                 control: a.control.control,
                 no_setup: a.no_setup,
+                metrics_listen: a.metrics_listen,
             }))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Status { control, json } => {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let report = rt.block_on(control::query(&control.control))?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", report.to_text());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Status {
+            control,
+            json,
+            watch,
+            interval,
+        } => status(
+            &control.control,
+            json,
+            watch.map(Into::into),
+            interval.into(),
+        ),
         Command::Enrol(a) => enrol(a),
         Command::Renew { config } => {
             let cfg = daemon::load_config(&config)?;
@@ -258,6 +273,60 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// `mmsg status`: JSON (one report), or the tables of [`mmsg_dataplane::status_view`] with rates
+/// over `interval` (or over each `watch` period, refreshed until Ctrl-C).
+fn status(
+    control: &std::path::Path,
+    json: bool,
+    watch: Option<std::time::Duration>,
+    interval: std::time::Duration,
+) -> anyhow::Result<ExitCode> {
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let query = || rt.block_on(control::query(control));
+    let unix_now = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&query()?)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut prev = None;
+    if watch.is_none() && interval > Duration::ZERO {
+        prev = Some((query()?, Instant::now()));
+        std::thread::sleep(interval);
+    }
+    loop {
+        let report = query()?;
+        let at = Instant::now();
+        let text = mmsg_dataplane::status_view::render(
+            &report,
+            prev.as_ref()
+                .map(|(p, t): &(_, Instant)| (p, at.duration_since(*t))),
+            unix_now(),
+        );
+        let Some(period) = watch else {
+            print!("{text}");
+            return Ok(ExitCode::SUCCESS);
+        };
+        // Clear the screen only on a terminal: piped output stays plain text.
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            print!("\x1b[2J\x1b[H");
+        }
+        print!("{text}");
+        println!(
+            "(every {}; Ctrl-C to stop)",
+            humantime::format_duration(period)
+        );
+        prev = Some((report, at));
+        std::thread::sleep(period);
     }
 }
 

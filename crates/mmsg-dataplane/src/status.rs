@@ -103,6 +103,14 @@ pub struct ConnStatus {
     /// `[tls]`, inbound: the serial number of the peer's certificate.
     #[serde(default)]
     pub peer_serial: Option<u64>,
+    /// Outbound: bytes waiting in the gateway's own queue (`mpa::queue::FairQueue`, both
+    /// classes), sampled every second.
+    #[serde(default)]
+    pub queue_bytes: u64,
+    /// Outbound: bytes the MPTCP socket holds that are not in flight (waiting for the paths),
+    /// sampled every second.
+    #[serde(default)]
+    pub socket_queued_bytes: u64,
 }
 
 /// What `mmsg status` prints.
@@ -136,6 +144,12 @@ pub struct TlsStatus {
     pub serial: u64,
     /// Successful reloads since start.
     pub reloads: u64,
+    /// Our certificate's `notAfter`, Unix seconds (0: unknown).
+    #[serde(default)]
+    pub not_after: u64,
+    /// The CRL in use: its `nextUpdate`, Unix seconds (after it new handshakes are refused).
+    #[serde(default)]
+    pub crl_next_update: Option<u64>,
 }
 
 /// The gateway channel to the controller (`crate::gwchan`, `docs/gwchan.md`).
@@ -157,105 +171,6 @@ pub struct ControllerStatus {
     pub configs_refused: u64,
     /// The last problem: a refused config, an error from the controller, a failed connect.
     pub last_error: Option<String>,
-}
-
-impl StatusReport {
-    /// Human-readable text.
-    pub fn to_text(&self) -> String {
-        use std::fmt::Write;
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "branch {}  offload {}  path manager {}",
-            self.branch,
-            if self.offload { "on" } else { "off" },
-            self.path_manager
-        );
-        if let Some(c) = &self.controller {
-            let _ = writeln!(
-                s,
-                "controller {}  {}  config version {}  source {}  applied {}  refused {}{}",
-                c.address,
-                c.state,
-                c.config_version,
-                c.source,
-                c.configs_applied,
-                c.configs_refused,
-                c.last_error
-                    .as_deref()
-                    .map(|e| format!("  last error: {e}"))
-                    .unwrap_or_default()
-            );
-        }
-        match &self.tls {
-            Some(t) => {
-                let _ = writeln!(
-                    s,
-                    "tls on  certificate serial {}  reloads {}",
-                    t.serial, t.reloads
-                );
-            }
-            None => {
-                let _ = writeln!(s, "tls OFF (clear tunnel)");
-            }
-        }
-        if let Some(i) = &self.internet {
-            let _ = writeln!(
-                s,
-                "internet policy {}  reprogrammed {}",
-                i.policy, i.reprogrammed
-            );
-            for u in &i.uplinks {
-                let _ = writeln!(
-                    s,
-                    "  wan[{}] {} {}  capacity {} Mbit/s  available {} kbit/s  weight {}  flows {}  rx {} B  tx {} B",
-                    u.port, u.dev, u.address, u.capacity_mbit, u.available_kbit, u.weight, u.flows, u.rx_bytes, u.tx_bytes
-                );
-            }
-        }
-        let _ = writeln!(s, "connections: {}", self.connections.len());
-        for c in &self.connections {
-            let _ = writeln!(
-                s,
-                "  {:3} branch {} group {} {}  {}  token {:#010x}{}  subflows {}/{}  tx {} frames {} B  rx {} frames {} B",
-                c.direction,
-                c.remote_branch,
-                c.path_group,
-                c.class,
-                c.state,
-                c.token,
-                if c.fallback { "  FALLBACK TO TCP" } else { "" },
-                c.subflows
-                    .iter()
-                    .filter(|sf| sf.state.is_empty() || sf.is_established())
-                    .count(),
-                c.subflows_wanted,
-                c.frames_tx,
-                c.bytes_tx,
-                c.frames_rx,
-                c.bytes_rx
-            );
-            for sf in &c.subflows {
-                let _ = writeln!(
-                    s,
-                    "      subflow {} -> {}  {}  rtt {:.1} ms  cwnd {}  acked {} B  received {} B  retrans {} B",
-                    sf.local,
-                    sf.remote,
-                    sf.state,
-                    f64::from(sf.rtt_us) / 1000.0,
-                    sf.cwnd,
-                    sf.bytes_acked,
-                    sf.bytes_received,
-                    sf.bytes_retrans
-                );
-            }
-        }
-        let _ = writeln!(s, "counters:");
-        for (k, v) in &self.counters {
-            let _ = writeln!(s, "  {k} {v}");
-        }
-        s
-    }
 }
 
 /// `[internet]` in `mmsg status`.

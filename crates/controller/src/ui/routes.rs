@@ -70,6 +70,8 @@ pub enum Op {
     ListTokens,
     /// Remove a REST API token.
     RemoveToken,
+    /// Prometheus metrics (text exposition).
+    Metrics,
 }
 
 /// One route: method, path (axum and OpenAPI share the `{param}` syntax) and its documentation.
@@ -172,6 +174,8 @@ pub const ROUTES: &[Route] = &[
         req=None, 200 Some("ApiTokenList")),
     route!(DELETE "/api/v1/tokens/{name}" RemoveToken auth=true "tokens" "Remove a REST API token"
         req=None, 204 None),
+    route!(GET "/metrics" Metrics auth=true "meta" "Prometheus metrics in the OpenMetrics text format (docs/metrics.md); a read-only token is enough"
+        req=None, 200 None),
     route!(POST "/api/v1/revoke" Revoke auth=true "ca" "Revoke every certificate of a branch, or one serial; the CRL is re-signed"
         req=Some("Revoke"), 200 Some("Revoked")),
 ];

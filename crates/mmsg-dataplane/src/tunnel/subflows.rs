@@ -159,20 +159,24 @@ pub(super) async fn run(
             Ordering::Relaxed,
         );
         let socket_unacked = sys::outq_bytes(fd).unwrap_or(0);
-        oq.queued_bytes.store(
-            conn_report::queued_bytes(socket_unacked, &samples),
-            Ordering::Relaxed,
-        );
+        let socket_queued = conn_report::queued_bytes(socket_unacked, &samples);
+        oq.queued_bytes.store(socket_queued, Ordering::Relaxed);
+        let queue_bytes = oq.core.lock().map_or(0, |core| core.queued_bytes() as u64);
+        let subflows = subflow_status(fd, &present);
+        let mut before = Vec::new();
         sh.stats.update_conn(name, |c| {
+            before = std::mem::replace(&mut c.subflows, subflows.clone());
             c.token = info.token;
             c.fallback = fb;
             c.bytes_retrans = info.bytes_retrans;
-            c.subflows = subflow_status(fd, &present);
             c.frames_tx = cc.frames_tx.load(Ordering::Relaxed);
             c.bytes_tx = cc.bytes_tx.load(Ordering::Relaxed);
             c.frames_rx = cc.frames_rx.load(Ordering::Relaxed);
             c.bytes_rx = cc.bytes_rx.load(Ordering::Relaxed);
+            c.queue_bytes = queue_bytes;
+            c.socket_queued_bytes = socket_queued;
         });
+        log_subflow_changes(name, &before, &subflows);
         // Check often until the subflow set is complete, then once per SUBFLOW_CHECK.
         let pause = if complete {
             SUBFLOW_CHECK
@@ -181,6 +185,21 @@ pub(super) async fn run(
         };
         next_round = Instant::now() + pause;
         tokio::time::sleep(tick.min(pause)).await;
+    }
+}
+
+/// One line per subflow that came up or went away since the last round (state changes an
+/// operator greps for: `conn`, `local`, `remote`).
+fn log_subflow_changes(name: &str, before: &[SubflowStatus], now: &[SubflowStatus]) {
+    let up = |l: &[SubflowStatus], x: &SubflowStatus| {
+        l.iter()
+            .any(|y| y.local == x.local && y.remote == x.remote && y.is_established())
+    };
+    for x in now.iter().filter(|x| x.is_established() && !up(before, x)) {
+        info!(conn = name, local = %x.local, remote = %x.remote, "subflow up");
+    }
+    for x in before.iter().filter(|x| x.is_established() && !up(now, x)) {
+        warn!(conn = name, local = %x.local, remote = %x.remote, "subflow down");
     }
 }
 

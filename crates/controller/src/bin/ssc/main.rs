@@ -36,8 +36,40 @@ use server::{CheckArgs, RunArgs};
 #[derive(Debug, Parser)]
 #[command(version, about, long_about)]
 struct Cli {
+    /// Log format on stderr: `text` (colours only on a terminal) or `json` (one object per line).
+    #[arg(
+        long,
+        env = "SSC_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        global = true
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines (ANSI colours only when stderr is a terminal).
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `fields`, `target`).
+    Json,
+}
+
+/// The log subscriber: stderr, level from `RUST_LOG` (default `info`).
+fn init_logs(format: LogFormat) {
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -73,6 +105,9 @@ enum Command {
     },
     /// The compiled flow table of one branch's OVS (read-only).
     Flows(FlowsArgs),
+    /// The whole network on one screen: problems first, every branch (gateway, switch, ports,
+    /// tunnels) and every pair (path groups up, Mbit/s, WRR weights).
+    Status(ClientArgs),
     /// Statistics collected from the switches: per branch, pair, path group and member path.
     Stats(ClientArgs),
     /// WRR weights of the path groups of every ordered pair (or of one pair).
@@ -119,15 +154,8 @@ fn main() -> ExitCode {
 }
 
 fn main_inner() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
     let cli = Cli::parse();
+    init_logs(cli.log_format);
     match cli.command {
         Command::Run(args) => server::run(args),
         Command::Check(args) => server::check(args),
@@ -138,6 +166,7 @@ fn main_inner() -> anyhow::Result<()> {
         Command::PathGroup { command } => cli::inventory::path_group(command),
         Command::Settings { command } => cli::settings::settings(command),
         Command::Flows(args) => cli::inventory::flows(args),
+        Command::Status(c) => cli::overview::status(c),
         Command::Stats(c) => cli::status::stats(c),
         Command::Health(c) => cli::status::health(c),
         Command::Ca { command } => cli::credentials::ca(command),

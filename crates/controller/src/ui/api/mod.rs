@@ -30,6 +30,7 @@ pub mod ca;
 mod common;
 pub mod groups;
 pub mod inventory;
+mod metrics;
 pub mod schemas;
 pub mod telemetry;
 pub mod tokens;
@@ -91,6 +92,7 @@ fn method_router(r: &Route) -> MethodRouter<AppState> {
         Op::AddToken => on(f, tokens::add_token),
         Op::ListTokens => on(f, tokens::list_tokens),
         Op::RemoveToken => on(f, tokens::remove_token),
+        Op::Metrics => on(f, metrics::metrics),
     }
 }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 pub(crate) mod credentials;
 pub(crate) mod inventory;
+pub(crate) mod overview;
 pub(crate) mod settings;
 pub(crate) mod status;
 

@@ -1,0 +1,506 @@
+//! Prometheus `/metrics` of `mmsg` (`mmsg run --metrics-listen ADDR`, issue #19; the reference
+//! is `docs/metrics.md`).
+//!
+//! One source of truth: nothing here counts. Every scrape takes the same [`StatusReport`] that
+//! `mmsg status` shows ([`crate::stats::Stats::report`]: the gateway's counters, the connection
+//! registry, the controller channel, TLS, `[internet]`) and writes it in the OpenMetrics text
+//! format with `prometheus-client`, the Prometheus project's Rust client (or, for a client that
+//! does not ask for OpenMetrics, in the classic text format 0.0.4: [`to_prometheus_text`]). Call order:
+//! [`bind`] → [`serve`]; [`render`] is the pure part (report in, text out), tested by itself.
+//!
+//! Labels, all bounded by the config: `remote` (branch id, ≤ 15), `path_group` (≤ 16), `class`
+//! (`type1`/`type2`), `direction` (`in`/`out`), `wan_port` (index of the local WAN address,
+//! ≤ 8), `peer` (remote WAN address, ≤ 8 per branch), `reason` (the drop counters' names).
+//! Ports are never labels (ephemeral).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use anyhow::Context;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use tracing::{info, warn};
+
+use crate::control::ReportSource;
+use crate::status::{ConnState, StatusReport};
+
+/// Label set of one sample: (name, value) pairs in a fixed order.
+type Labels = Vec<(&'static str, String)>;
+
+/// The content type of [`render`]'s output (Prometheus negotiates it; 2.x and later read it).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The content type of [`to_prometheus_text`]'s output (the classic text format 0.0.4).
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The same exposition in the classic Prometheus text format 0.0.4 (for `curl`, `promtool
+/// check metrics` and scrapers that do not ask for OpenMetrics): a counter family is named
+/// with its `_total` suffix in `# HELP`/`# TYPE`, and there is no `# EOF`.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::BTreeSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 64);
+    for line in openmetrics.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether a scraper's `Accept` header asks for OpenMetrics (Prometheus does).
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| a.contains("application/openmetrics-text"))
+}
+
+/// The families of one scrape, in the order they were added, each with its samples in the
+/// order given (`prometheus-client`'s `Family` keeps a hash map: its order would change from
+/// scrape to scrape). Nothing lives between scrapes, so nothing can drift from its source.
+#[derive(Debug, Default)]
+struct Exposition {
+    families: Vec<(String, String, Samples)>,
+}
+
+#[derive(Debug)]
+enum Samples {
+    Counter(Vec<(Labels, u64)>),
+    Gauge(Vec<(Labels, f64)>),
+}
+
+impl prometheus_client::collector::Collector for Exposition {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        for (name, help, samples) in &self.families {
+            match samples {
+                Samples::Counter(s) if !s.is_empty() => {
+                    let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+                    for (labels, v) in s {
+                        ConstCounter::new(*v).encode(m.encode_family(labels)?)?;
+                    }
+                }
+                Samples::Gauge(s) if !s.is_empty() => {
+                    let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+                    for (labels, v) in s {
+                        ConstGauge::new(*v).encode(m.encode_family(labels)?)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Exposition {
+    /// A counter family; `name` without `_total` (the encoder appends it).
+    fn counter(
+        &mut self,
+        name: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = (Labels, u64)>,
+    ) {
+        let s = Samples::Counter(samples.into_iter().collect());
+        self.families.push((name.to_owned(), help.to_owned(), s));
+    }
+
+    /// A gauge family.
+    fn gauge(&mut self, name: &str, help: &str, samples: impl IntoIterator<Item = (Labels, f64)>) {
+        let s = Samples::Gauge(samples.into_iter().collect());
+        self.families.push((name.to_owned(), help.to_owned(), s));
+    }
+
+    /// The OpenMetrics text, every name prefixed `mms_`.
+    fn finish(self) -> String {
+        let mut registry = Registry::with_prefix("mms");
+        registry.register_collector(Box::new(self));
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        out
+    }
+}
+
+/// Counters of [`crate::stats::Counters`] exported as one family with a label instead of one
+/// metric each: `(counter, family, label name, label value)`.
+const GROUPED: &[(&str, &str, &str, &str)] = &[
+    ("tls_handshakes_in", "tls_handshakes", "direction", "in"),
+    ("tls_handshakes_out", "tls_handshakes", "direction", "out"),
+    (
+        "tls_handshake_failed",
+        "tls_handshake_failures",
+        "reason",
+        "in_failed",
+    ),
+    (
+        "tls_unknown_ca",
+        "tls_handshake_failures",
+        "reason",
+        "in_unknown_ca",
+    ),
+    (
+        "tls_revoked",
+        "tls_handshake_failures",
+        "reason",
+        "in_revoked",
+    ),
+    (
+        "tls_wrong_branch",
+        "tls_handshake_failures",
+        "reason",
+        "in_wrong_branch",
+    ),
+    (
+        "tls_connect_failures",
+        "tls_handshake_failures",
+        "reason",
+        "out_failed",
+    ),
+    (
+        "handshake_refused_crl_expired",
+        "tls_handshake_failures",
+        "reason",
+        "crl_expired",
+    ),
+];
+
+fn grouped(counter: &str) -> Option<(&'static str, &'static str, String)> {
+    if let Some(reason) = counter.strip_prefix("drop_") {
+        return Some(("packets_dropped", "reason", reason.to_owned()));
+    }
+    GROUPED
+        .iter()
+        .find(|(c, ..)| *c == counter)
+        .map(|&(_, f, l, v)| (f, l, v.to_owned()))
+}
+
+/// Help text of the counters with their own metric (the `//!`-doc of each is in `stats.rs`).
+fn help_of(counter: &str) -> String {
+    format!("mmsg counter `{counter}` (docs/metrics.md)")
+}
+
+fn ip_of(addr: &str) -> String {
+    addr.parse::<SocketAddr>()
+        .map_or_else(|_| addr.to_owned(), |a| a.ip().to_string())
+}
+
+/// The WAN port (index into the config's `[[wan]]`) whose address a subflow's local address is.
+fn wan_port(wan: &[Ipv4Addr], local: &str) -> String {
+    let ip = ip_of(local);
+    wan.iter()
+        .position(|a| a.to_string() == ip)
+        .map_or_else(|| "unknown".to_owned(), |i| i.to_string())
+}
+
+/// The exposition of `report`; `wan` are the gateway's WAN addresses in port order.
+pub fn render(report: &StatusReport, wan: &[Ipv4Addr]) -> String {
+    let mut e = Exposition::default();
+    let branch = report.branch.to_string();
+    e.gauge(
+        "build_info",
+        "Always 1: the mmsg version and this gateway's branch",
+        [(
+            vec![
+                ("version", env!("CARGO_PKG_VERSION").to_owned()),
+                ("branch", branch),
+            ],
+            1.0,
+        )],
+    );
+    e.gauge(
+        "tun_offload",
+        "1 when TUN offload (virtio header, GSO) is on",
+        [(vec![], f64::from(u8::from(report.offload)))],
+    );
+
+    // Gateway-wide counters: drops and TLS results grouped by a label, the others one each.
+    let mut families: Vec<(&str, Vec<(Labels, u64)>)> = Vec::new();
+    for (name, &v) in &report.counters {
+        match grouped(name) {
+            Some((family, label, value)) => {
+                let samples = match families.iter_mut().find(|(f, _)| *f == family) {
+                    Some((_, s)) => s,
+                    None => {
+                        families.push((family, Vec::new()));
+                        match families.last_mut() {
+                            Some((_, s)) => s,
+                            None => continue,
+                        }
+                    }
+                };
+                samples.push((vec![(label, value)], v));
+            }
+            None => e.counter(name, &help_of(name), [(vec![], v)]),
+        }
+    }
+    for (family, samples) in families {
+        let help = match family {
+            "packets_dropped" => "Packets dropped, by reason (the drop_* counters of mmsg status)",
+            "tls_handshakes" => "TLS handshakes that succeeded, by direction",
+            _ => "TLS handshakes that failed or were refused, by direction and reason",
+        };
+        e.counter(family, help, samples);
+    }
+
+    connections(&mut e, report, wan);
+
+    if let Some(c) = &report.controller {
+        e.gauge(
+            "controller_connected",
+            "1 while the gateway channel to ssc is up",
+            [(vec![], f64::from(u8::from(c.connected)))],
+        );
+        e.gauge(
+            "config_version",
+            "Version of the config in use (0: from the file)",
+            [(vec![("source", c.source.clone())], c.config_version as f64)],
+        );
+        e.counter(
+            "configs_applied",
+            "Configs from the controller applied since start",
+            [(vec![], c.configs_applied)],
+        );
+        e.counter(
+            "configs_refused",
+            "Configs from the controller refused since start",
+            [(vec![], c.configs_refused)],
+        );
+    }
+    e.gauge(
+        "tls_enabled",
+        "1 when the tunnel runs TLS 1.3 with mutual authentication, 0 in clear mode",
+        [(vec![], f64::from(u8::from(report.tls.is_some())))],
+    );
+    if let Some(t) = &report.tls {
+        e.gauge(
+            "tls_certificate_expiry_timestamp_seconds",
+            "notAfter of this gateway's certificate, Unix seconds (alert on it minus time())",
+            [(vec![("serial", t.serial.to_string())], t.not_after as f64)],
+        );
+        if let Some(n) = t.crl_next_update {
+            e.gauge(
+                "tls_crl_next_update_timestamp_seconds",
+                "nextUpdate of the CRL in use, Unix seconds (after it new handshakes fail closed)",
+                [(vec![], n as f64)],
+            );
+        }
+    }
+    if let Some(i) = &report.internet {
+        let port = |p: usize| vec![("wan_port", p.to_string())];
+        e.gauge(
+            "uplink_capacity_bytes_per_second",
+            "[internet]: configured capacity of the uplink",
+            i.uplinks
+                .iter()
+                .map(|u| (port(u.port), f64::from(u.capacity_mbit) * 1e6 / 8.0)),
+        );
+        e.gauge(
+            "uplink_available_bytes_per_second",
+            "[internet]: current available-bandwidth estimate of the uplink",
+            i.uplinks
+                .iter()
+                .map(|u| (port(u.port), u.available_kbit as f64 * 1e3 / 8.0)),
+        );
+        e.gauge(
+            "uplink_weight",
+            "[internet]: share of new external flows (of 100)",
+            i.uplinks
+                .iter()
+                .map(|u| (port(u.port), f64::from(u.weight))),
+        );
+        e.counter(
+            "uplink_flows",
+            "[internet]: new external flows assigned to the uplink",
+            i.uplinks.iter().map(|u| (port(u.port), u.flows)),
+        );
+        e.counter(
+            "uplink_received_bytes",
+            "[internet]: bytes received by balanced flows",
+            i.uplinks.iter().map(|u| (port(u.port), u.rx_bytes)),
+        );
+        e.counter(
+            "uplink_sent_bytes",
+            "[internet]: bytes sent by balanced flows",
+            i.uplinks.iter().map(|u| (port(u.port), u.tx_bytes)),
+        );
+    }
+    e.finish()
+}
+
+/// Per tunnel connection and per subflow.
+fn connections(e: &mut Exposition, report: &StatusReport, wan: &[Ipv4Addr]) {
+    let conn_labels = |c: &crate::status::ConnStatus| -> Labels {
+        vec![
+            ("remote", c.remote_branch.to_string()),
+            ("path_group", c.path_group.to_string()),
+            ("class", c.class.clone()),
+            ("direction", c.direction.clone()),
+        ]
+    };
+    let conns = &report.connections;
+    let per_conn = |f: &dyn Fn(&crate::status::ConnStatus) -> u64| -> Vec<(Labels, u64)> {
+        conns.iter().map(|c| (conn_labels(c), f(c))).collect()
+    };
+    let per_conn_g = |f: &dyn Fn(&crate::status::ConnStatus) -> f64| -> Vec<(Labels, f64)> {
+        conns.iter().map(|c| (conn_labels(c), f(c))).collect()
+    };
+    e.gauge(
+        "connection_up",
+        "1 while the tunnel connection is established",
+        per_conn_g(&|c| f64::from(u8::from(c.state == ConnState::Up))),
+    );
+    e.counter(
+        "connection_established",
+        "Times the tunnel connection was (re-)established",
+        per_conn(&|c| c.established),
+    );
+    e.counter(
+        "connection_sent_bytes",
+        "Payload bytes written to the tunnel connection (since it was established)",
+        per_conn(&|c| c.bytes_tx),
+    );
+    e.counter(
+        "connection_received_bytes",
+        "Payload bytes received on the tunnel connection (since it was established)",
+        per_conn(&|c| c.bytes_rx),
+    );
+    e.counter(
+        "connection_sent_frames",
+        "Frames written to the tunnel connection",
+        per_conn(&|c| c.frames_tx),
+    );
+    e.counter(
+        "connection_received_frames",
+        "Frames received on the tunnel connection",
+        per_conn(&|c| c.frames_rx),
+    );
+    e.counter(
+        "connection_retransmitted_bytes",
+        "MPTCP-level bytes retransmitted (MPTCP_INFO)",
+        per_conn(&|c| c.bytes_retrans),
+    );
+    e.gauge(
+        "connection_subflows",
+        "Established subflows of the connection",
+        per_conn_g(&|c| c.subflows.iter().filter(|s| s.is_established()).count() as f64),
+    );
+    e.gauge(
+        "connection_subflows_wanted",
+        "Subflows the connection should have (n x m outbound, 0 inbound)",
+        per_conn_g(&|c| c.subflows_wanted as f64),
+    );
+    e.gauge(
+        "connection_queue_bytes",
+        "Bytes waiting in the gateway's own queue of the connection (fair queue + CoDel)",
+        per_conn_g(&|c| c.queue_bytes as f64),
+    );
+    e.gauge(
+        "connection_socket_queue_bytes",
+        "Bytes the connection's MPTCP socket holds that are not in flight",
+        per_conn_g(&|c| c.socket_queued_bytes as f64),
+    );
+
+    let mut sub_labels: Vec<(Labels, &crate::status::SubflowStatus)> = Vec::new();
+    for c in conns {
+        for s in &c.subflows {
+            let mut l = conn_labels(c);
+            l.push(("wan_port", wan_port(wan, &s.local)));
+            l.push(("peer", ip_of(&s.remote)));
+            sub_labels.push((l, s));
+        }
+    }
+    let per_sub = |f: &dyn Fn(&crate::status::SubflowStatus) -> f64| -> Vec<(Labels, f64)> {
+        sub_labels.iter().map(|(l, s)| (l.clone(), f(s))).collect()
+    };
+    let per_sub_c = |f: &dyn Fn(&crate::status::SubflowStatus) -> u64| -> Vec<(Labels, u64)> {
+        sub_labels.iter().map(|(l, s)| (l.clone(), f(s))).collect()
+    };
+    e.gauge(
+        "subflow_up",
+        "1 while the subflow is established",
+        per_sub(&|s| f64::from(u8::from(s.state.is_empty() || s.is_established()))),
+    );
+    e.gauge(
+        "subflow_rtt_seconds",
+        "Smoothed RTT of the subflow (MPTCP_TCPINFO)",
+        per_sub(&|s| f64::from(s.rtt_us) / 1e6),
+    );
+    e.gauge(
+        "subflow_cwnd_segments",
+        "Congestion window of the subflow",
+        per_sub(&|s| f64::from(s.cwnd)),
+    );
+    e.counter(
+        "subflow_acked_bytes",
+        "Bytes the peer acknowledged on the subflow",
+        per_sub_c(&|s| s.bytes_acked),
+    );
+    e.counter(
+        "subflow_received_bytes",
+        "Bytes received on the subflow",
+        per_sub_c(&|s| s.bytes_received),
+    );
+    e.counter(
+        "subflow_retransmitted_bytes",
+        "Bytes retransmitted on the subflow",
+        per_sub_c(&|s| s.bytes_retrans),
+    );
+}
+
+/// Binds the metrics listener (`--metrics-listen`).
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    let l = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("bind the metrics listener {addr}"))?;
+    if !addr.ip().is_loopback() {
+        warn!(%addr, "metrics listener is not on loopback: anyone who reaches it reads the gateway's state");
+    }
+    info!(%addr, "metrics listening on /metrics");
+    Ok(l)
+}
+
+/// Serves `GET /metrics` (and nothing else) forever.
+pub async fn serve(listener: tokio::net::TcpListener, src: ReportSource, wan: Vec<Ipv4Addr>) {
+    use axum::http::header;
+    use axum::routing::get;
+    let state = Arc::new((src, wan));
+    let app = axum::Router::new().route(
+        "/metrics",
+        get(move |headers: axum::http::HeaderMap| {
+            let state = Arc::clone(&state);
+            async move {
+                let (src, wan) = &*state;
+                let report = src.stats.report(src.branch, src.offload, src.path_manager);
+                let text = render(&report, wan);
+                let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+                if wants_openmetrics(accept) {
+                    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
+                } else {
+                    (
+                        [(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)],
+                        to_prometheus_text(&text),
+                    )
+                }
+            }
+        }),
+    );
+    if let Err(e) = axum::serve(listener, app).await {
+        warn!(error = %e, "metrics listener ended");
+    }
+}
+
+#[cfg(test)]
+#[path = "metrics_tests.rs"]
+mod tests;
