@@ -42,6 +42,8 @@
 //!   in total and per source, one deadline, rate-limited refusal logs and counters).
 //! - [`sdc`] (SDC): flow and port statistics per switch, member path, path group and pair (a pure
 //!   collector fed by the OFC's switch tasks).
+//! - [`history`] (SDC, issue #19): the last minutes of the SDC's rates and the adaptive
+//!   changes, bounded rings in memory for the web dashboard (`/ui/`, `GET /api/v1/history`).
 //!
 //! Call order: load an [`inventory::Inventory`], build [`path_group::PathGroups`] (manually from
 //! TOML or with [`path_config::PathConfigurator`]), then [`swap::compile`] → [`swap::FlowTables`] and
@@ -53,6 +55,7 @@ pub mod authority;
 pub mod capacity;
 pub mod catalog;
 pub mod gwchan;
+pub mod history;
 pub mod inventory;
 pub mod listen;
 pub mod ofc;
