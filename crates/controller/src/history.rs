@@ -11,7 +11,7 @@
 //! (further ones are counted, not kept), at most [`MAX_EVENTS`] events. A series that got no
 //! point for a whole window (its member path was removed) is dropped. Worst case:
 //! `MAX_SERIES × MAX_POINTS × size_of::<Point>()` = 1,024 × 300 × 24 B ≈ 7.4 MB; the paper's
-//! topology (16 member paths, 10 groups, 6 pairs) holds 32 series ≈ 230 KB at 300 points.
+//! Table II (16 member paths, 4 groups, 1 pair) holds 21 series ≈ 150 KB at 300 points.
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -421,7 +421,7 @@ mod tests {
     #[test]
     fn series_count_is_capped_and_silent_series_expire() {
         let mut h = History::new(Duration::from_secs(1), Duration::from_secs(10));
-        // 2 + 15 members... more series than the cap: build a view with many pairs.
+        // More series than the cap: a view with MAX_SERIES + 50 pairs (plus a group and a member).
         let mut big = stats(1, 1.0);
         big.pairs = (0..(MAX_SERIES + 50))
             .map(|i| PairStats {
@@ -432,6 +432,8 @@ mod tests {
             .collect();
         h.record(1_000, &big);
         assert_eq!(h.series_len(), MAX_SERIES);
+        // The unit of the documented worst case (MAX_SERIES × MAX_POINTS × 24 B).
+        assert_eq!(std::mem::size_of::<Point>(), 24);
         let v = h.view();
         assert_eq!(v.dropped_series, 52, "50 pairs + the group + the member");
         assert!(h.points_len() <= MAX_SERIES * h.capacity());
