@@ -315,17 +315,24 @@ function drawGateways(inv, gws, certs) {
       state = { text: "down", cls: "bad" };
     }
     const rep = g && g.last_report;
-    const cfg = g ? g.config_version_acked + "/" + g.config_version : "-";
+    let cfg = { text: "-" };
+    if (g && g.config_version_acked === g.config_version) cfg = { text: "current", cls: "ok" };
+    else if (g) cfg = { text: g.config_version_acked ? "old" : "not acked", cls: "warn" };
     const days = cert ? (cert.not_after - now) / 86400 : null;
-    row(tbody, [
+    const tr = row(tbody, [
       { text: String(b.id) },
       state,
       { text: g ? ago(g.last_report_age_ms) : "-" },
-      { text: cfg, cls: g && g.config_version_acked === g.config_version ? "num" : "num warn" },
+      cfg,
       { text: rep ? rep.connections_up + "/" + rep.connections_total : "-", cls: "num" },
+      // Only certificates this ssc's CA issued (enrolment) are known here.
       cert ? { text: "#" + cert.serial + ", " + days.toFixed(0) + " d", cls: days < 14 ? "warn" : "" }
-        : { text: "none" },
+        : { text: "not from ssc CA" },
     ], { "data-branch": String(b.id) });
+    if (g) {
+      tr.cells[3].title = "config version " + g.config_version + ", sent " + g.config_version_sent +
+        ", acked " + g.config_version_acked;
+    }
   }
 }
 
