@@ -309,8 +309,11 @@ function drawGateways(inv, gws, certs) {
       .sort((a, c) => c.serial - a.serial)[0];
     let state = { text: "never seen", cls: "bad" };
     if (g && g.connected) {
-      const healthy = g.last_report ? g.last_report.healthy : false;
-      state = healthy ? { text: "up", cls: "ok" } : { text: "up, degraded", cls: "warn" };
+      const rep = g.last_report;
+      if (rep && rep.healthy) state = { text: "up", cls: "ok" };
+      // A branch without path groups of its own (a pure transit) has nothing to be up.
+      else if (rep && rep.connections_total === 0) state = { text: "up (transit only)", cls: "ok" };
+      else state = { text: "up, degraded", cls: "warn" };
     } else if (g) {
       state = { text: "down", cls: "bad" };
     }
