@@ -17,6 +17,8 @@ const NEEDED: &[(&str, &str)] = &[
     // `[internet]` load balancing test and experiment: HTTP client and server.
     ("curl", "curl"),
     ("python3", "python3"),
+    // The web dashboard's test drives a real headless browser (crates/controller/tests/dashboard.rs).
+    ("chromium", "chromium"),
 ];
 
 /// Installs whatever of [`NEEDED`] is missing with apt-get (needs root).

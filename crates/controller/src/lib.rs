@@ -44,6 +44,8 @@
 //!   collector fed by the OFC's switch tasks).
 //! - [`metrics`] (SDC, issue #19): the Prometheus exposition of what the REST API serves
 //!   (`GET /metrics`), and a strict reader of that format for tests.
+//! - [`history`] (SDC, issue #19): the last minutes of the SDC's rates and the adaptive
+//!   changes, bounded rings in memory for the web dashboard (`/ui/`, `GET /api/v1/history`).
 //!
 //! Call order: load an [`inventory::Inventory`], build [`path_group::PathGroups`] (manually from
 //! TOML or with [`path_config::PathConfigurator`]), then [`swap::compile`] → [`swap::FlowTables`] and
@@ -55,6 +57,7 @@ pub mod authority;
 pub mod capacity;
 pub mod catalog;
 pub mod gwchan;
+pub mod history;
 pub mod inventory;
 pub mod listen;
 pub mod metrics;

@@ -10,6 +10,8 @@
 //!
 //! Imports point down only: `api` → `openapi` → `routes`.
 //! - [`client`]: the blocking HTTP client behind the `ssc` CLI subcommands.
+//! - [`dashboard`]: the web dashboard at `/ui/` (static files compiled in; data from the API
+//!   with the operator's bearer token) and the driver of its in-memory history.
 //! - the WRR weights ([`crate::wrr`]) are served at `/api/v1/weights`; `ssc run` feeds them the
 //!   SDC's group rates ([`api::AppState::with_wrr`]).
 //!
@@ -18,6 +20,7 @@
 pub mod api;
 pub mod client;
 pub mod config;
+pub mod dashboard;
 pub mod openapi;
 pub mod routes;
 

@@ -58,6 +58,8 @@ pub enum Op {
     Adaptive,
     /// Gateways of the gateway channel.
     Gateways,
+    /// Rates of the last minutes and adaptive events (the dashboard's history).
+    History,
     /// A one-time enrolment token.
     NewEnrolToken,
     /// Certificates the CA issued.
@@ -164,6 +166,8 @@ pub const ROUTES: &[Route] = &[
         req=None, 200 Some("AdaptiveList")),
     route!(GET "/api/v1/gateways" Gateways auth=true "gateways" "Gateways on the gateway channel (docs/gwchan.md): connected or not, config version sent and acked, last report"
         req=None, 200 Some("GatewayList")),
+    route!(GET "/api/v1/history" History auth=true "stats" "Rates of the last minutes per member path, path group and pair (bounded rings in memory, one point per period) and the adaptive path-group events; what the web dashboard /ui/ draws"
+        req=None, 200 Some("History")),
     route!(POST "/api/v1/enrol-tokens" NewEnrolToken auth=true "ca" "A one-time enrolment token for a branch (shown once; only its SHA-256 is stored)"
         req=Some("NewEnrolToken"), 201 Some("EnrolToken")),
     route!(GET "/api/v1/certificates" Certificates auth=true "ca" "Certificates the gateway CA issued (serial, branch, expiry, revocation)"

@@ -230,7 +230,18 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
                 let _ = gwc_stop.wait_for(|s| *s).await;
             },
         ));
+        // The dashboard's history (`/ui/`, `GET /api/v1/history`): the last 10 minutes in memory.
+        let history = Arc::new(Mutex::new(controller::history::History::new(
+            stats_interval,
+            controller::history::DEFAULT_WINDOW,
+        )));
+        let history_task = tokio::spawn(controller::ui::dashboard::record_history(
+            Arc::clone(&sdc),
+            Arc::clone(&adaptive),
+            Arc::clone(&history),
+        ));
         let state = controller::ui::api::AppState::new(Arc::clone(&store), &token)
+            .with_history(history)
             .with_token_expiry(token_expires)
             .with_sdc(sdc)
             .with_wrr(wrr)
@@ -252,6 +263,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         let _ = gwc_task.await;
         wrr_task.abort();
         adaptive_task.abort();
+        history_task.abort();
         for p in unix.iter().chain(&gw.unix) {
             let _ = std::fs::remove_file(p);
         }

@@ -30,6 +30,7 @@ pub struct AppState {
     pub(super) wrr: Arc<std::sync::Mutex<Wrr>>,
     pub(super) gateways: Option<Arc<crate::gwchan::Registry>>,
     pub(super) adaptive: Option<Arc<std::sync::Mutex<crate::adaptive::Adaptive>>>,
+    pub(super) history: Option<Arc<std::sync::Mutex<crate::history::History>>>,
 }
 
 impl AppState {
@@ -44,7 +45,15 @@ impl AppState {
             wrr: Arc::new(std::sync::Mutex::new(Wrr::default())),
             gateways: None,
             adaptive: None,
+            history: None,
         }
+    }
+
+    /// Serves the rates of the last minutes that `ssc run` records into `history`
+    /// ([`crate::ui::dashboard::record_history`]); without it `GET /api/v1/history` is empty.
+    pub fn with_history(mut self, history: Arc<std::sync::Mutex<crate::history::History>>) -> Self {
+        self.history = Some(history);
+        self
     }
 
     /// Refuses the bootstrap token (the one given to [`Self::new`]) from `expires` (Unix s) on;

@@ -29,6 +29,7 @@ pub mod branches;
 pub mod ca;
 mod common;
 pub mod groups;
+pub mod history;
 pub mod inventory;
 mod metrics;
 pub mod schemas;
@@ -86,6 +87,7 @@ fn method_router(r: &Route) -> MethodRouter<AppState> {
         Op::PairWeights => on(f, telemetry::pair_weights),
         Op::Adaptive => on(f, telemetry::adaptive),
         Op::Gateways => on(f, telemetry::gateways),
+        Op::History => on(f, history::history),
         Op::NewEnrolToken => on(f, ca::new_enrol_token),
         Op::Certificates => on(f, ca::certificates),
         Op::Revoke => on(f, ca::revoke),
@@ -96,7 +98,8 @@ fn method_router(r: &Route) -> MethodRouter<AppState> {
     }
 }
 
-/// The API: every route of [`ROUTES`], the token check on those with `auth`, a JSON 404 for
+/// The API: every route of [`ROUTES`], the token check on those with `auth`, the web
+/// dashboard's static files ([`super::dashboard`], no token: they hold no data), a JSON 404 for
 /// anything else, and a body limit.
 pub fn router(state: AppState, body_limit_bytes: usize) -> Router {
     let mut private = Router::new();
@@ -111,6 +114,7 @@ pub fn router(state: AppState, body_limit_bytes: usize) -> Router {
     private
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
         .merge(public)
+        .merge(super::dashboard::router())
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(body_limit_bytes))
         .layer(middleware::from_fn(log_request))

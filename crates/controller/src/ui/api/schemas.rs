@@ -36,6 +36,9 @@ pub fn derived_schemas() -> Map<String, Value> {
     add::<crate::sdc::MemberStats>(&mut all);
     add::<super::WeightList>(&mut all);
     add::<super::AdaptiveList>(&mut all);
+    add::<crate::history::HistoryView>(&mut all);
+    add::<crate::history::SeriesView>(&mut all);
+    add::<crate::history::AdaptiveEvent>(&mut all);
     add::<super::NewEnrolToken>(&mut all);
     add::<super::CertificateList>(&mut all);
     add::<super::RevokeRequest>(&mut all);
