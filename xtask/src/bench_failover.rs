@@ -10,10 +10,22 @@
 //! the event's window), `udp_lost`, the ping's losses and worst RTT, and `recovered_mbps` (TCP
 //! goodput over the last 2 s of the window) beside `before_mbps` (the 2 s before the event).
 //!
-//! The whole sequence runs twice in one run, alternating: `before` with `MMSG_FAILOVER=off`
-//! (the gateway's subflow-health detector disabled: today's behaviour, the kernel alone
-//! recovers) and `after` (detector on: docs/mmsg.md "Failover"), `--reps` times each.
+//! After the cuts, `--restarts` events (default `restart1,restart2,kill1`): gateway b's `mmsg` is
+//! stopped (SIGTERM: `mmsg_restart`; SIGKILL: `mmsg_kill9`) and started again at once with the
+//! same config ([`gateways`]); the same keys, plus `tunnels_up_ms` (from the stop until every
+//! connection of both gateways has its n × m subflows again).
+//!
+//! `--paper`: `ssc_restart`, `mmsg_restart` and `transit_killed` on the paper's testbed with OVS
+//! and `ssc` instead ([`paper`]).
+//!
+//! The whole sequence runs twice in one run, alternating: `before` with `MMSG_FAILOVER=off` and
+//! `MMSG_FAST_RECONNECT=off` (the gateway's subflow-health detector disabled and the reconnect
+//! backoff doubling to 10 s also right after a lost connection: the behaviour before, the
+//! kernel alone recovers) and `after` (both on: docs/mmsg.md "Failover", "Restart"), `--reps`
+//! times each.
 
+pub mod gateways;
+pub mod paper;
 pub mod probe;
 
 use std::path::{Path, PathBuf};
@@ -25,11 +37,14 @@ use serde::Serialize;
 
 use crate::mmsg::{self, Profile};
 use crate::testbed;
-use crate::topology::{self, PortKind, Topology};
+use crate::topology::{self, Topology};
 use crate::{deps, sh};
 
 /// The environment variable that switches `mmsg`'s failover detector off (`off`).
 pub const FAILOVER_ENV: &str = "MMSG_FAILOVER";
+/// The environment variable that switches `mmsg`'s fast reconnect after a lost connection off
+/// (`off`: the backoff doubles up to 10 s, the behaviour before; docs/mmsg.md "Restart").
+pub const FAST_RECONNECT_ENV: &str = "MMSG_FAST_RECONNECT";
 /// TCP port of the bulk flow at host 2 (the voice stream uses the next one).
 const PORT: u16 = 5400;
 /// Traffic before the first cut.
@@ -54,6 +69,11 @@ pub struct Options {
     pub reps: u32,
     /// Run only the `after` mode (the CI test compares against a bound instead).
     pub after_only: bool,
+    /// Restart events after the cuts, in order: `restart<b>` (gateway b's `mmsg` SIGTERMed and
+    /// started again: event `mmsg_restart`) or `kill<b>` (SIGKILL: `mmsg_kill9`).
+    pub restarts: Vec<String>,
+    /// Run the restart events on the paper's testbed instead ([`paper`]).
+    pub paper: bool,
 }
 
 impl Options {
@@ -67,6 +87,10 @@ impl Options {
             settle: Duration::from_secs(5),
             reps: 1,
             after_only: false,
+            restarts: ["restart1", "restart2", "kill1"]
+                .map(str::to_owned)
+                .to_vec(),
+            paper: false,
         }
     }
 }
@@ -74,10 +98,13 @@ impl Options {
 /// One event's figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct Event {
-    /// `cut` or `restore`.
+    /// `cut`, `restore`, `mmsg_restart` or `mmsg_kill9`.
     pub kind: String,
-    /// The WAN port, e.g. `1a`.
+    /// The WAN port, e.g. `1a`, or the restarted gateway, e.g. `gw1`.
     pub port: String,
+    /// Restarts: from the stop until every connection of both gateways had its n × m subflows
+    /// again, ms (`None`: not within the window).
+    pub tunnels_up_ms: Option<f64>,
     /// max(`tcp_gap_ms`, `udp_gap_ms`).
     pub gap_ms: f64,
     /// Longest time the TCP receiver got nothing, in the event's window.
@@ -132,106 +159,6 @@ pub struct Report {
     pub runs: Vec<ModeRun>,
 }
 
-/// `mmsg` in the gateways of branches 1 and 2, stopped (SIGTERM by PID) on drop.
-#[derive(Debug)]
-struct Gateways {
-    children: Vec<Child>,
-}
-
-impl Drop for Gateways {
-    fn drop(&mut self) {
-        let pids: Vec<u32> = self.children.iter().map(Child::id).collect();
-        testbed::stop_pids(&pids, Duration::from_secs(5));
-        for c in &mut self.children {
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Starts `mmsg` (examples config + the run's TLS) in both gateways with the detector `on` or
-/// off and waits until every connection has its n × m subflows.
-fn start_gateways(
-    mmsg_bin: &Path,
-    root: &Path,
-    prefix: &str,
-    topo: &Topology,
-    detector_on: bool,
-) -> anyhow::Result<Gateways> {
-    let dir = testbed::state_dir(prefix);
-    let tls = mmsg::provision_tls(&dir.join("tls"), "MMS failover CA", &[1, 2])?;
-    let mut gws = Gateways {
-        children: Vec::new(),
-    };
-    let mut controls = Vec::new();
-    for b in [1u8, 2] {
-        let mut c = mmsg::example(root, b)?;
-        c.tls = tls.get(&b).cloned();
-        let config = dir.join(format!("mmsg-gw{b}.toml"));
-        mmsg::write_config(
-            &config,
-            &format!("examples/mmsg-branch{b}.toml with the run's [tls]"),
-            &c,
-        )?;
-        let control = dir.join(format!("mmsg-gw{b}.sock"));
-        let mode = if detector_on { "on" } else { "off" };
-        let log = std::fs::File::create(dir.join(format!("mmsg-gw{b}-{mode}.log")))?;
-        let child = Command::new("ip")
-            .args(["netns", "exec", &testbed::ns_gw(prefix, b)])
-            .arg(mmsg_bin)
-            .args(["run", "--config"])
-            .arg(&config)
-            .arg("--control")
-            .arg(&control)
-            .env(FAILOVER_ENV, mode)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("start mmsg")?;
-        gws.children.push(child);
-        controls.push(control);
-    }
-    let ports = |b: u8| {
-        topo.ports()
-            .iter()
-            .filter(|p| p.id.branch == b && p.kind == PortKind::Internet)
-            .count()
-    };
-    let n_m = ports(1) * ports(2);
-    wait_all_subflows(mmsg_bin, &controls, n_m, Duration::from_secs(30))
-        .with_context(|| format!("logs in {}", dir.display()))?;
-    Ok(gws)
-}
-
-/// Waits until every connection of every gateway is up with `n_m` established subflows.
-fn wait_all_subflows(
-    mmsg_bin: &Path,
-    controls: &[PathBuf],
-    n_m: usize,
-    timeout: Duration,
-) -> anyhow::Result<()> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let all: Option<Vec<Vec<usize>>> = controls
-            .iter()
-            .map(|c| {
-                mmsg::status(mmsg_bin, c)
-                    .ok()
-                    .and_then(|s| crate::e2e::subflows_when_up(&s))
-            })
-            .collect();
-        if let Some(all) = all {
-            if all.iter().flatten().all(|&n| n == n_m) {
-                return Ok(());
-            }
-        }
-        if Instant::now() > deadline {
-            bail!("mmsg tunnels did not have {n_m} subflows each within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -249,15 +176,101 @@ struct Window {
     to_unix: f64,
 }
 
-/// Runs the flows and the cut/restore sequence on a testbed whose gateways run `mmsg`.
-fn run_pass(opts: &Options, mode: &str, rep: u32) -> anyhow::Result<ModeRun> {
-    let (h1, h2) = (
-        testbed::ns_host(&opts.prefix, 1, 0),
-        testbed::ns_host(&opts.prefix, 2, 0),
-    );
-    let dst = testbed::host_addr(2, 0);
+/// What a pass acts on: the 2x2 testbed's ports and `mmsg`s, or the paper system ([`paper`]).
+pub trait Target {
+    /// Performs event `kind` on `port` (a WAN port, `gw<b>`, `ssc`); returns, for events that
+    /// take tunnels down, how long until they were all up again (ms), if it waited for that.
+    fn act(&mut self, kind: &str, port: &str) -> anyhow::Result<Option<f64>>;
+}
+
+/// One event of a pass: what, on which port or gateway, and how long from its start until the
+/// next event.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// Event kind (`cut`, `restore`, `mmsg_restart`, ...).
+    pub kind: &'static str,
+    /// Its port or gateway.
+    pub port: String,
+    /// Time from the event's start to the next one (at least what the action took).
+    pub wait: Duration,
+}
+
+/// The 2x2 testbed's target: cuts through `testbed link`, restarts through [`gateways`].
+struct TwoByTwo<'a> {
+    prefix: &'a str,
+    gws: &'a mut gateways::Gateways,
+    settle: Duration,
+}
+
+impl Target for TwoByTwo<'_> {
+    fn act(&mut self, kind: &str, port: &str) -> anyhow::Result<Option<f64>> {
+        let t0 = Instant::now();
+        match kind {
+            "cut" | "restore" => testbed::link_cut(self.prefix, port, kind == "cut").map(|()| None),
+            "mmsg_restart" | "mmsg_kill9" => {
+                let b: u8 = port.trim_start_matches("gw").parse()?;
+                let how = if kind == "mmsg_kill9" {
+                    gateways::Stop::Kill
+                } else {
+                    gateways::Stop::Term
+                };
+                self.gws.restart(b, how)?;
+                // Until the tunnels are whole again (not an error if they are not: the flows
+                // measure the gap).
+                Ok(self
+                    .gws
+                    .wait_all_subflows(self.settle.max(Duration::from_secs(10)))
+                    .ok()
+                    .map(|()| ms(t0.elapsed())))
+            }
+            _ => bail!("unknown event {kind}"),
+        }
+    }
+}
+
+/// A duration in ms with one decimal.
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e4).round() / 10.0
+}
+
+/// The steps of a 2x2 pass: each port cut for `hold` and restored for `settle`, then the
+/// restarts (`settle` each).
+fn two_by_two_steps(opts: &Options) -> anyhow::Result<Vec<Step>> {
+    let mut steps = Vec::new();
+    for port in &opts.ports {
+        steps.push(Step {
+            kind: "cut",
+            port: port.clone(),
+            wait: opts.hold,
+        });
+        steps.push(Step {
+            kind: "restore",
+            port: port.clone(),
+            wait: opts.settle,
+        });
+    }
+    for r in &opts.restarts {
+        let (kind, _, b) = parse_restart(r)?;
+        steps.push(Step {
+            kind,
+            port: format!("gw{b}"),
+            wait: opts.settle,
+        });
+    }
+    Ok(steps)
+}
+
+/// Runs the flows from host 1 (`h1`) to host 2 (`h2`, address `dst`) and the `steps` on
+/// `target`; returns the figures of every event.
+pub fn run_pass(
+    (h1, h2, dst): (&str, &str, std::net::Ipv4Addr),
+    target: &mut dyn Target,
+    steps: &[Step],
+    mode: &str,
+    rep: u32,
+) -> anyhow::Result<ModeRun> {
     let mut ping = Command::new("ip")
-        .args(["netns", "exec", &h1, "ping", "-D", "-n", "-i", "0.02"])
+        .args(["netns", "exec", h1, "ping", "-D", "-n", "-i", "0.02"])
         .arg(dst.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -275,40 +288,36 @@ fn run_pass(opts: &Options, mode: &str, rep: u32) -> anyhow::Result<ModeRun> {
         text
     });
     let ping = PingChild(Some(ping), Some(reader));
-    let flows = probe::start(&h1, &h2, dst, PORT)?;
+    let flows = probe::start(h1, h2, dst, PORT)?;
     std::thread::sleep(WARMUP);
     let mut windows: Vec<Window> = Vec::new();
-    let mark = |kind: &'static str, port: &str, windows: &mut Vec<Window>| {
+    let mut tunnels_up: Vec<Option<f64>> = Vec::new();
+    let mut result = Ok(());
+    for step in steps {
         let (now, now_u) = (Instant::now(), unix_now());
         if let Some(w) = windows.last_mut() {
             w.to = now;
             w.to_unix = now_u;
         }
         windows.push(Window {
-            kind,
-            port: port.to_owned(),
+            kind: step.kind,
+            port: step.port.clone(),
             from: now,
             to: now,
             from_unix: now_u,
             to_unix: now_u,
         });
-    };
-    let mut result = Ok(());
-    for port in &opts.ports {
-        if let Err(e) = testbed::link_cut(&opts.prefix, port, true) {
-            result = Err(e);
-            break;
+        eprintln!("failover {mode}: {} {}", step.kind, step.port);
+        match target.act(step.kind, &step.port) {
+            Ok(up) => tunnels_up.push(up),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
         }
-        mark("cut", port, &mut windows);
-        eprintln!("failover {mode}: cut {port}");
-        std::thread::sleep(opts.hold);
-        if let Err(e) = testbed::link_cut(&opts.prefix, port, false) {
-            result = Err(e);
-            break;
+        if let Some(rest) = step.wait.checked_sub(now.elapsed()) {
+            std::thread::sleep(rest);
         }
-        mark("restore", port, &mut windows);
-        eprintln!("failover {mode}: restore {port}");
-        std::thread::sleep(opts.settle);
     }
     // Close the last window.
     if let Some(w) = windows.last_mut() {
@@ -317,10 +326,6 @@ fn run_pass(opts: &Options, mode: &str, rep: u32) -> anyhow::Result<ModeRun> {
     }
     let rec = flows.stop();
     let ping_text = ping.finish();
-    // Never leave a port cut (the next pass needs all four).
-    for port in &opts.ports {
-        let _ = testbed::link_cut(&opts.prefix, port, false);
-    }
     result?;
     let replies = probe::parse_ping(&ping_text);
     let tcp_times: Vec<Instant> = rec.tcp.reads.iter().map(|(t, _)| *t).collect();
@@ -328,16 +333,17 @@ fn run_pass(opts: &Options, mode: &str, rep: u32) -> anyhow::Result<ModeRun> {
     voice_times.sort();
     let events = windows
         .iter()
-        .map(|w| {
+        .zip(tunnels_up.iter().chain(std::iter::repeat(&None)))
+        .map(|(w, &tunnels_up_ms)| {
             let tcp_gap = probe::longest_gap(&tcp_times, w.from, w.to);
             let udp_gap = probe::longest_gap(&voice_times, w.from, w.to);
             let (udp_sent, udp_lost) = probe::lost_in(&rec.voice, w.from, w.to);
             let (ping_sent, ping_lost, ping_max_ms) =
                 probe::ping_in(&replies, w.from_unix, w.to_unix);
-            let ms = |d: Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
             Event {
                 kind: w.kind.to_owned(),
                 port: w.port.clone(),
+                tunnels_up_ms,
                 gap_ms: ms(tcp_gap.max(udp_gap)),
                 tcp_gap_ms: ms(tcp_gap),
                 udp_gap_ms: ms(udp_gap),
@@ -409,6 +415,18 @@ impl Drop for PingChild {
 /// Brings up the 2x2 testbed, runs every pass (alternating modes), always tears down.
 pub fn run(opts: &Options) -> anyhow::Result<Report> {
     deps::ensure()?;
+    if opts.paper {
+        let load = sh::load_1min();
+        let runs = paper::run(opts)?;
+        return Ok(Report {
+            utc: sh::utc_now(),
+            testbed: "examples/testbed-paper.toml".to_owned(),
+            hold_s: opts.hold.as_secs_f64(),
+            settle_s: opts.settle.as_secs_f64(),
+            load_1min: load,
+            runs,
+        });
+    }
     let topo_file = "examples/testbed-2x2.toml";
     let topo = topology::parse(
         &std::fs::read_to_string(opts.root.join(topo_file)).context("read the 2x2 topology")?,
@@ -432,11 +450,31 @@ fn run_on(opts: &Options, topo: &Topology, mmsg_bin: &Path) -> anyhow::Result<Ve
     } else {
         &[("before", false), ("after", true)]
     };
+    let steps = two_by_two_steps(opts)?;
     let mut runs = Vec::new();
     for rep in 0..opts.reps {
         for &(mode, on) in modes {
-            let gws = start_gateways(mmsg_bin, &opts.root, &opts.prefix, topo, on)?;
-            let r = run_pass(opts, mode, rep);
+            let mut gws = gateways::Gateways::start(mmsg_bin, &opts.root, &opts.prefix, topo, on)?;
+            let (h1, h2) = (
+                testbed::ns_host(&opts.prefix, 1, 0),
+                testbed::ns_host(&opts.prefix, 2, 0),
+            );
+            let mut target = TwoByTwo {
+                prefix: &opts.prefix,
+                gws: &mut gws,
+                settle: opts.settle,
+            };
+            let r = run_pass(
+                (&h1, &h2, testbed::host_addr(2, 0)),
+                &mut target,
+                &steps,
+                mode,
+                rep,
+            );
+            // Never leave a port cut (the next pass needs all four).
+            for port in &opts.ports {
+                let _ = testbed::link_cut(&opts.prefix, port, false);
+            }
             drop(gws);
             keep_logs(&opts.prefix, mode, rep);
             let r = r?;
@@ -454,8 +492,23 @@ fn keep_logs(prefix: &str, mode: &str, rep: u32) {
     let _ = std::fs::create_dir_all(&dir);
     let on = if mode == "after" { "on" } else { "off" };
     for b in [1u8, 2] {
-        let from = testbed::state_dir(prefix).join(format!("mmsg-gw{b}-{on}.log"));
+        let from = gateways::log_path(prefix, b, on == "on");
         let _ = std::fs::copy(from, dir.join(format!("mmsg-gw{b}-{mode}-{rep}.log")));
+    }
+}
+
+/// `restart<b>` / `kill<b>`: the event kind, how the gateway is stopped, which gateway.
+fn parse_restart(s: &str) -> anyhow::Result<(&'static str, gateways::Stop, u8)> {
+    let (kind, how, b) = if let Some(b) = s.strip_prefix("restart") {
+        ("mmsg_restart", gateways::Stop::Term, b)
+    } else if let Some(b) = s.strip_prefix("kill") {
+        ("mmsg_kill9", gateways::Stop::Kill, b)
+    } else {
+        bail!("restart event {s:?}: want restart<branch> or kill<branch>")
+    };
+    match b.parse::<u8>() {
+        Ok(b @ 1..=2) => Ok((kind, how, b)),
+        _ => bail!("restart event {s:?}: the branch is 1 or 2"),
     }
 }
 
@@ -470,7 +523,7 @@ pub fn print_run(r: &ModeRun) {
             .map_or("survived".to_owned(), |e| format!("LOST ({e})"))
     );
     println!(
-        "{:<12} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>9} {:>9}",
+        "{:<17} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9}",
         "event",
         "gap ms",
         "tcp gap",
@@ -479,11 +532,12 @@ pub fn print_run(r: &ModeRun) {
         "ping lost",
         "ping max",
         "before",
-        "recov."
+        "recov.",
+        "tun. up"
     );
     for e in &r.events {
         println!(
-            "{:<12} {:>8.0} {:>8.0} {:>8.0} {:>5}/{:<3} {:>6}/{:<3} {:>9.0} {:>9.1} {:>9.1}",
+            "{:<17} {:>8.0} {:>8.0} {:>8.0} {:>5}/{:<3} {:>6}/{:<3} {:>9.0} {:>9.1} {:>9.1} {:>9}",
             format!("{} {}", e.kind, e.port),
             e.gap_ms,
             e.tcp_gap_ms,
@@ -494,7 +548,9 @@ pub fn print_run(r: &ModeRun) {
             e.ping_sent,
             e.ping_max_ms,
             e.before_mbps,
-            e.recovered_mbps
+            e.recovered_mbps,
+            e.tunnels_up_ms
+                .map_or("-".to_owned(), |t| format!("{t:.0}"))
         );
     }
 }

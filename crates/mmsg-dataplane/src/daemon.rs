@@ -46,6 +46,9 @@ pub struct RunOpts {
     pub control: PathBuf,
     /// Skip host set-up (sysctls, rules) — for tests without privileges.
     pub no_setup: bool,
+    /// With `[ovs]`: delete the bridge and move the WAN addresses back on exit (the default
+    /// keeps them for a fast restart, [`crate::ovs_reuse`]).
+    pub remove_bridge: bool,
 }
 
 /// Reads and validates a config file.
@@ -209,7 +212,7 @@ async fn run_inner(
     let file_config = config.clone();
     let tls_files = tls.as_deref().map(TlsState::files);
     let config = match config.ovs.clone() {
-        Some(o) => crate::ovs::setup(&config, &o, tls_files, undo)
+        Some(o) => crate::ovs::setup(&config, &o, tls_files, undo, opts.remove_bridge)
             .context("Open vSwitch set-up ([ovs])")?,
         None => config,
     };

@@ -37,6 +37,7 @@ pub mod genl;
 pub mod gwchan;
 pub mod mptcp_pm;
 pub mod ovs;
+pub mod ovs_reuse;
 pub mod qos;
 pub mod reseq;
 pub mod secure;

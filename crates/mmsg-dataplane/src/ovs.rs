@@ -18,10 +18,15 @@
 //! interface that carries p_k, so policy routing (`crate::setup`), subflow creation (interface
 //! index) and kernel PM endpoints use it unchanged.
 //!
-//! Undo on exit (recorded in [`Undo`] before each change is made, run in reverse): `arp on`,
-//! the address back on `wan{k}`, the default routes of table 100+k and of the main table via
-//! `wan{k}`, then the bridge is deleted. A restart after a crash finds the bridge and the moved
-//! addresses and converges to the same state.
+//! **Bridge lifetime** ([`crate::ovs_reuse`], docs/mmsg.md "Restart"). By default nothing of
+//! this is undone on exit: the bridge, its flows, the controller and SSL settings and the
+//! addresses on `mpa{k}` stay, so the switch keeps forwarding while `mmsg` restarts, and the next
+//! start verifies and reconciles them instead of rebuilding. With `mmsg run --remove-bridge` the
+//! old undo runs on exit (recorded in [`Undo`] before each change is made, run in reverse):
+//! `arp on`, the address back on `wan{k}`, the default routes of table 100+k and of the main
+//! table via `wan{k}`, then the bridge is deleted; `mmsg down --config FILE` does the same for a
+//! stopped gateway. A start after a crash finds the bridge and the moved addresses and converges
+//! to the same state either way.
 //!
 //! **OpenFlow over TLS** (`controller = "ssl:HOST:PORT"`, docs/ofc.md §6). OVS then needs the
 //! gateway's own `[tls]` credentials ([`configure_ssl`], before the bridge transaction; `mmsg`
@@ -100,6 +105,20 @@ pub fn configure_ssl(ovs: &OvsConfig, files: &TlsFiles, own: BranchId) -> anyhow
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
             .with_context(|| format!("chmod 700 {}", dir.display()))?;
+    }
+    // A restart with the bridge kept: the same copies, already named by OVS, are left alone
+    // (a rewrite would change their mtime and make OVS reload them).
+    let same = [(key_p, &key), (cert_p, &cert), (ca_p, &ca)]
+        .iter()
+        .all(|(p, data)| std::fs::read(p).ok().as_deref() == Some(data.as_slice()));
+    if same
+        && crate::ovs_reuse::ssl_set_to(
+            &vsctl(ovs, 5, &["get-ssl".to_owned()]).unwrap_or_default(),
+            &paths,
+        )
+    {
+        info!(serial, bridge = %ovs.bridge, "OVS OpenFlow TLS credentials already set (kept)");
+        return Ok(serial);
     }
     for (p, data) in [(key_p, &key), (cert_p, &cert), (ca_p, &ca)] {
         pki::files::write_private(p, data).with_context(|| format!("write {}", p.display()))?;
@@ -204,14 +223,17 @@ fn wait_for_interface(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the bridge and moves the WAN addresses (module docs); returns the config with
-/// `wan[k].name = mpa{k}`. Every change is recorded in `undo` before it is made. `tls`: the
-/// gateway's `[tls]` files, required for an `ssl:` controller.
+/// Builds (or reuses, [`crate::ovs_reuse`]) the bridge and moves the WAN addresses (module
+/// docs); returns the config with `wan[k].name = mpa{k}`. With `remove_on_exit` every change is
+/// recorded in `undo` before it is made (the bridge is deleted on exit); without it the bridge,
+/// the addresses and the flows stay for the next start. `tls`: the gateway's `[tls]` files,
+/// required for an `ssl:` controller.
 pub fn setup(
     config: &Config,
     ovs: &OvsConfig,
     tls: Option<&TlsFiles>,
     undo: &mut Undo,
+    remove_on_exit: bool,
 ) -> anyhow::Result<Config> {
     let own = config
         .branch()
@@ -236,30 +258,41 @@ pub fn setup(
         .trim()
         .is_empty();
 
-    // Undone last: the bridge (and with it mpa{k} and every route through them).
-    undo.on_exit(
-        "ovs-vsctl",
-        &[
-            format!("--db={}", ovs.db),
-            "--timeout=10".to_owned(),
-            "--if-exists".to_owned(),
-            "del-br".to_owned(),
-            ovs.bridge.clone(),
-        ],
-    );
-    if let Some(files) = ssl {
+    if remove_on_exit {
+        // Undone last: the bridge (and with it mpa{k} and every route through them).
         undo.on_exit(
             "ovs-vsctl",
             &[
                 format!("--db={}", ovs.db),
                 "--timeout=10".to_owned(),
-                "del-ssl".to_owned(),
+                "--if-exists".to_owned(),
+                "del-br".to_owned(),
+                ovs.bridge.clone(),
             ],
         );
+        if ssl.is_some() {
+            undo.on_exit(
+                "ovs-vsctl",
+                &[
+                    format!("--db={}", ovs.db),
+                    "--timeout=10".to_owned(),
+                    "del-ssl".to_owned(),
+                ],
+            );
+        }
+    }
+    if let Some(files) = ssl {
         configure_ssl(ovs, files, own)
             .context("OpenFlow over TLS: give OVS the [tls] credentials")?;
     }
-    vsctl(ovs, 10, &bridge_args(config, ovs)).context(
+    let seen = crate::ovs_reuse::observe(ovs).context("read the OVS bridge's state")?;
+    let (args, diffs) = crate::ovs_reuse::plan(config, ovs, &seen);
+    if seen.exists && diffs.is_empty() {
+        info!(bridge = %ovs.bridge, "OVS bridge kept from the previous run matches the config; reused with its flows");
+    } else if seen.exists {
+        warn!(bridge = %ovs.bridge, differences = ?diffs, "OVS bridge kept from the previous run differs from the config; reconciling");
+    }
+    vsctl(ovs, 10, &args).context(
         "create the OVS bridge (ovs-vsctl did not finish: is ovs-vswitchd running and \
          reachable through ovs.db?)",
     )?;
@@ -267,6 +300,7 @@ pub fn setup(
         bridge = %ovs.bridge,
         datapath_id = %datapath_id(config.branch_id),
         controller = %ovs.controller,
+        reused = seen.exists,
         "OVS bridge ready"
     );
 
@@ -275,25 +309,10 @@ pub fn setup(
         let mpa = mpa_iface(k);
         wait_for_interface(&mpa)?;
         let addr = w.address.to_string();
-        let gw = w.gateway.to_string();
-        let table = (TABLE_BASE + u32::try_from(k).unwrap_or(0)).to_string();
         // Recorded in reverse order of execution: arp on, address back, routes via wan{k}.
-        undo.on_exit(
-            "ip",
-            &[
-                "-4", "route", "replace", "default", "via", &gw, "dev", &w.name, "table", &table,
-            ],
-        );
-        if k == 0 && had_main_default {
-            undo.on_exit(
-                "ip",
-                &[
-                    "-4", "route", "replace", "default", "via", &gw, "dev", &w.name,
-                ],
-            );
+        if remove_on_exit {
+            record_wan_undo(undo, w, k, had_main_default);
         }
-        undo.on_exit("ip", &["addr", "replace", &addr, "dev", &w.name]);
-        undo.on_exit("ip", &["link", "set", &w.name, "arp", "on"]);
 
         setup::ip(&["link", "set", &w.name, "arp", "off"])?;
         if let Err(e) = setup::run("ethtool", &["-K", &w.name, "tx", "off"]) {
@@ -317,6 +336,30 @@ pub fn setup(
     }
     setup::ensure_main_default(&moved).context("main default route through mpa0")?;
     Ok(moved)
+}
+
+/// Records the undo of moving WAN port k's address to `mpa{k}` (undone in reverse: ARP on,
+/// the address back on `wan{k}`, the default routes via `wan{k}`).
+fn record_wan_undo(undo: &mut Undo, w: &mpa::config::WanPort, k: usize, had_main_default: bool) {
+    let addr = w.address.to_string();
+    let gw = w.gateway.to_string();
+    let table = (TABLE_BASE + u32::try_from(k).unwrap_or(0)).to_string();
+    undo.on_exit(
+        "ip",
+        &[
+            "-4", "route", "replace", "default", "via", &gw, "dev", &w.name, "table", &table,
+        ],
+    );
+    if k == 0 && had_main_default {
+        undo.on_exit(
+            "ip",
+            &[
+                "-4", "route", "replace", "default", "via", &gw, "dev", &w.name,
+            ],
+        );
+    }
+    undo.on_exit("ip", &["addr", "replace", &addr, "dev", &w.name]);
+    undo.on_exit("ip", &["link", "set", &w.name, "arp", "on"]);
 }
 
 #[cfg(test)]
@@ -391,7 +434,7 @@ controller = "unix:/run/x/ssc.sock"
         o.db = "unix:/nonexistent/s3/db.sock".to_owned();
         c.ovs = Some(o.clone());
         let mut undo = Undo::default();
-        let e = setup(&c, &o, None, &mut undo).unwrap_err();
+        let e = setup(&c, &o, None, &mut undo, false).unwrap_err();
         assert!(format!("{e:#}").contains("no [tls] section"), "{e:#}");
     }
 
