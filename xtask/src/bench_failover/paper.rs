@@ -8,7 +8,7 @@
 //! - `transit_killed gw3`: the `mmsg` of branch 3, which carries four member paths of Table II
 //!   (e.g. `1b>3b>3a>2a`) as a pure transit, SIGTERMed and left down.
 //!
-//! `before` = every `mmsg` with `MMSG_REMOVE_BRIDGE=1` (the bridge and its flows deleted on
+//! `before` = every `mmsg` with `MMSG_REMOVE_BRIDGE=true` (the bridge and its flows deleted on
 //! exit, as before), `MMSG_FAST_RECONNECT=off` and `MMSG_FAILOVER=off`; `after` = the defaults.
 //! The system is brought up once per mode (the variables are inherited by every `mmsg`).
 
@@ -72,7 +72,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<ModeRun>> {
             if on {
                 std::env::remove_var(REMOVE_BRIDGE_ENV);
             } else {
-                std::env::set_var(REMOVE_BRIDGE_ENV, "1");
+                std::env::set_var(REMOVE_BRIDGE_ENV, "true");
             }
             let mut e2e_opts = e2e::Options::new(&opts.root, &opts.prefix);
             e2e_opts.tls = true;
