@@ -8,11 +8,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::{FAILOVER_ENV, FAST_RECONNECT_ENV};
 use crate::mmsg;
 use crate::testbed;
 use crate::topology::{PortKind, Topology};
 
+/// The environment variable that switches `mmsg`'s failover detector off (`off`).
+pub const FAILOVER_ENV: &str = "MMSG_FAILOVER";
+/// The environment variable that switches `mmsg`'s fast reconnect after a lost connection off
+/// (`off`: the backoff doubles up to 10 s, the behaviour before; docs/mmsg.md "Restart").
+pub const FAST_RECONNECT_ENV: &str = "MMSG_FAST_RECONNECT";
 /// How long a SIGTERMed `mmsg` may take to undo its set-up and exit before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 

@@ -12,11 +12,13 @@
 //! exit, as before), `MMSG_FAST_RECONNECT=off` and `MMSG_FAILOVER=off`; `after` = the defaults.
 //! The system is brought up once per mode (the variables are inherited by every `mmsg`).
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use super::{ms, run_pass, ModeRun, Options, Step, Target, FAILOVER_ENV, FAST_RECONNECT_ENV};
+use super::gateways::{FAILOVER_ENV, FAST_RECONNECT_ENV};
+use super::pass::{ms, print_run, run_pass, ModeRun, Step, Target};
 use crate::e2e::{self, System};
 
 /// The `mmsg run` flag's variable that deletes the bridge on exit (docs/mmsg.md "Restart").
@@ -44,8 +46,15 @@ impl Target for Paper<'_> {
     }
 }
 
-/// Brings the paper system up once per mode and runs the three events; always tears down.
-pub fn run(opts: &Options) -> anyhow::Result<Vec<ModeRun>> {
+/// Brings the paper system up once per mode (`after` only with `after_only`) and runs the three
+/// events, `settle` (at least 5 s) apart, `reps` times; always tears down.
+pub fn run(
+    root: &Path,
+    prefix: &str,
+    settle: Duration,
+    reps: u32,
+    after_only: bool,
+) -> anyhow::Result<Vec<ModeRun>> {
     let steps = [
         ("ssc_restart", "ssc".to_owned()),
         ("mmsg_restart", "gw2".to_owned()),
@@ -54,15 +63,15 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<ModeRun>> {
     .map(|(kind, port)| Step {
         kind,
         port,
-        wait: opts.settle.max(Duration::from_secs(5)),
+        wait: settle.max(Duration::from_secs(5)),
     });
-    let modes: &[(&str, bool)] = if opts.after_only {
+    let modes: &[(&str, bool)] = if after_only {
         &[("after", true)]
     } else {
         &[("before", false), ("after", true)]
     };
     let mut runs = Vec::new();
-    for rep in 0..opts.reps {
+    for rep in 0..reps {
         for &(mode, on) in modes {
             let v = if on { "on" } else { "off" };
             // Inherited by every `mmsg` the harness starts (this process starts no threads
@@ -74,7 +83,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<ModeRun>> {
             } else {
                 std::env::set_var(REMOVE_BRIDGE_ENV, "true");
             }
-            let mut e2e_opts = e2e::Options::new(&opts.root, &opts.prefix);
+            let mut e2e_opts = e2e::Options::new(root, prefix);
             e2e_opts.tls = true;
             let mut sys = System::up(&e2e_opts)?;
             let (h1, h2, dst) = (sys.ns_host(1), sys.ns_host(2), sys.host_addr(2));
@@ -89,7 +98,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<ModeRun>> {
             drop(sys);
             let mut r = r?;
             r.mode = format!("paper-{mode}");
-            super::print_run(&r);
+            print_run(&r);
             runs.push(r);
         }
     }
