@@ -253,7 +253,8 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Enrol(a) => enrol(a),
         Command::Down { config } => {
-            mmsg_dataplane::ovs_reuse::down_file(&config)?;
+            let c = daemon::load_config(&config)?;
+            mmsg_dataplane::ovs::down(&c).context("mmsg down")?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Renew { config } => {

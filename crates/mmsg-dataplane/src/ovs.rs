@@ -52,12 +52,9 @@ use mpa::BranchId;
 use pki::tls::TlsFiles;
 use tracing::{info, warn};
 
+pub use crate::ovs_reuse::{datapath_id, mpa_iface, MPA_OFPORT_BASE, WAN_OFPORT_BASE};
 use crate::setup::{self, Undo, TABLE_BASE};
 
-/// First OpenFlow port of the WAN interfaces: `wan{k}` is 1 + k (docs/controller.md §4).
-pub const WAN_OFPORT_BASE: u32 = 1;
-/// First OpenFlow port of the internal MPA ports: `mpa{k}` is 101 + k.
-pub const MPA_OFPORT_BASE: u32 = 101;
 /// How long ovs-vswitchd may take to create an internal port's kernel device (tap).
 const PORT_APPEAR_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -137,16 +134,6 @@ pub fn configure_ssl(ovs: &OvsConfig, files: &TlsFiles, own: BranchId) -> anyhow
     }
     info!(serial, bridge = %ovs.bridge, "OVS OpenFlow TLS credentials set (set-ssl)");
     Ok(serial)
-}
-
-/// The internal OVS port (and kernel interface) that carries WAN port k's address.
-pub fn mpa_iface(k: usize) -> String {
-    format!("mpa{k}")
-}
-
-/// The OpenFlow datapath id of branch `b`: the branch id as 16 hex digits.
-pub fn datapath_id(branch: u8) -> String {
-    format!("{branch:016x}")
 }
 
 /// The `ovs-vsctl` arguments of the bridge transaction (after `--db`/`--timeout`).
@@ -362,6 +349,63 @@ fn record_wan_undo(undo: &mut Undo, w: &mpa::config::WanPort, k: usize, had_main
     undo.on_exit("ip", &["link", "set", &w.name, "arp", "on"]);
 }
 
+/// `mmsg down`: removes what `mmsg run` left for the next start (module docs), from the config:
+/// ARP back on `wan{k}`, p_k back on `wan{k}`, table 100+k's and (when it left by `mpa0`) the
+/// main table's default route via `wan{k}`, then the SSL settings (with an `ssl:` controller)
+/// and the bridge. Best effort: every step is tried and failures are reported together. Run it
+/// only while `mmsg` is stopped.
+pub fn down(config: &Config) -> anyhow::Result<()> {
+    let Some(o) = &config.ovs else {
+        info!("no [ovs] section: nothing to remove");
+        return Ok(());
+    };
+    let mut failed: Vec<String> = Vec::new();
+    let mut step = |program: &str, args: &[&str]| {
+        if let Err(e) = setup::run(program, args) {
+            warn!(error = %format!("{e:#}"), "mmsg down: step failed");
+            failed.push(format!("{e:#}"));
+        }
+    };
+    let main_via_mpa0 = setup::ip(&["-4", "route", "show", "default"])
+        .unwrap_or_default()
+        .contains(&format!("dev {}", mpa_iface(0)));
+    for (k, w) in config.wan.iter().enumerate() {
+        let addr = w.address.to_string();
+        let gw = w.gateway.to_string();
+        let table = (TABLE_BASE + u32::try_from(k).unwrap_or(0)).to_string();
+        step("ip", &["link", "set", &w.name, "arp", "on"]);
+        step("ip", &["addr", "replace", &addr, "dev", &w.name]);
+        if k == 0 && main_via_mpa0 {
+            step(
+                "ip",
+                &[
+                    "-4", "route", "replace", "default", "via", &gw, "dev", &w.name,
+                ],
+            );
+        }
+        step(
+            "ip",
+            &[
+                "-4", "route", "replace", "default", "via", &gw, "dev", &w.name, "table", &table,
+            ],
+        );
+    }
+    let db = format!("--db={}", o.db);
+    if wants_ssl(o) {
+        step("ovs-vsctl", &[&db, "--timeout=10", "del-ssl"]);
+    }
+    step(
+        "ovs-vsctl",
+        &[&db, "--timeout=10", "--if-exists", "del-br", &o.bridge],
+    );
+    if failed.is_empty() {
+        info!(bridge = %o.bridge, "OVS bridge removed, WAN addresses back on the WAN ports");
+        Ok(())
+    } else {
+        anyhow::bail!("{} step(s) failed: {}", failed.len(), failed.join("; "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,6 +480,19 @@ controller = "unix:/run/x/ssc.sock"
         let mut undo = Undo::default();
         let e = setup(&c, &o, None, &mut undo, false).unwrap_err();
         assert!(format!("{e:#}").contains("no [tls] section"), "{e:#}");
+    }
+
+    /// A fresh start builds everything; the transaction is today's (`ovs::bridge_args`).
+    #[test]
+    fn no_bridge_builds_it() {
+        let c = Config::parse(CONFIG).unwrap();
+        let o = c.ovs.clone().unwrap();
+        let (args, diffs) = crate::ovs_reuse::plan(&c, &o, &crate::ovs_reuse::Observed::default());
+        assert_eq!(diffs, vec!["bridge br0 missing".to_owned()]);
+        assert_eq!(args, bridge_args(&c, &o));
+        assert!(args
+            .join(" ")
+            .ends_with("-- set-controller br0 unix:/run/x/ssc.sock"));
     }
 
     #[test]

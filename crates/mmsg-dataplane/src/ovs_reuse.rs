@@ -14,17 +14,30 @@
 //!   drops the OpenFlow connection and makes the controller push its flows again).
 //!
 //! The bridge goes away only when asked: `mmsg run --remove-bridge` (the old behaviour: the
-//! set-up is undone on exit) or `mmsg down --config FILE` after `mmsg` stopped ([`down`]: the
-//! same steps as that undo, from the config).
+//! set-up is undone on exit) or `mmsg down --config FILE` after `mmsg` stopped (`ovs::down`: the
+//! same steps as that undo, from the config). The OVS names (ports, datapath id) live here, below
+//! `ovs`, which re-exports them.
 
 use std::collections::BTreeSet;
 
-use anyhow::Context;
 use mpa::config::{Config, OvsConfig};
-use tracing::{info, warn};
 
-use crate::ovs::{self, MPA_OFPORT_BASE, WAN_OFPORT_BASE};
-use crate::setup::{self, TABLE_BASE};
+use crate::setup;
+
+/// First OpenFlow port of the WAN interfaces: `wan{k}` is 1 + k (docs/controller.md §4).
+pub const WAN_OFPORT_BASE: u32 = 1;
+/// First OpenFlow port of the internal MPA ports: `mpa{k}` is 101 + k.
+pub const MPA_OFPORT_BASE: u32 = 101;
+
+/// The internal OVS port (and kernel interface) that carries WAN port k's address.
+pub fn mpa_iface(k: usize) -> String {
+    format!("mpa{k}")
+}
+
+/// The OpenFlow datapath id of branch `b`: the branch id as 16 hex digits.
+pub fn datapath_id(branch: u8) -> String {
+    format!("{branch:016x}")
+}
 
 /// The bridge as OVS reports it before the set-up transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -74,10 +87,7 @@ pub fn plan(config: &Config, ovs: &OvsConfig, seen: &Observed) -> (Vec<String>, 
     let mut a: Vec<String> = Vec::new();
     let mut diffs: Vec<String> = Vec::new();
     let mut push = |xs: &[&str]| a.extend(xs.iter().map(|x| (*x).to_owned()));
-    let dpid = format!(
-        "other-config:datapath-id={}",
-        ovs::datapath_id(config.branch_id)
-    );
+    let dpid = format!("other-config:datapath-id={}", datapath_id(config.branch_id));
     if !seen.exists {
         diffs.push(format!("bridge {br} missing"));
     } else if seen.datapath_type != "netdev" {
@@ -102,7 +112,7 @@ pub fn plan(config: &Config, ovs: &OvsConfig, seen: &Observed) -> (Vec<String>, 
         let k32 = u32::try_from(k).unwrap_or(u32::MAX - MPA_OFPORT_BASE);
         let wan_of = format!("ofport_request={}", WAN_OFPORT_BASE + k32);
         let mpa_of = format!("ofport_request={}", MPA_OFPORT_BASE + k32);
-        let mpa = ovs::mpa_iface(k);
+        let mpa = mpa_iface(k);
         for p in [&w.name, &mpa] {
             if seen.exists && !seen.ports.contains(p) {
                 diffs.push(format!("port {p} missing"));
@@ -140,69 +150,6 @@ pub fn ssl_set_to(get_ssl: &str, files: &[std::path::PathBuf; 3]) -> bool {
     files
         .iter()
         .all(|f| named.contains(f.display().to_string().as_str()))
-}
-
-/// `mmsg down`: removes what `mmsg run` left for the next start (module docs), from the config:
-/// ARP back on `wan{k}`, p_k back on `wan{k}`, table 100+k's and (when it left by `mpa0`) the
-/// main table's default route via `wan{k}`, then the SSL settings (with an `ssl:` controller)
-/// and the bridge. Best effort: every step is tried and failures are reported together. Run it
-/// only while `mmsg` is stopped.
-pub fn down(config: &Config) -> anyhow::Result<()> {
-    let Some(o) = &config.ovs else {
-        info!("no [ovs] section: nothing to remove");
-        return Ok(());
-    };
-    let mut failed: Vec<String> = Vec::new();
-    let mut step = |program: &str, args: &[&str]| {
-        if let Err(e) = setup::run(program, args) {
-            warn!(error = %format!("{e:#}"), "mmsg down: step failed");
-            failed.push(format!("{e:#}"));
-        }
-    };
-    let main_via_mpa0 = setup::ip(&["-4", "route", "show", "default"])
-        .unwrap_or_default()
-        .contains(&format!("dev {}", ovs::mpa_iface(0)));
-    for (k, w) in config.wan.iter().enumerate() {
-        let addr = w.address.to_string();
-        let gw = w.gateway.to_string();
-        let table = (TABLE_BASE + u32::try_from(k).unwrap_or(0)).to_string();
-        step("ip", &["link", "set", &w.name, "arp", "on"]);
-        step("ip", &["addr", "replace", &addr, "dev", &w.name]);
-        if k == 0 && main_via_mpa0 {
-            step(
-                "ip",
-                &[
-                    "-4", "route", "replace", "default", "via", &gw, "dev", &w.name,
-                ],
-            );
-        }
-        step(
-            "ip",
-            &[
-                "-4", "route", "replace", "default", "via", &gw, "dev", &w.name, "table", &table,
-            ],
-        );
-    }
-    let db = format!("--db={}", o.db);
-    if ovs::wants_ssl(o) {
-        step("ovs-vsctl", &[&db, "--timeout=10", "del-ssl"]);
-    }
-    step(
-        "ovs-vsctl",
-        &[&db, "--timeout=10", "--if-exists", "del-br", &o.bridge],
-    );
-    if failed.is_empty() {
-        info!(bridge = %o.bridge, "OVS bridge removed, WAN addresses back on the WAN ports");
-        Ok(())
-    } else {
-        anyhow::bail!("{} step(s) failed: {}", failed.len(), failed.join("; "))
-    }
-}
-
-/// Loads `path` and runs [`down`].
-pub fn down_file(path: &std::path::Path) -> anyhow::Result<()> {
-    let config = crate::daemon::load_config(path)?;
-    down(&config).context("mmsg down")
 }
 
 #[cfg(test)]
@@ -249,19 +196,6 @@ controller = "unix:/run/x/ssc.sock"
         assert!(!a.contains("set-controller"), "{a}");
         assert!(!a.contains("del-port"), "{a}");
         assert!(!a.contains("del-br"), "{a}");
-    }
-
-    /// A fresh start builds everything; the transaction is today's (`ovs::bridge_args`).
-    #[test]
-    fn no_bridge_builds_it() {
-        let c = Config::parse(CONFIG).unwrap();
-        let o = c.ovs.clone().unwrap();
-        let (args, diffs) = plan(&c, &o, &Observed::default());
-        assert_eq!(diffs, vec!["bridge br0 missing".to_owned()]);
-        assert_eq!(args, ovs::bridge_args(&c, &o));
-        assert!(args
-            .join(" ")
-            .ends_with("-- set-controller br0 unix:/run/x/ssc.sock"));
     }
 
     /// Differences are reconciled in place: a stray port removed, a missing one added, the
