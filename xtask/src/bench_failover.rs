@@ -10,32 +10,38 @@
 //! the event's window), `udp_lost`, the ping's losses and worst RTT, and `recovered_mbps` (TCP
 //! goodput over the last 2 s of the window) beside `before_mbps` (the 2 s before the event).
 //!
-//! The whole sequence runs twice in one run, alternating: `before` with `MMSG_FAILOVER=off`
-//! (the gateway's subflow-health detector disabled: today's behaviour, the kernel alone
-//! recovers) and `after` (detector on: docs/mmsg.md "Failover"), `--reps` times each.
+//! After the cuts, `--restarts` events (default `restart1,restart2,kill1`): gateway b's `mmsg` is
+//! stopped (SIGTERM: `mmsg_restart`; SIGKILL: `mmsg_kill9`) and started again at once with the
+//! same config ([`gateways`]); the same keys, plus `tunnels_up_ms` (from the stop until every
+//! connection of both gateways has its n × m subflows again).
+//!
+//! `--paper`: `ssc_restart`, `mmsg_restart` and `transit_killed` on the paper's testbed with OVS
+//! and `ssc` instead ([`paper`]).
+//!
+//! The whole sequence runs twice in one run, alternating: `before` with `MMSG_FAILOVER=off` and
+//! `MMSG_FAST_RECONNECT=off` (the gateway's subflow-health detector disabled and the reconnect
+//! backoff doubling to 10 s also right after a lost connection: the behaviour before, the
+//! kernel alone recovers) and `after` (both on: docs/mmsg.md "Failover", "Restart"), `--reps`
+//! times each.
 
+pub mod gateways;
+pub mod paper;
+pub mod pass;
 pub mod probe;
 
+pub use gateways::{FAILOVER_ENV, FAST_RECONNECT_ENV};
+pub use pass::{ms, print_run, run_pass, Event, ModeRun, Step, Target};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
 
 use crate::mmsg::{self, Profile};
 use crate::testbed;
-use crate::topology::{self, PortKind, Topology};
+use crate::topology::{self, Topology};
 use crate::{deps, sh};
-
-/// The environment variable that switches `mmsg`'s failover detector off (`off`).
-pub const FAILOVER_ENV: &str = "MMSG_FAILOVER";
-/// TCP port of the bulk flow at host 2 (the voice stream uses the next one).
-const PORT: u16 = 5400;
-/// Traffic before the first cut.
-const WARMUP: Duration = Duration::from_secs(4);
-/// Goodput is averaged over this long at the end of a window (and before an event).
-const RATE_WINDOW: Duration = Duration::from_secs(2);
 
 /// Options of one run.
 #[derive(Debug, Clone)]
@@ -54,6 +60,11 @@ pub struct Options {
     pub reps: u32,
     /// Run only the `after` mode (the CI test compares against a bound instead).
     pub after_only: bool,
+    /// Restart events after the cuts, in order: `restart<b>` (gateway b's `mmsg` SIGTERMed and
+    /// started again: event `mmsg_restart`) or `kill<b>` (SIGKILL: `mmsg_kill9`).
+    pub restarts: Vec<String>,
+    /// Run the restart events on the paper's testbed instead ([`paper`]).
+    pub paper: bool,
 }
 
 impl Options {
@@ -67,52 +78,12 @@ impl Options {
             settle: Duration::from_secs(5),
             reps: 1,
             after_only: false,
+            restarts: ["restart1", "restart2", "kill1"]
+                .map(str::to_owned)
+                .to_vec(),
+            paper: false,
         }
     }
-}
-
-/// One event's figures.
-#[derive(Debug, Clone, Serialize)]
-pub struct Event {
-    /// `cut` or `restore`.
-    pub kind: String,
-    /// The WAN port, e.g. `1a`.
-    pub port: String,
-    /// max(`tcp_gap_ms`, `udp_gap_ms`).
-    pub gap_ms: f64,
-    /// Longest time the TCP receiver got nothing, in the event's window.
-    pub tcp_gap_ms: f64,
-    /// Longest time between two voice packets at the receiver, in the event's window.
-    pub udp_gap_ms: f64,
-    /// Voice packets sent in the window.
-    pub udp_sent: u64,
-    /// Of those, never received.
-    pub udp_lost: u64,
-    /// Pings sent in the window.
-    pub ping_sent: u64,
-    /// Of those, unanswered.
-    pub ping_lost: u64,
-    /// Worst ping RTT in the window, ms.
-    pub ping_max_ms: f64,
-    /// TCP goodput in the 2 s before the event, Mbit/s.
-    pub before_mbps: f64,
-    /// TCP goodput in the last 2 s of the window, Mbit/s.
-    pub recovered_mbps: f64,
-}
-
-/// One pass over every port in one mode.
-#[derive(Debug, Clone, Serialize)]
-pub struct ModeRun {
-    /// `before` (detector off) or `after`.
-    pub mode: String,
-    /// Repetition (0-based).
-    pub rep: u32,
-    /// The TCP connection lasted the whole pass without an error.
-    pub tcp_survived: bool,
-    /// The error that ended it, if one did.
-    pub tcp_error: Option<String>,
-    /// The events, in order.
-    pub events: Vec<Event>,
 }
 
 /// The JSON report.
@@ -132,283 +103,87 @@ pub struct Report {
     pub runs: Vec<ModeRun>,
 }
 
-/// `mmsg` in the gateways of branches 1 and 2, stopped (SIGTERM by PID) on drop.
-#[derive(Debug)]
-struct Gateways {
-    children: Vec<Child>,
+/// The 2x2 testbed's target: cuts through `testbed link`, restarts through [`gateways`].
+struct TwoByTwo<'a> {
+    prefix: &'a str,
+    gws: &'a mut gateways::Gateways,
+    settle: Duration,
 }
 
-impl Drop for Gateways {
-    fn drop(&mut self) {
-        let pids: Vec<u32> = self.children.iter().map(Child::id).collect();
-        testbed::stop_pids(&pids, Duration::from_secs(5));
-        for c in &mut self.children {
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Starts `mmsg` (examples config + the run's TLS) in both gateways with the detector `on` or
-/// off and waits until every connection has its n × m subflows.
-fn start_gateways(
-    mmsg_bin: &Path,
-    root: &Path,
-    prefix: &str,
-    topo: &Topology,
-    detector_on: bool,
-) -> anyhow::Result<Gateways> {
-    let dir = testbed::state_dir(prefix);
-    let tls = mmsg::provision_tls(&dir.join("tls"), "MMS failover CA", &[1, 2])?;
-    let mut gws = Gateways {
-        children: Vec::new(),
-    };
-    let mut controls = Vec::new();
-    for b in [1u8, 2] {
-        let mut c = mmsg::example(root, b)?;
-        c.tls = tls.get(&b).cloned();
-        let config = dir.join(format!("mmsg-gw{b}.toml"));
-        mmsg::write_config(
-            &config,
-            &format!("examples/mmsg-branch{b}.toml with the run's [tls]"),
-            &c,
-        )?;
-        let control = dir.join(format!("mmsg-gw{b}.sock"));
-        let mode = if detector_on { "on" } else { "off" };
-        let log = std::fs::File::create(dir.join(format!("mmsg-gw{b}-{mode}.log")))?;
-        let child = Command::new("ip")
-            .args(["netns", "exec", &testbed::ns_gw(prefix, b)])
-            .arg(mmsg_bin)
-            .args(["run", "--config"])
-            .arg(&config)
-            .arg("--control")
-            .arg(&control)
-            .env(FAILOVER_ENV, mode)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("start mmsg")?;
-        gws.children.push(child);
-        controls.push(control);
-    }
-    let ports = |b: u8| {
-        topo.ports()
-            .iter()
-            .filter(|p| p.id.branch == b && p.kind == PortKind::Internet)
-            .count()
-    };
-    let n_m = ports(1) * ports(2);
-    wait_all_subflows(mmsg_bin, &controls, n_m, Duration::from_secs(30))
-        .with_context(|| format!("logs in {}", dir.display()))?;
-    Ok(gws)
-}
-
-/// Waits until every connection of every gateway is up with `n_m` established subflows.
-fn wait_all_subflows(
-    mmsg_bin: &Path,
-    controls: &[PathBuf],
-    n_m: usize,
-    timeout: Duration,
-) -> anyhow::Result<()> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let all: Option<Vec<Vec<usize>>> = controls
-            .iter()
-            .map(|c| {
-                mmsg::status(mmsg_bin, c)
+impl Target for TwoByTwo<'_> {
+    fn act(&mut self, kind: &str, port: &str) -> anyhow::Result<Option<f64>> {
+        let t0 = Instant::now();
+        match kind {
+            "cut" | "restore" => testbed::link_cut(self.prefix, port, kind == "cut").map(|()| None),
+            "mmsg_restart" | "mmsg_kill9" => {
+                let b: u8 = port.trim_start_matches("gw").parse()?;
+                let how = if kind == "mmsg_kill9" {
+                    gateways::Stop::Kill
+                } else {
+                    gateways::Stop::Term
+                };
+                self.gws.restart(b, how)?;
+                // Until the tunnels are whole again (not an error if they are not: the flows
+                // measure the gap).
+                Ok(self
+                    .gws
+                    .wait_all_subflows(self.settle.max(Duration::from_secs(10)))
                     .ok()
-                    .and_then(|s| crate::e2e::subflows_when_up(&s))
-            })
-            .collect();
-        if let Some(all) = all {
-            if all.iter().flatten().all(|&n| n == n_m) {
-                return Ok(());
+                    .map(|()| ms(t0.elapsed())))
             }
+            _ => bail!("unknown event {kind}"),
         }
-        if Instant::now() > deadline {
-            bail!("mmsg tunnels did not have {n_m} subflows each within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// One event's window on both clocks.
-#[derive(Debug, Clone)]
-struct Window {
-    kind: &'static str,
-    port: String,
-    from: Instant,
-    to: Instant,
-    from_unix: f64,
-    to_unix: f64,
-}
-
-/// Runs the flows and the cut/restore sequence on a testbed whose gateways run `mmsg`.
-fn run_pass(opts: &Options, mode: &str, rep: u32) -> anyhow::Result<ModeRun> {
-    let (h1, h2) = (
-        testbed::ns_host(&opts.prefix, 1, 0),
-        testbed::ns_host(&opts.prefix, 2, 0),
-    );
-    let dst = testbed::host_addr(2, 0);
-    let mut ping = Command::new("ip")
-        .args(["netns", "exec", &h1, "ping", "-D", "-n", "-i", "0.02"])
-        .arg(dst.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("start ping")?;
-    // Read its output as it comes (a full pipe would block ping).
-    let out = ping.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut so) = out {
-            use std::io::Read as _;
-            let _ = so.read_to_string(&mut text);
-        }
-        text
-    });
-    let ping = PingChild(Some(ping), Some(reader));
-    let flows = probe::start(&h1, &h2, dst, PORT)?;
-    std::thread::sleep(WARMUP);
-    let mut windows: Vec<Window> = Vec::new();
-    let mark = |kind: &'static str, port: &str, windows: &mut Vec<Window>| {
-        let (now, now_u) = (Instant::now(), unix_now());
-        if let Some(w) = windows.last_mut() {
-            w.to = now;
-            w.to_unix = now_u;
-        }
-        windows.push(Window {
-            kind,
-            port: port.to_owned(),
-            from: now,
-            to: now,
-            from_unix: now_u,
-            to_unix: now_u,
+/// The steps of a 2x2 pass: each port cut for `hold` and restored for `settle`, then the
+/// restarts (`settle` each).
+fn two_by_two_steps(opts: &Options) -> anyhow::Result<Vec<Step>> {
+    let mut steps = Vec::new();
+    for port in &opts.ports {
+        steps.push(Step {
+            kind: "cut",
+            port: port.clone(),
+            wait: opts.hold,
         });
-    };
-    let mut result = Ok(());
-    for port in &opts.ports {
-        if let Err(e) = testbed::link_cut(&opts.prefix, port, true) {
-            result = Err(e);
-            break;
-        }
-        mark("cut", port, &mut windows);
-        eprintln!("failover {mode}: cut {port}");
-        std::thread::sleep(opts.hold);
-        if let Err(e) = testbed::link_cut(&opts.prefix, port, false) {
-            result = Err(e);
-            break;
-        }
-        mark("restore", port, &mut windows);
-        eprintln!("failover {mode}: restore {port}");
-        std::thread::sleep(opts.settle);
+        steps.push(Step {
+            kind: "restore",
+            port: port.clone(),
+            wait: opts.settle,
+        });
     }
-    // Close the last window.
-    if let Some(w) = windows.last_mut() {
-        w.to = Instant::now();
-        w.to_unix = unix_now();
+    for r in &opts.restarts {
+        let (kind, _, b) = parse_restart(r)?;
+        steps.push(Step {
+            kind,
+            port: format!("gw{b}"),
+            wait: opts.settle,
+        });
     }
-    let rec = flows.stop();
-    let ping_text = ping.finish();
-    // Never leave a port cut (the next pass needs all four).
-    for port in &opts.ports {
-        let _ = testbed::link_cut(&opts.prefix, port, false);
-    }
-    result?;
-    let replies = probe::parse_ping(&ping_text);
-    let tcp_times: Vec<Instant> = rec.tcp.reads.iter().map(|(t, _)| *t).collect();
-    let mut voice_times: Vec<Instant> = rec.voice.received.iter().map(|(_, t)| *t).collect();
-    voice_times.sort();
-    let events = windows
-        .iter()
-        .map(|w| {
-            let tcp_gap = probe::longest_gap(&tcp_times, w.from, w.to);
-            let udp_gap = probe::longest_gap(&voice_times, w.from, w.to);
-            let (udp_sent, udp_lost) = probe::lost_in(&rec.voice, w.from, w.to);
-            let (ping_sent, ping_lost, ping_max_ms) =
-                probe::ping_in(&replies, w.from_unix, w.to_unix);
-            let ms = |d: Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
-            Event {
-                kind: w.kind.to_owned(),
-                port: w.port.clone(),
-                gap_ms: ms(tcp_gap.max(udp_gap)),
-                tcp_gap_ms: ms(tcp_gap),
-                udp_gap_ms: ms(udp_gap),
-                udp_sent,
-                udp_lost,
-                ping_sent,
-                ping_lost,
-                ping_max_ms,
-                before_mbps: probe::mbps_in(
-                    &rec.tcp.reads,
-                    w.from.checked_sub(RATE_WINDOW).unwrap_or(w.from),
-                    w.from,
-                ),
-                recovered_mbps: probe::mbps_in(
-                    &rec.tcp.reads,
-                    w.to.checked_sub(RATE_WINDOW).unwrap_or(w.from).max(w.from),
-                    w.to,
-                ),
-            }
-        })
-        .collect();
-    let tcp_error = rec.tcp.error.or(rec.tcp_sender_error);
-    // Data must have kept arriving up to the end (a silently stalled connection is lost too).
-    let last_read = tcp_times.last().copied();
-    let end = windows.last().map(|w| w.to);
-    let stalled_at_end = match (last_read, end) {
-        (Some(l), Some(e)) => e.saturating_duration_since(l) > Duration::from_secs(2),
-        _ => true,
-    };
-    let tcp_error = tcp_error.or(stalled_at_end.then(|| "no TCP data in the last 2 s".to_owned()));
-    Ok(ModeRun {
-        mode: mode.to_owned(),
-        rep,
-        tcp_survived: tcp_error.is_none(),
-        tcp_error,
-        events,
-    })
-}
-
-/// The ping child and the thread reading its output: interrupted by PID on
-/// [`PingChild::finish`], killed on drop.
-#[derive(Debug)]
-struct PingChild(Option<Child>, Option<std::thread::JoinHandle<String>>);
-
-impl PingChild {
-    fn finish(mut self) -> String {
-        let Some(mut c) = self.0.take() else {
-            return String::new();
-        };
-        // SAFETY: kill(2) on the PID of the child we spawned (`ip netns exec` execs ping).
-        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
-        let _ = c.wait();
-        self.1
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for PingChild {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+    Ok(steps)
 }
 
 /// Brings up the 2x2 testbed, runs every pass (alternating modes), always tears down.
 pub fn run(opts: &Options) -> anyhow::Result<Report> {
     deps::ensure()?;
+    if opts.paper {
+        let load = sh::load_1min();
+        let runs = paper::run(
+            &opts.root,
+            &opts.prefix,
+            opts.settle,
+            opts.reps,
+            opts.after_only,
+        )?;
+        return Ok(Report {
+            utc: sh::utc_now(),
+            testbed: "examples/testbed-paper.toml".to_owned(),
+            hold_s: opts.hold.as_secs_f64(),
+            settle_s: opts.settle.as_secs_f64(),
+            load_1min: load,
+            runs,
+        });
+    }
     let topo_file = "examples/testbed-2x2.toml";
     let topo = topology::parse(
         &std::fs::read_to_string(opts.root.join(topo_file)).context("read the 2x2 topology")?,
@@ -432,11 +207,31 @@ fn run_on(opts: &Options, topo: &Topology, mmsg_bin: &Path) -> anyhow::Result<Ve
     } else {
         &[("before", false), ("after", true)]
     };
+    let steps = two_by_two_steps(opts)?;
     let mut runs = Vec::new();
     for rep in 0..opts.reps {
         for &(mode, on) in modes {
-            let gws = start_gateways(mmsg_bin, &opts.root, &opts.prefix, topo, on)?;
-            let r = run_pass(opts, mode, rep);
+            let mut gws = gateways::Gateways::start(mmsg_bin, &opts.root, &opts.prefix, topo, on)?;
+            let (h1, h2) = (
+                testbed::ns_host(&opts.prefix, 1, 0),
+                testbed::ns_host(&opts.prefix, 2, 0),
+            );
+            let mut target = TwoByTwo {
+                prefix: &opts.prefix,
+                gws: &mut gws,
+                settle: opts.settle,
+            };
+            let r = run_pass(
+                (&h1, &h2, testbed::host_addr(2, 0)),
+                &mut target,
+                &steps,
+                mode,
+                rep,
+            );
+            // Never leave a port cut (the next pass needs all four).
+            for port in &opts.ports {
+                let _ = testbed::link_cut(&opts.prefix, port, false);
+            }
             drop(gws);
             keep_logs(&opts.prefix, mode, rep);
             let r = r?;
@@ -454,47 +249,22 @@ fn keep_logs(prefix: &str, mode: &str, rep: u32) {
     let _ = std::fs::create_dir_all(&dir);
     let on = if mode == "after" { "on" } else { "off" };
     for b in [1u8, 2] {
-        let from = testbed::state_dir(prefix).join(format!("mmsg-gw{b}-{on}.log"));
+        let from = gateways::log_path(prefix, b, on == "on");
         let _ = std::fs::copy(from, dir.join(format!("mmsg-gw{b}-{mode}-{rep}.log")));
     }
 }
 
-/// Prints one pass as a table.
-pub fn print_run(r: &ModeRun) {
-    println!(
-        "{} (rep {}): TCP connection {}",
-        r.mode,
-        r.rep,
-        r.tcp_error
-            .as_deref()
-            .map_or("survived".to_owned(), |e| format!("LOST ({e})"))
-    );
-    println!(
-        "{:<12} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>9} {:>9}",
-        "event",
-        "gap ms",
-        "tcp gap",
-        "udp gap",
-        "udp lost",
-        "ping lost",
-        "ping max",
-        "before",
-        "recov."
-    );
-    for e in &r.events {
-        println!(
-            "{:<12} {:>8.0} {:>8.0} {:>8.0} {:>5}/{:<3} {:>6}/{:<3} {:>9.0} {:>9.1} {:>9.1}",
-            format!("{} {}", e.kind, e.port),
-            e.gap_ms,
-            e.tcp_gap_ms,
-            e.udp_gap_ms,
-            e.udp_lost,
-            e.udp_sent,
-            e.ping_lost,
-            e.ping_sent,
-            e.ping_max_ms,
-            e.before_mbps,
-            e.recovered_mbps
-        );
+/// `restart<b>` / `kill<b>`: the event kind, how the gateway is stopped, which gateway.
+fn parse_restart(s: &str) -> anyhow::Result<(&'static str, gateways::Stop, u8)> {
+    let (kind, how, b) = if let Some(b) = s.strip_prefix("restart") {
+        ("mmsg_restart", gateways::Stop::Term, b)
+    } else if let Some(b) = s.strip_prefix("kill") {
+        ("mmsg_kill9", gateways::Stop::Kill, b)
+    } else {
+        bail!("restart event {s:?}: want restart<branch> or kill<branch>")
+    };
+    match b.parse::<u8>() {
+        Ok(b @ 1..=2) => Ok((kind, how, b)),
+        _ => bail!("restart event {s:?}: the branch is 1 or 2"),
     }
 }

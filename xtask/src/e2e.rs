@@ -23,8 +23,9 @@
 //! Faults for tests ([`System::restart_ssc`], [`System::restart_vswitchd`],
 //! [`System::restart_mmsg`], [`System::link_cut`]) act on the running system.
 //!
-//! Everything is torn down in `Drop` (also on error or panic): the `mmsg`s (SIGTERM by PID, so
-//! they delete their bridges and move the addresses back), `ssc` (by PID), then `testbed down`.
+//! Everything is torn down in `Drop` (also on error or panic): the `mmsg`s (SIGTERM by PID; they
+//! keep their bridges for a restart, docs/mmsg.md "Restart", which go with the testbed's OVS),
+//! `ssc` (by PID), then `testbed down`.
 //! The log directory is kept for post-mortems.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -639,8 +640,8 @@ impl System {
         Ok(())
     }
 
-    /// Restarts `mmsg` of branch `b`: SIGTERM by PID (it undoes its set-up and deletes its
-    /// bridge; SIGKILL after 10 s), then `mmsg run` again with the same config and control
+    /// Restarts `mmsg` of branch `b`: SIGTERM by PID (it undoes its host set-up but keeps its
+    /// bridge and flows, docs/mmsg.md "Restart"; SIGKILL after 10 s), then `mmsg run` again with the same config and control
     /// socket (the log is appended to). Does not wait for the tunnels
     /// ([`System::wait_tunnels_up`]).
     pub fn restart_mmsg(&mut self, b: u8) -> anyhow::Result<()> {
@@ -678,7 +679,7 @@ pub fn stop_child(c: &mut Child, grace: Duration) {
 
 impl Drop for System {
     fn drop(&mut self) {
-        // The mmsgs first: on SIGTERM they delete their bridges (ovsdb must still run).
+        // The mmsgs first: on SIGTERM they undo their host set-up (ovsdb must still run).
         for g in &mut self.gateways {
             let _ = Command::new("kill")
                 .args(["-TERM", &g.child.id().to_string()])

@@ -198,8 +198,9 @@ enum BenchCmd {
         #[arg(long, default_value = "mmslat")]
         prefix: String,
     },
-    /// Uplink failover: TCP bulk, a 50 pkt/s UDP voice stream and a ping while each WAN port of
-    /// the 2x2 testbed is cut and restored, with mmsg's failover detector off (before) and on
+    /// Uplink failover and mmsg restarts: TCP bulk, a 50 pkt/s UDP voice stream and a ping while
+    /// each WAN port of the 2x2 testbed is cut and restored, then a gateway's mmsg is restarted
+    /// (SIGTERM, kill -9), with mmsg's failover detector and fast reconnect off (before) and on
     /// (after), alternating (see xtask/src/bench_failover.rs, docs/mmsg.md "Failover").
     Failover {
         /// Also write the results as JSON to this file (e.g. results/bench-failover.json).
@@ -214,7 +215,7 @@ enum BenchCmd {
         /// Repetitions of each mode.
         #[arg(long, default_value_t = 1)]
         reps: u32,
-        /// Ports to cut, in order.
+        /// Ports to cut, in order (`none`: no cuts).
         #[arg(long, value_delimiter = ',', default_value = "1a,1b,2a,2b")]
         ports: Vec<String>,
         /// Testbed prefix.
@@ -223,6 +224,14 @@ enum BenchCmd {
         /// Only the `after` pass (detector on); the CI test uses it.
         #[arg(long)]
         after_only: bool,
+        /// Restart events after the cuts: `restart<b>` (gateway b's mmsg SIGTERMed and started
+        /// again), `kill<b>` (kill -9); `none` for none.
+        #[arg(long, value_delimiter = ',', default_value = "restart1,restart2,kill1")]
+        restarts: Vec<String>,
+        /// Instead: `ssc_restart`, `mmsg_restart gw2` and `transit_killed gw3` on the paper's
+        /// testbed (five branches, OVS, ssc; xtask/src/bench_failover/paper.rs).
+        #[arg(long)]
+        paper: bool,
     },
     /// ssc programming real OVS: compile + push + barrier for the paper topology and a
     /// synthetic full mesh (see xtask/src/bench.rs).
@@ -605,13 +614,17 @@ fn main() -> anyhow::Result<()> {
             ports,
             prefix,
             after_only,
+            restarts,
+            paper,
         }) => {
             let mut opts = bench_failover::Options::new(&repo_root(), &prefix);
             opts.after_only = after_only;
+            opts.restarts = restarts.into_iter().filter(|r| r != "none").collect();
+            opts.paper = paper;
             opts.hold = Duration::from_secs(hold);
             opts.settle = Duration::from_secs(settle);
             opts.reps = reps;
-            opts.ports = ports;
+            opts.ports = ports.into_iter().filter(|p| p != "none").collect();
             let report = bench_failover::run(&opts)?;
             if let Some(path) = json {
                 write_json(&path, &report)?;

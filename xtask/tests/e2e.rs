@@ -247,11 +247,29 @@ fn paper_system_end_to_end() {
         "4 flows: {total:.1} Mbit/s"
     );
 
-    // (5) mmsg undoes its OVS set-up on SIGTERM: gateway 5 gets its WAN addresses back on
-    // wan0/wan1 with ARP on, its routes via wan{k}, and its bridge is gone.
+    // (5) On SIGTERM mmsg keeps its OVS bridge, flows and addresses for the next start
+    // (docs/mmsg.md "Restart"); `mmsg down` then undoes the set-up: gateway 5 gets its WAN
+    // addresses back on wan0/wan1 with ARP on, its routes via wan{k}, and its bridge is gone.
     let mut sys = sys;
     sys.stop_mmsg(5).unwrap();
     let ns5 = sys.ns_gw(5);
+    let db = format!(
+        "--db=unix:{}",
+        e2e::ovs_dir(&sys.prefix, 5).join("db.sock").display()
+    );
+    let kept = ns_run(&ns5, &["ovs-vsctl", &db, "list-br"]);
+    assert_eq!(kept.trim(), "br0", "gw5 bridge after SIGTERM: {kept}");
+    let mpa0 = ns_run(&ns5, &["ip", "-4", "-o", "addr", "show", "dev", "mpa0"]);
+    assert!(
+        mpa0.contains("198.18.50.2/24"),
+        "gw5 mpa0 after SIGTERM: {mpa0}"
+    );
+    let config = sys.log_dir.join("mmsg-gw5.toml");
+    let mmsg_bin = sys.mmsg.display().to_string();
+    ns_run(
+        &ns5,
+        &[&mmsg_bin, "down", "--config", &config.display().to_string()],
+    );
     for k in 0..2u8 {
         let wan = format!("wan{k}");
         let addr = ns_run(&ns5, &["ip", "-4", "-o", "addr", "show", "dev", &wan]);
@@ -270,10 +288,6 @@ fn paper_system_end_to_end() {
     }
     let main = ns_run(&ns5, &["ip", "-4", "route", "show", "default"]);
     assert!(main.contains("dev wan0"), "gw5 main default: {main}");
-    let db = format!(
-        "--db=unix:{}",
-        e2e::ovs_dir(&sys.prefix, 5).join("db.sock").display()
-    );
     let br = ns_run(&ns5, &["ovs-vsctl", &db, "list-br"]);
     assert!(br.trim().is_empty(), "gw5 bridges left: {br}");
     eprintln!("MEASURE whole test: {:.1} s", t0.elapsed().as_secs_f64());

@@ -48,6 +48,9 @@ pub struct RunOpts {
     pub no_setup: bool,
     /// `--metrics-listen`: serve Prometheus `/metrics` there ([`crate::metrics`]); `None`: off.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// With `[ovs]`: delete the bridge and move the WAN addresses back on exit (the default
+    /// keeps them for a fast restart, [`crate::ovs_reuse`]).
+    pub remove_bridge: bool,
 }
 
 /// Reads and validates a config file.
@@ -222,7 +225,7 @@ async fn run_inner(
     let file_config = config.clone();
     let tls_files = tls.as_deref().map(TlsState::files);
     let config = match config.ovs.clone() {
-        Some(o) => crate::ovs::setup(&config, &o, tls_files, undo)
+        Some(o) => crate::ovs::setup(&config, &o, tls_files, undo, opts.remove_bridge)
             .context("Open vSwitch set-up ([ovs])")?,
         None => config,
     };

@@ -42,6 +42,7 @@ pub mod log;
 pub mod metrics;
 pub mod mptcp_pm;
 pub mod ovs;
+pub mod ovs_reuse;
 pub mod qos;
 pub mod reseq;
 pub mod secure;

@@ -64,6 +64,15 @@ enum Command {
     /// `ssc enrol-token`). The key is generated here and never leaves the host; writes
     /// ca.pem, gw.pem, gw.key, crl.pem (all 0600) into --dir for the `[tls]` section.
     Enrol(EnrolArgs),
+    /// Remove what `mmsg run` keeps for a fast restart (docs/mmsg.md "Restart"): with `[ovs]`,
+    /// the WAN addresses go back from `mpa{k}` to the WAN ports (ARP on, default routes via
+    /// them), then the OVS bridge, its flows and the SSL settings are deleted. Run it after
+    /// `mmsg run` stopped (or use `mmsg run --remove-bridge`).
+    Down {
+        /// The gateway config (TOML) the stopped `mmsg run` used.
+        #[arg(long, env = "MMSG_CONFIG")]
+        config: PathBuf,
+    },
     /// Renew the certificate now over mutual TLS (the daemon does it by itself when less than
     /// `[controller] renew_below_percent` of the lifetime is left); then `kill -HUP` the
     /// daemon, or let its next check reload.
@@ -164,6 +173,11 @@ struct RunArgs {
     /// keep it on loopback, e.g. `127.0.0.1:9477`, or a management network; docs/metrics.md).
     #[arg(long, env = "MMSG_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// With `[ovs]`: on exit delete the OVS bridge (and its flows) and move the WAN addresses
+    /// back to the WAN ports. By default they stay, so the switch keeps forwarding while `mmsg`
+    /// restarts and the next start reuses them (`mmsg down` removes them later).
+    #[arg(long, env = "MMSG_REMOVE_BRIDGE")]
+    remove_bridge: bool,
 }
 
 /// `--congestion`.
@@ -237,6 +251,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 control: a.control.control,
                 no_setup: a.no_setup,
                 metrics_listen: a.metrics_listen,
+                remove_bridge: a.remove_bridge,
             }))?;
             Ok(ExitCode::SUCCESS)
         }
@@ -252,6 +267,11 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             interval.into(),
         ),
         Command::Enrol(a) => enrol(a),
+        Command::Down { config } => {
+            let c = daemon::load_config(&config)?;
+            mmsg_dataplane::ovs::down(&c).context("mmsg down")?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Renew { config } => {
             let cfg = daemon::load_config(&config)?;
             let own = cfg.branch().context("branch_id")?;

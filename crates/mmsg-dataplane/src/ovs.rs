@@ -18,10 +18,15 @@
 //! interface that carries p_k, so policy routing (`crate::setup`), subflow creation (interface
 //! index) and kernel PM endpoints use it unchanged.
 //!
-//! Undo on exit (recorded in [`Undo`] before each change is made, run in reverse): `arp on`,
-//! the address back on `wan{k}`, the default routes of table 100+k and of the main table via
-//! `wan{k}`, then the bridge is deleted. A restart after a crash finds the bridge and the moved
-//! addresses and converges to the same state.
+//! **Bridge lifetime** ([`crate::ovs_reuse`], docs/mmsg.md "Restart"). By default nothing of
+//! this is undone on exit: the bridge, its flows, the controller and SSL settings and the
+//! addresses on `mpa{k}` stay, so the switch keeps forwarding while `mmsg` restarts, and the next
+//! start verifies and reconciles them instead of rebuilding. With `mmsg run --remove-bridge` the
+//! old undo runs on exit (recorded in [`Undo`] before each change is made, run in reverse):
+//! `arp on`, the address back on `wan{k}`, the default routes of table 100+k and of the main
+//! table via `wan{k}`, then the bridge is deleted; `mmsg down --config FILE` does the same for a
+//! stopped gateway. A start after a crash finds the bridge and the moved addresses and converges
+//! to the same state either way.
 //!
 //! **OpenFlow over TLS** (`controller = "ssl:HOST:PORT"`, docs/ofc.md §6). OVS then needs the
 //! gateway's own `[tls]` credentials ([`configure_ssl`], before the bridge transaction; `mmsg`
@@ -47,12 +52,9 @@ use mpa::BranchId;
 use pki::tls::TlsFiles;
 use tracing::{info, warn};
 
+pub use crate::ovs_reuse::{datapath_id, mpa_iface, MPA_OFPORT_BASE, WAN_OFPORT_BASE};
 use crate::setup::{self, Undo, TABLE_BASE};
 
-/// First OpenFlow port of the WAN interfaces: `wan{k}` is 1 + k (docs/controller.md §4).
-pub const WAN_OFPORT_BASE: u32 = 1;
-/// First OpenFlow port of the internal MPA ports: `mpa{k}` is 101 + k.
-pub const MPA_OFPORT_BASE: u32 = 101;
 /// How long ovs-vswitchd may take to create an internal port's kernel device (tap).
 const PORT_APPEAR_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -101,6 +103,20 @@ pub fn configure_ssl(ovs: &OvsConfig, files: &TlsFiles, own: BranchId) -> anyhow
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
             .with_context(|| format!("chmod 700 {}", dir.display()))?;
     }
+    // A restart with the bridge kept: the same copies, already named by OVS, are left alone
+    // (a rewrite would change their mtime and make OVS reload them).
+    let same = [(key_p, &key), (cert_p, &cert), (ca_p, &ca)]
+        .iter()
+        .all(|(p, data)| std::fs::read(p).ok().as_deref() == Some(data.as_slice()));
+    if same
+        && crate::ovs_reuse::ssl_set_to(
+            &vsctl(ovs, 5, &["get-ssl".to_owned()]).unwrap_or_default(),
+            &paths,
+        )
+    {
+        info!(serial, bridge = %ovs.bridge, "OVS OpenFlow TLS credentials already set (kept)");
+        return Ok(serial);
+    }
     for (p, data) in [(key_p, &key), (cert_p, &cert), (ca_p, &ca)] {
         pki::files::write_private(p, data).with_context(|| format!("write {}", p.display()))?;
     }
@@ -118,16 +134,6 @@ pub fn configure_ssl(ovs: &OvsConfig, files: &TlsFiles, own: BranchId) -> anyhow
     }
     info!(serial, bridge = %ovs.bridge, "OVS OpenFlow TLS credentials set (set-ssl)");
     Ok(serial)
-}
-
-/// The internal OVS port (and kernel interface) that carries WAN port k's address.
-pub fn mpa_iface(k: usize) -> String {
-    format!("mpa{k}")
-}
-
-/// The OpenFlow datapath id of branch `b`: the branch id as 16 hex digits.
-pub fn datapath_id(branch: u8) -> String {
-    format!("{branch:016x}")
 }
 
 /// The `ovs-vsctl` arguments of the bridge transaction (after `--db`/`--timeout`).
@@ -204,14 +210,17 @@ fn wait_for_interface(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the bridge and moves the WAN addresses (module docs); returns the config with
-/// `wan[k].name = mpa{k}`. Every change is recorded in `undo` before it is made. `tls`: the
-/// gateway's `[tls]` files, required for an `ssl:` controller.
+/// Builds (or reuses, [`crate::ovs_reuse`]) the bridge and moves the WAN addresses (module
+/// docs); returns the config with `wan[k].name = mpa{k}`. With `remove_on_exit` every change is
+/// recorded in `undo` before it is made (the bridge is deleted on exit); without it the bridge,
+/// the addresses and the flows stay for the next start. `tls`: the gateway's `[tls]` files,
+/// required for an `ssl:` controller.
 pub fn setup(
     config: &Config,
     ovs: &OvsConfig,
     tls: Option<&TlsFiles>,
     undo: &mut Undo,
+    remove_on_exit: bool,
 ) -> anyhow::Result<Config> {
     let own = config
         .branch()
@@ -236,30 +245,41 @@ pub fn setup(
         .trim()
         .is_empty();
 
-    // Undone last: the bridge (and with it mpa{k} and every route through them).
-    undo.on_exit(
-        "ovs-vsctl",
-        &[
-            format!("--db={}", ovs.db),
-            "--timeout=10".to_owned(),
-            "--if-exists".to_owned(),
-            "del-br".to_owned(),
-            ovs.bridge.clone(),
-        ],
-    );
-    if let Some(files) = ssl {
+    if remove_on_exit {
+        // Undone last: the bridge (and with it mpa{k} and every route through them).
         undo.on_exit(
             "ovs-vsctl",
             &[
                 format!("--db={}", ovs.db),
                 "--timeout=10".to_owned(),
-                "del-ssl".to_owned(),
+                "--if-exists".to_owned(),
+                "del-br".to_owned(),
+                ovs.bridge.clone(),
             ],
         );
+        if ssl.is_some() {
+            undo.on_exit(
+                "ovs-vsctl",
+                &[
+                    format!("--db={}", ovs.db),
+                    "--timeout=10".to_owned(),
+                    "del-ssl".to_owned(),
+                ],
+            );
+        }
+    }
+    if let Some(files) = ssl {
         configure_ssl(ovs, files, own)
             .context("OpenFlow over TLS: give OVS the [tls] credentials")?;
     }
-    vsctl(ovs, 10, &bridge_args(config, ovs)).context(
+    let seen = crate::ovs_reuse::observe(ovs).context("read the OVS bridge's state")?;
+    let (args, diffs) = crate::ovs_reuse::plan(config, ovs, &seen);
+    if seen.exists && diffs.is_empty() {
+        info!(bridge = %ovs.bridge, "OVS bridge kept from the previous run matches the config; reused with its flows");
+    } else if seen.exists {
+        warn!(bridge = %ovs.bridge, differences = ?diffs, "OVS bridge kept from the previous run differs from the config; reconciling");
+    }
+    vsctl(ovs, 10, &args).context(
         "create the OVS bridge (ovs-vsctl did not finish: is ovs-vswitchd running and \
          reachable through ovs.db?)",
     )?;
@@ -267,6 +287,7 @@ pub fn setup(
         bridge = %ovs.bridge,
         datapath_id = %datapath_id(config.branch_id),
         controller = %ovs.controller,
+        reused = seen.exists,
         "OVS bridge ready"
     );
 
@@ -275,25 +296,10 @@ pub fn setup(
         let mpa = mpa_iface(k);
         wait_for_interface(&mpa)?;
         let addr = w.address.to_string();
-        let gw = w.gateway.to_string();
-        let table = (TABLE_BASE + u32::try_from(k).unwrap_or(0)).to_string();
         // Recorded in reverse order of execution: arp on, address back, routes via wan{k}.
-        undo.on_exit(
-            "ip",
-            &[
-                "-4", "route", "replace", "default", "via", &gw, "dev", &w.name, "table", &table,
-            ],
-        );
-        if k == 0 && had_main_default {
-            undo.on_exit(
-                "ip",
-                &[
-                    "-4", "route", "replace", "default", "via", &gw, "dev", &w.name,
-                ],
-            );
+        if remove_on_exit {
+            record_wan_undo(undo, w, k, had_main_default);
         }
-        undo.on_exit("ip", &["addr", "replace", &addr, "dev", &w.name]);
-        undo.on_exit("ip", &["link", "set", &w.name, "arp", "on"]);
 
         setup::ip(&["link", "set", &w.name, "arp", "off"])?;
         if let Err(e) = setup::run("ethtool", &["-K", &w.name, "tx", "off"]) {
@@ -317,6 +323,87 @@ pub fn setup(
     }
     setup::ensure_main_default(&moved).context("main default route through mpa0")?;
     Ok(moved)
+}
+
+/// Records the undo of moving WAN port k's address to `mpa{k}` (undone in reverse: ARP on,
+/// the address back on `wan{k}`, the default routes via `wan{k}`).
+fn record_wan_undo(undo: &mut Undo, w: &mpa::config::WanPort, k: usize, had_main_default: bool) {
+    let addr = w.address.to_string();
+    let gw = w.gateway.to_string();
+    let table = (TABLE_BASE + u32::try_from(k).unwrap_or(0)).to_string();
+    undo.on_exit(
+        "ip",
+        &[
+            "-4", "route", "replace", "default", "via", &gw, "dev", &w.name, "table", &table,
+        ],
+    );
+    if k == 0 && had_main_default {
+        undo.on_exit(
+            "ip",
+            &[
+                "-4", "route", "replace", "default", "via", &gw, "dev", &w.name,
+            ],
+        );
+    }
+    undo.on_exit("ip", &["addr", "replace", &addr, "dev", &w.name]);
+    undo.on_exit("ip", &["link", "set", &w.name, "arp", "on"]);
+}
+
+/// `mmsg down`: removes what `mmsg run` left for the next start (module docs), from the config:
+/// ARP back on `wan{k}`, p_k back on `wan{k}`, table 100+k's and (when it left by `mpa0`) the
+/// main table's default route via `wan{k}`, then the SSL settings (with an `ssl:` controller)
+/// and the bridge. Best effort: every step is tried and failures are reported together. Run it
+/// only while `mmsg` is stopped.
+pub fn down(config: &Config) -> anyhow::Result<()> {
+    let Some(o) = &config.ovs else {
+        info!("no [ovs] section: nothing to remove");
+        return Ok(());
+    };
+    let mut failed: Vec<String> = Vec::new();
+    let mut step = |program: &str, args: &[&str]| {
+        if let Err(e) = setup::run(program, args) {
+            warn!(error = %format!("{e:#}"), "mmsg down: step failed");
+            failed.push(format!("{e:#}"));
+        }
+    };
+    let main_via_mpa0 = setup::ip(&["-4", "route", "show", "default"])
+        .unwrap_or_default()
+        .contains(&format!("dev {}", mpa_iface(0)));
+    for (k, w) in config.wan.iter().enumerate() {
+        let addr = w.address.to_string();
+        let gw = w.gateway.to_string();
+        let table = (TABLE_BASE + u32::try_from(k).unwrap_or(0)).to_string();
+        step("ip", &["link", "set", &w.name, "arp", "on"]);
+        step("ip", &["addr", "replace", &addr, "dev", &w.name]);
+        if k == 0 && main_via_mpa0 {
+            step(
+                "ip",
+                &[
+                    "-4", "route", "replace", "default", "via", &gw, "dev", &w.name,
+                ],
+            );
+        }
+        step(
+            "ip",
+            &[
+                "-4", "route", "replace", "default", "via", &gw, "dev", &w.name, "table", &table,
+            ],
+        );
+    }
+    let db = format!("--db={}", o.db);
+    if wants_ssl(o) {
+        step("ovs-vsctl", &[&db, "--timeout=10", "del-ssl"]);
+    }
+    step(
+        "ovs-vsctl",
+        &[&db, "--timeout=10", "--if-exists", "del-br", &o.bridge],
+    );
+    if failed.is_empty() {
+        info!(bridge = %o.bridge, "OVS bridge removed, WAN addresses back on the WAN ports");
+        Ok(())
+    } else {
+        anyhow::bail!("{} step(s) failed: {}", failed.len(), failed.join("; "))
+    }
 }
 
 #[cfg(test)]
@@ -391,8 +478,21 @@ controller = "unix:/run/x/ssc.sock"
         o.db = "unix:/nonexistent/s3/db.sock".to_owned();
         c.ovs = Some(o.clone());
         let mut undo = Undo::default();
-        let e = setup(&c, &o, None, &mut undo).unwrap_err();
+        let e = setup(&c, &o, None, &mut undo, false).unwrap_err();
         assert!(format!("{e:#}").contains("no [tls] section"), "{e:#}");
+    }
+
+    /// A fresh start builds everything; the transaction is today's (`ovs::bridge_args`).
+    #[test]
+    fn no_bridge_builds_it() {
+        let c = Config::parse(CONFIG).unwrap();
+        let o = c.ovs.clone().unwrap();
+        let (args, diffs) = crate::ovs_reuse::plan(&c, &o, &crate::ovs_reuse::Observed::default());
+        assert_eq!(diffs, vec!["bridge br0 missing".to_owned()]);
+        assert_eq!(args, bridge_args(&c, &o));
+        assert!(args
+            .join(" ")
+            .ends_with("-- set-controller br0 unix:/run/x/ssc.sock"));
     }
 
     #[test]

@@ -11,8 +11,10 @@
 //! (2) after an automatic renewal (`renew_below_percent = 100`, `renew_check_s = 2`) OVS names
 //! the renewed serial's copies; the first serial is then revoked, the flows are deleted and the
 //! switch reconnected: the flows come back, so the new connection presented the renewed
-//! certificate (the revoked one would be refused). Needs root and Open vSwitch; fails, never
-//! skips.
+//! certificate (the revoked one would be refused); (3) SIGTERM leaves the bridge, its flows,
+//! the controller and the SSL settings in place, the next `mmsg run` reuses them (logged as
+//! matching), and `mmsg down` removes the bridge and the SSL settings (docs/mmsg.md "Restart").
+//! Needs root and Open vSwitch; fails, never skips.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -279,10 +281,48 @@ fn mmsg_sets_up_openflow_over_tls_and_follows_renewals() {
         s1["tls"]["serial"],
         ssl_cert(&ovs)
     );
+    // (3) Restart (docs/mmsg.md "Restart"): SIGTERM keeps the bridge, its flows, the
+    // controller and the SSL settings (the switch keeps forwarding); the next `mmsg run` finds
+    // them matching its config and reuses them; `mmsg down` removes them.
+    let cert_kept = ssl_cert(&ovs);
     drop(p1);
-    // mmsg's undo removed the bridge and the SSL settings.
+    assert!(!ctl1.exists(), "mmsg did not exit");
+    assert_eq!(
+        flows(&ovs),
+        n_flows,
+        "the flows must stay while mmsg is down"
+    );
+    assert_eq!(ssl_cert(&ovs), cert_kept);
+    assert_eq!(vsctl(&ovs, &["get-controller", "br0"]).trim(), OF_TARGET);
+    let addr = run_ok(&mut netns(
+        &gw1,
+        &["ip", "-4", "-o", "addr", "show", "dev", "mpa0"],
+    ));
+    assert!(addr.contains(" inet "), "mpa0 lost its address: {addr}");
+    let p1 = start_mmsg(&gw1, &cfg, &ctl1, dir.join("gw1-restart.log"));
+    let logs = || eprintln!("--- gw1 (restart) ---\n{}", p1.log());
+    wait_for(
+        "mmsg up again",
+        Duration::from_secs(30),
+        || ctl1.exists(),
+        &logs,
+    );
+    let log = p1.log();
+    assert!(
+        log.contains("kept from the previous run matches the config"),
+        "{log}"
+    );
+    assert!(flows(&ovs) > 0, "flows after the restart");
+    assert_eq!(vsctl(&ovs, &["get-controller", "br0"]).trim(), OF_TARGET);
+    drop(p1);
+    run_ok(&mut netns(
+        &gw1,
+        &[MMSG, "down", "--config", cfg.to_str().unwrap()],
+    ));
     let left = vsctl(&ovs, &["get-ssl"]);
     assert!(left.trim().is_empty(), "SSL settings left behind: {left}");
+    let bridges = vsctl(&ovs, &["list-br"]);
+    assert!(bridges.trim().is_empty(), "bridges left behind: {bridges}");
     drop(ssc_proc);
     drop(tb);
 }

@@ -282,9 +282,11 @@ fn voice_receive(sock: &UdpSocket, stop: &AtomicBool) -> Vec<(u64, Instant)> {
     }
 }
 
-/// The longest time without an arrival that ends inside `(from, to]` or spans `from`: for
-/// consecutive arrivals a < b with b in (from, to], b − a; if nothing arrives in the window, the
-/// time from the last arrival before it to `to`. `times` must be sorted.
+/// The longest time without an arrival that ends inside `(from, to]`, spans `from`, or is still
+/// open at `to`: for consecutive arrivals a < b with b in (from, to], b − a; and the time from
+/// the last arrival up to `to` (a stall that outlasts the window, e.g. a restart whose receiver
+/// is still waiting when the next event starts, counts up to the window's end). `times` must be
+/// sorted.
 pub fn longest_gap(times: &[Instant], from: Instant, to: Instant) -> Duration {
     let first_in = times.partition_point(|t| *t <= from);
     let end = times.partition_point(|t| *t <= to);
@@ -296,10 +298,7 @@ pub fn longest_gap(times: &[Instant], from: Instant, to: Instant) -> Duration {
         gap = gap.max(t.saturating_duration_since(last));
         last = t;
     }
-    if inside.is_empty() {
-        gap = to.saturating_duration_since(last);
-    }
-    gap
+    gap.max(to.saturating_duration_since(last))
 }
 
 /// Packets sent in `[from, to)` that never arrived (each sequence number counted once).
@@ -440,6 +439,11 @@ mod tests {
         assert_eq!(
             longest_gap(&times, at(b, 480), at(b, 880)),
             Duration::from_millis(410)
+        );
+        // A stall still open at the window's end counts up to the end (470..700).
+        assert_eq!(
+            longest_gap(&times, at(b, 455), at(b, 700)),
+            Duration::from_millis(230)
         );
         // Steady arrivals: the spacing.
         assert_eq!(

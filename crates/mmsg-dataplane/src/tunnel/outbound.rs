@@ -34,6 +34,20 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const BACKOFF_MIN: Duration = Duration::from_millis(200);
 /// See [`BACKOFF_MIN`].
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// Cap of the backoff for [`FAST_RECONNECT_FOR`] after an established connection ended: the
+/// peer is most likely restarting (`mmsg` is up again within about a second), and the doubling
+/// would otherwise put the next attempt 1.6–3.2 s later (issue #16 "Restart"). An attempt at a
+/// peer without a listener is one SYN answered by a RST.
+const BACKOFF_MAX_RECENT: Duration = Duration::from_millis(250);
+/// See [`BACKOFF_MAX_RECENT`].
+const FAST_RECONNECT_FOR: Duration = Duration::from_secs(30);
+/// `MMSG_FAST_RECONNECT=off` keeps the doubling to [`BACKOFF_MAX`] also after a connection
+/// ended (the behaviour before; `cargo xtask bench failover` uses it for its `before` pass).
+pub const FAST_RECONNECT_ENV: &str = "MMSG_FAST_RECONNECT";
+
+fn fast_reconnect() -> bool {
+    std::env::var(FAST_RECONNECT_ENV).map_or(true, |v| v != "off")
+}
 
 /// Connects an MPTCP socket from `local` to `remote` (bound to the uplink address, so policy
 /// routing picks the uplink), within [`CONNECT_TIMEOUT`].
@@ -89,6 +103,8 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
     sh.stats.set_conn(&name, status.clone());
     let mut backoff = BACKOFF_MIN;
     let mut attempt = 0usize;
+    let fast = fast_reconnect();
+    let mut ended: Option<Instant> = None;
     loop {
         let Some(&(_, local, remote)) = pairs.get(attempt % pairs.len()) else {
             return;
@@ -118,6 +134,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
                 if matches!(end, ConnEnd::Dead(_)) {
                     Stats::inc(&sh.stats.conn_dead);
                 }
+                ended = Some(Instant::now());
                 warn!(conn = %name, reason = %end, "tunnel connection lost; reconnecting");
             }
             Err(e) => {
@@ -129,7 +146,13 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
             c.state = ConnState::Backoff;
             c.subflows.clear();
         });
-        tokio::time::sleep(backoff).await;
+        let recent = fast && ended.is_some_and(|t| t.elapsed() < FAST_RECONNECT_FOR);
+        tokio::time::sleep(if recent {
+            backoff.min(BACKOFF_MAX_RECENT)
+        } else {
+            backoff
+        })
+        .await;
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
 }
