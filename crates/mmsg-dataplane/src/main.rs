@@ -28,10 +28,14 @@ struct ControlArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Validate a config file: prints every problem as `key: reason`, exit code 1 on error.
+    /// A config without `[tls]` is refused (TLS is the default: enrol with `mmsg enrol`, or opt
+    /// out with `[tls] mode = "clear"` plus --insecure-clear-tunnels).
     Check {
         /// The gateway config (TOML).
         #[arg(long, env = "MMSG_CONFIG")]
         config: PathBuf,
+        #[command(flatten)]
+        clear: ClearArgs,
     },
     /// Run the gateway.
     Run(RunArgs),
@@ -55,6 +59,17 @@ enum Command {
         #[arg(long, env = "MMSG_CONFIG")]
         config: PathBuf,
     },
+}
+
+/// The explicit opt-out of TLS (docs/security.md "TLS is the default").
+#[derive(Debug, Args)]
+struct ClearArgs {
+    /// Run the tunnels in clear text: confirms `[tls] mode = "clear"` in the config (both are
+    /// needed; refused with mode "tls"). Any host that reaches a WAN port can then inject packets
+    /// into the LAN: closed labs and benchmarks only. No environment variable on purpose: the
+    /// opt-out shows on the command line.
+    #[arg(long)]
+    insecure_clear_tunnels: bool,
 }
 
 #[derive(Debug, Args)]
@@ -143,6 +158,8 @@ struct RunArgs {
     /// Skip the host set-up (sysctls, policy rules); the TUN device and its routes are still set.
     #[arg(long, env = "MMSG_NO_SETUP")]
     no_setup: bool,
+    #[command(flatten)]
+    clear: ClearArgs,
 }
 
 /// `--congestion`.
@@ -189,16 +206,24 @@ fn main() -> ExitCode {
 
 fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Check { config } => match daemon::load_config(&config) {
-            Ok(_) => {
-                println!("{}: ok", config.display());
-                Ok(ExitCode::SUCCESS)
+        Command::Check { config, clear } => {
+            match daemon::load_checked(&config, clear.insecure_clear_tunnels) {
+                Ok((_, security)) => {
+                    let mode = match security {
+                        mpa::config::TunnelSecurity::Tls => "tls",
+                        mpa::config::TunnelSecurity::InsecureClear => {
+                            "INSECURE: tunnels in clear text (--insecure-clear-tunnels)"
+                        }
+                    };
+                    println!("{}: ok ({mode})", config.display());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    Ok(ExitCode::FAILURE)
+                }
             }
-            Err(e) => {
-                eprintln!("{e}");
-                Ok(ExitCode::FAILURE)
-            }
-        },
+        }
         Command::Run(a) => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -221,6 +246,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 },
                 control: a.control.control,
                 no_setup: a.no_setup,
+                insecure_clear_tunnels: a.clear.insecure_clear_tunnels,
             }))?;
             Ok(ExitCode::SUCCESS)
         }

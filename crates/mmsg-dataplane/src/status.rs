@@ -124,6 +124,10 @@ pub struct StatusReport {
     /// The TLS credentials in use (`None`: clear tunnel).
     #[serde(default)]
     pub tls: Option<TlsStatus>,
+    /// The tunnels run in clear, as asked by `[tls] mode = "clear"` plus
+    /// `--insecure-clear-tunnels` (docs/security.md "TLS is the default").
+    #[serde(default)]
+    pub insecure_clear_tunnels: bool,
     /// `[internet]`: external traffic load balancing (`None`: policy off).
     #[serde(default)]
     pub internet: Option<InternetStatus>,
@@ -196,7 +200,12 @@ impl StatusReport {
                 );
             }
             None => {
-                let _ = writeln!(s, "tls OFF (clear tunnel)");
+                let why = if self.insecure_clear_tunnels {
+                    " with --insecure-clear-tunnels"
+                } else {
+                    ""
+                };
+                let _ = writeln!(s, "tls OFF (clear tunnel{why})");
             }
         }
         if let Some(i) = &self.internet {
