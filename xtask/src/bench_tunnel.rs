@@ -14,7 +14,8 @@
 //!    iperf3 TCP h1 → h2 through the tunnel (one connection, 2 × 2 subflows, userspace PM), CPU
 //!    seconds of both `mmsg` processes (`/proc/<pid>/stat` utime + stime) over the inner bytes,
 //!    then the idle ping overhead;
-//! 2. the same in clear (the example configs, no `[tls]`): `tunnel_clear_mbps`, and
+//! 2. the same in clear (the example configs with `[tls] mode = "clear"`, run with
+//!    `--insecure-clear-tunnels`): `tunnel_clear_mbps`, and
 //!    `tls_ratio = tunnel_mbps / tunnel_clear_mbps` (aim ≥ 0.9, docs/security.md);
 //! 3. the same as 1 with `mmsg` restarted with `--no-offload`;
 //! 4. `mmsg` stopped; end-to-end MPTCP between the gateways' WAN addresses (iperf3 under
@@ -165,16 +166,18 @@ impl Mmsg {
         for b in [1u8, 2] {
             let control = dir.join(format!("bench-mmsg-gw{b}.sock"));
             let log = std::fs::File::create(dir.join(format!("bench-mmsg-gw{b}-{tag}.log")))?;
+            let config = if tls {
+                tls_config(opts, b)?
+            } else {
+                clear_config(opts, b)?
+            };
             let mut cmd = Command::new("ip");
             cmd.args(["netns", "exec", &testbed::ns_gw(&opts.prefix, b)])
                 .arg(bin)
                 .arg("run")
                 .arg("--config")
-                .arg(if tls {
-                    tls_config(opts, b)?
-                } else {
-                    opts.root.join(format!("examples/mmsg-branch{b}.toml"))
-                })
+                .arg(&config)
+                .args(mmsg::run_flags_of(&config)?)
                 .arg("--control")
                 .arg(&control);
             if !offload {
@@ -228,6 +231,20 @@ impl Mmsg {
 /// Where [`mmsg::provision_tls`] puts the run's CA and the certificates of gw1 and gw2.
 fn tls_dir(opts: &Options) -> PathBuf {
     testbed::state_dir(&opts.prefix).join("bench-tls")
+}
+
+/// The example config of branch `b` in clear on purpose (the `tunnel_clear_mbps` variant that
+/// `tls_ratio` compares against): `[tls] mode = "clear"`, run with `--insecure-clear-tunnels`.
+fn clear_config(opts: &Options, b: u8) -> anyhow::Result<PathBuf> {
+    let mut c = mmsg::example(&opts.root, b)?;
+    c.tls = Some(mmsg::clear_tls());
+    let out = testbed::state_dir(&opts.prefix).join(format!("bench-gw{b}-clear.toml"));
+    mmsg::write_config(
+        &out,
+        &format!("examples/mmsg-branch{b}.toml in clear (bench tunnel's clear variant)"),
+        &c,
+    )?;
+    Ok(out)
 }
 
 /// The example config of branch `b` with a `[tls]` section pointing at [`tls_dir`]'s files.

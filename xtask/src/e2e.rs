@@ -330,7 +330,9 @@ impl System {
                 )?
             };
             config.striping.clone_from(&opts.striping);
-            config.tls = tls.get(&b).cloned();
+            // `tls = false`: clear on purpose (the paper's set-up), opted out explicitly with
+            // `[tls] mode = "clear"` plus `--insecure-clear-tunnels` (`spawn_mmsg`).
+            config.tls = Some(tls.get(&b).cloned().unwrap_or_else(mmsg::clear_tls));
             mmsg::write_config(
                 &cfg,
                 &format!(
@@ -366,6 +368,7 @@ impl System {
             .arg("run")
             .arg("--config")
             .arg(self.mmsg_config_path(b))
+            .args(mmsg::run_flags_of(&self.mmsg_config_path(b))?)
             .arg("--control")
             .arg(&control)
             .env("MMSG_LOG", "info")

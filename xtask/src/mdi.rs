@@ -451,8 +451,11 @@ fn phases(
     let dir = testbed::state_dir(&opts.prefix);
     sh::nft(&testbed::ns_inet(&opts.prefix), &pin_ruleset()?)?;
     let mut configs = BTreeMap::new();
+    // Mutual TLS with a CA made for the run (TLS is the default, issue #17).
+    let tls = mmsg::provision_tls(&dir.join("mdi-tls"), "MMS mdi CA", &[1, 2])?;
     for b in [1u8, 2] {
-        let base = mmsg::example(&opts.root, b)?;
+        let mut base = mmsg::example(&opts.root, b)?;
+        base.tls = tls.get(&b).cloned();
         for stripe in [false, true] {
             let p = dir.join(format!(
                 "mdi-gw{b}-{}.toml",

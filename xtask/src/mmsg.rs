@@ -154,6 +154,35 @@ fn gateway_files(dir: &Path, b: u8) -> (PathBuf, PathBuf) {
     )
 }
 
+/// `[tls] mode = "clear"`: the explicit opt-out of TLS for deliberate clear runs (e.g. `bench
+/// tunnel`'s clear variant). `mmsg run` refuses it unless [`run_flags`] are passed too (issue #17
+/// "TLS is the default").
+pub fn clear_tls() -> TlsConfig {
+    TlsConfig {
+        mode: TlsMode::Clear,
+        ca_file: None,
+        cert_file: None,
+        key_file: None,
+        crl_file: None,
+    }
+}
+
+/// The extra `mmsg run` arguments config `c` needs: `--insecure-clear-tunnels` with `[tls] mode =
+/// "clear"` (both are needed), none otherwise.
+pub fn run_flags(c: &Config) -> &'static [&'static str] {
+    match mpa::config::tunnel_security(c, false) {
+        Err(mpa::config::TlsPolicyError::ClearWithoutFlag) => &[mpa::config::INSECURE_CLEAR_FLAG],
+        _ => &[],
+    }
+}
+
+/// [`run_flags`] of the config file at `path`.
+pub fn run_flags_of(path: &Path) -> anyhow::Result<&'static [&'static str]> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let c = Config::parse(&text).with_context(|| format!("parse {}", path.display()))?;
+    Ok(run_flags(&c))
+}
+
 /// A `[tls]` table: mutual TLS with these files.
 pub fn tls(ca_file: &Path, cert_file: &Path, key_file: &Path) -> TlsConfig {
     TlsConfig {
@@ -290,6 +319,34 @@ mod tests {
             out.push((format!("uplink-lb {policy}"), c));
         }
         out
+    }
+
+    /// "TLS is the default": every config xtask writes with its `[tls]` runs with the flags xtask
+    /// passes (TLS, or clear with `--insecure-clear-tunnels`), and the examples run as they are.
+    #[test]
+    fn every_written_config_passes_the_tls_policy() {
+        let mut all = every_written_config();
+        all.push(("bench tunnel clear".into(), {
+            let mut c = example(&root(), 1).unwrap();
+            c.tls = Some(clear_tls());
+            c
+        }));
+        // Only the configs that already carry their `[tls]` here: the base configs of e2e, mdi
+        // and uplink-lb get it from their callers (`e2e` start, `mdi::phases`,
+        // `uplink_lb::run`), just before they are written.
+        for (what, c) in all.into_iter().filter(|(_, c)| c.tls.is_some()) {
+            let flag = run_flags(&c) == [mpa::config::INSECURE_CLEAR_FLAG];
+            let got = mpa::config::tunnel_security(&c, flag);
+            assert!(got.is_ok(), "{what}: {got:?}");
+        }
+        for b in [1u8, 2] {
+            let c = example(&root(), b).unwrap();
+            assert_eq!(run_flags(&c), [] as [&str; 0]);
+            assert_eq!(
+                mpa::config::tunnel_security(&c, false),
+                Ok(mpa::config::TunnelSecurity::Tls)
+            );
+        }
     }
 
     #[test]

@@ -479,6 +479,9 @@ fn scenario(opts: &Options, bin: &Path, rates: &[u32], dir: &Path) -> anyhow::Re
     )?;
     wait_http(&topo.i, 8080)?;
     wait_http(&topo.i, 8081)?;
+    // Mutual TLS with a CA made for the run (TLS is the default, issue #17; no remote here, so
+    // no tunnel uses it).
+    let tls = mmsg::provision_tls(&dir.join("tls"), "MMS uplink-lb CA", &[1])?;
     let mut modes = Vec::new();
     for mode in MODES {
         let mut runs = Vec::new();
@@ -489,7 +492,10 @@ fn scenario(opts: &Options, bin: &Path, rates: &[u32], dir: &Path) -> anyhow::Re
             mmsg::write_config(
                 &config,
                 &format!("xtask uplink-lb: policy {mode}"),
-                &mmsg_config(mode, rates)?,
+                &mpa::config::Config {
+                    tls: tls.get(&1).cloned(),
+                    ..mmsg_config(mode, rates)?
+                },
             )?;
             let control = dir.join(format!("{mode}.sock"));
             let p = spawn_logged(

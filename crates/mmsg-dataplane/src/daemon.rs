@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use mpa::config::{Config, OvsConfig};
+use mpa::config::{Config, OvsConfig, TunnelSecurity};
 use mpa::BranchId;
 use tracing::{error, info, warn};
 
@@ -51,12 +51,26 @@ pub struct RunOpts {
     /// With `[ovs]`: delete the bridge and move the WAN addresses back on exit (the default
     /// keeps them for a fast restart, [`crate::ovs_reuse`]).
     pub remove_bridge: bool,
+    /// `--insecure-clear-tunnels`: confirms `[tls] mode = "clear"` ([`load_checked`]).
+    pub insecure_clear_tunnels: bool,
 }
 
 /// Reads and validates a config file.
 pub fn load_config(path: &std::path::Path) -> anyhow::Result<Config> {
     let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
     Config::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// [`load_config`], then the "TLS is the default" policy ([`mpa::config::tunnel_security`]) with
+/// `--insecure-clear-tunnels`: what `mmsg check` and `mmsg run` accept.
+pub fn load_checked(
+    path: &std::path::Path,
+    insecure_clear_tunnels: bool,
+) -> anyhow::Result<(Config, TunnelSecurity)> {
+    let config = load_config(path)?;
+    let security = mpa::config::tunnel_security(&config, insecure_clear_tunnels)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok((config, security))
 }
 
 fn kernel_pm_setup(config: &Config, undo: &mut Undo) -> anyhow::Result<()> {
@@ -182,7 +196,7 @@ async fn renew_loop(
 
 /// Runs the gateway until SIGINT/SIGTERM.
 pub async fn run(opts: RunOpts) -> anyhow::Result<()> {
-    let config = load_config(&opts.config)?;
+    let (config, security) = load_checked(&opts.config, opts.insecure_clear_tunnels)?;
     let own = config
         .branch()
         .context("branch_id is not a valid branch (validate should have caught this)")?;
@@ -201,7 +215,10 @@ pub async fn run(opts: RunOpts) -> anyhow::Result<()> {
             Some(Arc::new(state))
         }
         None => {
-            warn!("TUNNEL IN CLEAR TEXT: no [tls] section (or mode = \"clear\"); any host can inject into the LAN (docs/security.md)");
+            // Only reachable with `[tls] mode = "clear"` and the flag (`load_checked`).
+            debug_assert_eq!(security, TunnelSecurity::InsecureClear);
+            stats.set_insecure_clear();
+            warn!("TUNNELS IN CLEAR TEXT: [tls] mode = \"clear\" with --insecure-clear-tunnels; any host that reaches a WAN port can inject packets into the LAN (docs/security.md \"TLS is the default\")");
             None
         }
     };

@@ -38,10 +38,14 @@ struct ControlArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Validate a config file: prints every problem as `key: reason`, exit code 1 on error.
+    /// A config without `[tls]` is refused (TLS is the default: enrol with `mmsg enrol`, or opt
+    /// out with `[tls] mode = "clear"` plus --insecure-clear-tunnels).
     Check {
         /// The gateway config (TOML).
         #[arg(long, env = "MMSG_CONFIG")]
         config: PathBuf,
+        #[command(flatten)]
+        clear: ClearArgs,
     },
     /// Run the gateway.
     Run(RunArgs),
@@ -81,6 +85,17 @@ enum Command {
         #[arg(long, env = "MMSG_CONFIG")]
         config: PathBuf,
     },
+}
+
+/// The explicit opt-out of TLS (docs/security.md "TLS is the default").
+#[derive(Debug, Args)]
+struct ClearArgs {
+    /// Run the tunnels in clear text: confirms `[tls] mode = "clear"` in the config (both are
+    /// needed; refused with mode "tls"). Any host that reaches a WAN port can then inject packets
+    /// into the LAN: closed labs and benchmarks only. No environment variable on purpose: the
+    /// opt-out shows on the command line.
+    #[arg(long)]
+    insecure_clear_tunnels: bool,
 }
 
 #[derive(Debug, Args)]
@@ -178,6 +193,8 @@ struct RunArgs {
     /// restarts and the next start reuses them (`mmsg down` removes them later).
     #[arg(long, env = "MMSG_REMOVE_BRIDGE")]
     remove_bridge: bool,
+    #[command(flatten)]
+    clear: ClearArgs,
 }
 
 /// `--congestion`.
@@ -218,16 +235,24 @@ fn main() -> ExitCode {
 
 fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Check { config } => match daemon::load_config(&config) {
-            Ok(_) => {
-                println!("{}: ok", config.display());
-                Ok(ExitCode::SUCCESS)
+        Command::Check { config, clear } => {
+            match daemon::load_checked(&config, clear.insecure_clear_tunnels) {
+                Ok((_, security)) => {
+                    let mode = match security {
+                        mpa::config::TunnelSecurity::Tls => "tls",
+                        mpa::config::TunnelSecurity::InsecureClear => {
+                            "INSECURE: tunnels in clear text (--insecure-clear-tunnels)"
+                        }
+                    };
+                    println!("{}: ok ({mode})", config.display());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    Ok(ExitCode::FAILURE)
+                }
             }
-            Err(e) => {
-                eprintln!("{e}");
-                Ok(ExitCode::FAILURE)
-            }
-        },
+        }
         Command::Run(a) => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -252,6 +277,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 no_setup: a.no_setup,
                 metrics_listen: a.metrics_listen,
                 remove_bridge: a.remove_bridge,
+                insecure_clear_tunnels: a.clear.insecure_clear_tunnels,
             }))?;
             Ok(ExitCode::SUCCESS)
         }

@@ -3,7 +3,7 @@
 //! mutex-protected map updated on state changes and once per second by each connection supervisor.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 pub use crate::status::{
@@ -183,6 +183,7 @@ pub struct Stats {
     conns: Mutex<BTreeMap<String, ConnStatus>>,
     controller: Mutex<Option<ControllerStatus>>,
     tls: Mutex<Option<TlsStatus>>,
+    insecure_clear: AtomicBool,
     internet: Mutex<Option<InternetStatus>>,
 }
 
@@ -258,6 +259,12 @@ impl Stats {
         }
     }
 
+    /// Records that the tunnels run in clear (`[tls] mode = "clear"` with
+    /// `--insecure-clear-tunnels`).
+    pub fn set_insecure_clear(&self) {
+        self.insecure_clear.store(true, Ordering::Relaxed);
+    }
+
     /// Records the `[internet]` load balancer's state (`crate::uplink_lb`).
     pub fn set_internet(&self, status: InternetStatus) {
         if let Ok(mut t) = self.internet.lock() {
@@ -290,6 +297,7 @@ impl Stats {
             counters: self.counters.snapshot(),
             controller: self.controller(),
             tls: self.tls.lock().ok().and_then(|t| t.clone()),
+            insecure_clear_tunnels: self.insecure_clear.load(Ordering::Relaxed),
             internet: self.internet.lock().ok().and_then(|t| t.clone()),
         }
     }

@@ -132,6 +132,10 @@ pub struct StatusReport {
     /// The TLS credentials in use (`None`: clear tunnel).
     #[serde(default)]
     pub tls: Option<TlsStatus>,
+    /// The tunnels run in clear, as asked by `[tls] mode = "clear"` plus
+    /// `--insecure-clear-tunnels` (docs/security.md "TLS is the default").
+    #[serde(default)]
+    pub insecure_clear_tunnels: bool,
     /// `[internet]`: external traffic load balancing (`None`: policy off).
     #[serde(default)]
     pub internet: Option<InternetStatus>,

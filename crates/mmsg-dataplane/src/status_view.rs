@@ -150,6 +150,9 @@ pub fn render(
             }
             let _ = write!(s, ")");
         }
+        None if now.insecure_clear_tunnels => {
+            let _ = write!(s, "  tls OFF (clear tunnel with --insecure-clear-tunnels)");
+        }
         None => {
             let _ = write!(s, "  tls OFF");
         }

@@ -23,6 +23,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::tls::TestPki;
 use common::{
     cargo_bin, netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed, MMSG,
 };
@@ -109,8 +110,9 @@ fn ping(h1: &str) {
     ));
 }
 
-/// The example config of `branch` without remotes, with `[controller]` on `sock`.
-fn controller_config(branch: u8, sock: &Path, cache: &Path, out: &Path) {
+/// The example config of `branch` without remotes, with `[controller]` on `sock` and the `[tls]`
+/// table `tls` (TLS is the default, issue #17; the pushed configs keep the file's `[tls]`).
+fn controller_config(branch: u8, sock: &Path, cache: &Path, tls: &str, out: &Path) {
     let text =
         std::fs::read_to_string(repo_root().join(format!("examples/mmsg-branch{branch}.toml")))
             .unwrap();
@@ -127,7 +129,10 @@ fn controller_config(branch: u8, sock: &Path, cache: &Path, out: &Path) {
         toml::Value::String(cache.display().to_string()),
     );
     t.insert("controller".into(), toml::Value::Table(c));
-    std::fs::write(out, toml::to_string(&v).unwrap()).unwrap();
+    let tls: toml::Value = toml::from_str(tls).unwrap();
+    t.insert("tls".into(), tls["tls"].clone());
+    let text = toml::to_string(&v).unwrap();
+    std::fs::write(out, text).unwrap();
 }
 
 /// Weights of path groups 0 and 1 of the (only) remote in a gateway's cache.
@@ -202,8 +207,9 @@ fn gateway_channel_over_2x2_testbed() {
     .unwrap();
     let (cache1, cache2) = (dir.join("gw1-cache.json"), dir.join("gw2-cache.json"));
     let (cfg1, cfg2) = (dir.join("gw1.toml"), dir.join("gw2.toml"));
-    controller_config(1, &sock, &cache1, &cfg1);
-    controller_config(2, &sock, &cache2, &cfg2);
+    let pki = TestPki::new(&dir.join("pki"), &[1, 2]);
+    controller_config(1, &sock, &cache1, &pki.table(1), &cfg1);
+    controller_config(2, &sock, &cache2, &pki.table(2), &cfg2);
     run_ok(Command::new(MMSG).args(["check", "--config"]).arg(&cfg1));
 
     let (ssc_proc, api) = start_ssc(dir, dir.join("ssc.log"));

@@ -22,6 +22,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
+use common::tls::{with_table, TestPki};
 use common::{netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed};
 
 fn counter(s: &serde_json::Value, name: &str) -> u64 {
@@ -30,9 +31,9 @@ fn counter(s: &serde_json::Value, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no counter {name}"))
 }
 
-/// `base` with two path groups (weights 1:1) and, when `stripe`, a `[striping]` table for Type II
-/// flows faster than 5 Mbit/s (`T` "auto").
-fn config(base: &Path, stripe: bool, out: &Path) {
+/// `base` with two path groups (weights 1:1), the `[tls]` table `tls` and, when `stripe`, a
+/// `[striping]` table for Type II flows faster than 5 Mbit/s (`T` "auto").
+fn config(base: &Path, stripe: bool, tls: &str, out: &Path) {
     let mut v: toml::Value = toml::from_str(&std::fs::read_to_string(base).unwrap()).unwrap();
     let groups: Vec<toml::Value> = (0..2)
         .map(|id| {
@@ -46,7 +47,7 @@ fn config(base: &Path, stripe: bool, out: &Path) {
         .as_table_mut()
         .unwrap()
         .insert("path_groups".into(), toml::Value::Array(groups));
-    let mut text = toml::to_string(&v).unwrap();
+    let mut text = with_table(&toml::to_string(&v).unwrap(), tls);
     if stripe {
         text.push_str("\n[striping]\nclasses = [\"type2\"]\nthreshold_kbit = 5000\n");
     }
@@ -164,10 +165,33 @@ fn striped_tcp_flow_with_and_without_resequencer() {
         tmp.path().join("striped1.toml"),
         tmp.path().join("striped2.toml"),
     );
-    config(&root.join("examples/mmsg-branch1.toml"), false, &plain1);
-    config(&root.join("examples/mmsg-branch2.toml"), false, &plain2);
-    config(&root.join("examples/mmsg-branch1.toml"), true, &striped1);
-    config(&root.join("examples/mmsg-branch2.toml"), true, &striped2);
+    // Mutual TLS with a test CA (TLS is the default, issue #17).
+    let pki = TestPki::new(&tmp.path().join("pki"), &[1, 2]);
+    let (tls1, tls2) = (pki.table(1), pki.table(2));
+    config(
+        &root.join("examples/mmsg-branch1.toml"),
+        false,
+        &tls1,
+        &plain1,
+    );
+    config(
+        &root.join("examples/mmsg-branch2.toml"),
+        false,
+        &tls2,
+        &plain2,
+    );
+    config(
+        &root.join("examples/mmsg-branch1.toml"),
+        true,
+        &tls1,
+        &striped1,
+    );
+    config(
+        &root.join("examples/mmsg-branch2.toml"),
+        true,
+        &tls2,
+        &striped2,
+    );
 
     let prefix = format!("mseed{}", std::process::id() % 100_000);
     let tb = Testbed::up(&prefix);

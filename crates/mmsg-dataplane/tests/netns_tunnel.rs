@@ -5,7 +5,8 @@
 //! the 2 × 2 subflows, one per (local WAN, remote WAN) pair; (3) TCP goodput through the tunnel
 //! beats the best single (uplink, uplink) path, measured side by side; (4) junk and a wrong hello
 //! on an MPA port are closed and counted, and nothing reaches TUN; (5) `mmsg check` names an
-//! unknown key. Needs root (network namespaces); fails, never skips, when something is missing.
+//! unknown key. Both gateways run with mutual TLS (`common::tls`: a test CA and one certificate
+//! per gateway; TLS is the default, issue #17). Needs root (network namespaces); fails, never skips, when something is missing.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -19,6 +20,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::tls::{example_with, TestPki};
 use common::{
     netns, repo_root, require_root_and, run, run_ok, start_mmsg, status, xtask, Testbed, MMSG,
 };
@@ -155,11 +157,19 @@ fn tunnel_over_2x2_testbed() {
     require_root_and(&["ip", "iperf3", "ping", "bash"]);
     let tmp = tempfile::tempdir().unwrap();
     let root = repo_root();
-    let cfg1 = root.join("examples/mmsg-branch1.toml");
-    let cfg2 = root.join("examples/mmsg-branch2.toml");
+    let example1 = root.join("examples/mmsg-branch1.toml");
+    // The examples with their [tls] files replaced by a test CA's (TLS is the default).
+    let pki = TestPki::new(&tmp.path().join("pki"), &[1, 2]);
+    let (cfg1, cfg2) = (tmp.path().join("gw1.toml"), tmp.path().join("gw2.toml"));
+    std::fs::write(&cfg1, example_with(1, &pki.table(1))).unwrap();
+    std::fs::write(&cfg2, example_with(2, &pki.table(2))).unwrap();
 
     // (5) `mmsg check`: the examples pass, an unknown key fails with exit code 1 and is named.
-    run_ok(Command::new(MMSG).args(["check", "--config"]).arg(&cfg1));
+    run_ok(
+        Command::new(MMSG)
+            .args(["check", "--config"])
+            .arg(&example1),
+    );
     let bad = tmp.path().join("bad.toml");
     let text = std::fs::read_to_string(&cfg1).unwrap();
     std::fs::write(&bad, format!("bogus_knob = 3\n{text}")).unwrap();
@@ -434,6 +444,8 @@ fn tunnel_over_2x2_testbed() {
     );
 
     // (4) Junk and a wrong hello on gw2's MPA port 0x2000: closed, counted, nothing reaches TUN.
+    // With TLS both fail the handshake (`tls_handshake_failed`); in clear mode they would fail
+    // the hello (`hello_rejected`): the sum of both is asserted.
     // Let the iperf3 connections finish closing, so no tunnelled packet is in flight.
     std::thread::sleep(Duration::from_secs(2));
     let before = status(&ctl2);
@@ -455,14 +467,16 @@ fn tunnel_over_2x2_testbed() {
     }
     std::thread::sleep(Duration::from_millis(300));
     let after = status(&ctl2);
-    let rejected = counter(&after, "hello_rejected") - counter(&before, "hello_rejected");
+    let refused =
+        |s: &serde_json::Value| counter(s, "hello_rejected") + counter(s, "tls_handshake_failed");
+    let rejected = refused(&after) - refused(&before);
     assert_eq!(rejected, 2, "both junk connections are counted");
     assert_eq!(
         counter(&after, "tun_tx_packets"),
         counter(&before, "tun_tx_packets"),
         "nothing from the junk reached TUN"
     );
-    eprintln!("junk and wrong hello: hello_rejected +{rejected}, tun_tx_packets unchanged");
+    eprintln!("junk and wrong hello: hello_rejected + tls_handshake_failed +{rejected}, tun_tx_packets unchanged");
 
     // (4) Malformed packets from TUN: written into mms0 on gw1 through a packet socket (the kernel
     // hands them to mmsg as if a LAN host had sent them). Dropped and counted, nothing reaches gw2.

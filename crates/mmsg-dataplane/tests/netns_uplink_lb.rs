@@ -206,7 +206,15 @@ fn downloads(h: &str, n: usize) {
     }
 }
 
+/// The gateway config with `[internet]` = `internet` and mutual TLS from a test CA in `dir/pki`
+/// (made on first use; TLS is the default, issue #17, even with no remote to tunnel to).
 fn write_config(dir: &Path, internet: &str) -> PathBuf {
+    let pki_dir = dir.join("pki");
+    let tls = if pki_dir.join("gw1.pem").exists() {
+        common::tls::TestPki::table_in(&pki_dir, 1)
+    } else {
+        common::tls::TestPki::new(&pki_dir, &[1]).table(1)
+    };
     let p = dir.join("g.toml");
     std::fs::write(
         &p,
@@ -221,6 +229,7 @@ gateway = "198.18.10.1"
 name = "wan1"
 address = "{WAN1}/24"
 gateway = "198.18.11.1"
+{tls}
 [internet]
 {internet}
 "#

@@ -40,8 +40,9 @@ pub struct Options {
     /// `true` (default): every tunnel connection runs TLS 1.3 with mutual authentication
     /// (docs/security.md): a CA made for the run issues each gateway's certificate
     /// ([`mmsg::provision_tls`](crate::mmsg::provision_tls)) and every `mmsg` config gets a
-    /// `[tls]` table. `false`: clear tunnels (the paper's set-up; `mmsg` warns
-    /// `TUNNEL IN CLEAR TEXT`).
+    /// `[tls]` table. `false`: clear tunnels (the paper's set-up), opted out explicitly with
+    /// `[tls] mode = "clear"` plus `mmsg run --insecure-clear-tunnels` (`mmsg` warns
+    /// `TUNNELS IN CLEAR TEXT`).
     pub tls: bool,
 }
 

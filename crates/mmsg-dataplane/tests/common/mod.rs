@@ -210,3 +210,29 @@ pub fn status(control: &Path) -> serde_json::Value {
     );
     serde_json::from_str(&out).unwrap()
 }
+
+/// `mmsg run --config CONFIG --control CONTROL EXTRA...` in namespace `ns` (e.g. `EXTRA` =
+/// [`tls::INSECURE_CLEAR`] for a test about clear mode), output into `log`.
+pub fn start_mmsg_with(
+    ns: &str,
+    config: &Path,
+    control: &Path,
+    log: PathBuf,
+    extra: &[&str],
+) -> Proc {
+    let f = std::fs::File::create(&log).unwrap();
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns, MMSG, "run", "--config"])
+        .arg(config)
+        .arg("--control")
+        .arg(control)
+        .args(extra)
+        .env("MMSG_LOG", "info")
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    Proc { child, log }
+}
+
+pub mod tls;

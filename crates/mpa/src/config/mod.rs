@@ -22,6 +22,7 @@ mod ovs;
 mod problems;
 mod queue;
 mod remote;
+mod security;
 mod striping;
 mod tls;
 mod wan;
@@ -37,6 +38,7 @@ pub use ovs::{OvsConfig, DEFAULT_OVS_DB};
 pub use problems::{ConfigError, Problem, ValidationError, MAX_PREFIXES_PER_BRANCH};
 pub use queue::{QosConfig, QueueConfig};
 pub use remote::{PathGroupConfig, RemoteBranch, SelectionPolicy, MAX_WEIGHT};
+pub use security::{tunnel_security, TlsPolicyError, TunnelSecurity, INSECURE_CLEAR_FLAG};
 pub use striping::{Auto, StripingConfig};
 pub use tls::{TlsConfig, TlsMode};
 pub use wan::{WanPort, MAX_WAN_PORTS, MAX_WAN_RATE_MBIT};
@@ -98,9 +100,10 @@ pub struct Config {
     /// `docs/mpa.md` "Striping"). Off without the table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub striping: Option<StripingConfig>,
-    /// `[tls]`: authenticated, encrypted tunnel connections (docs/security.md). Without the
-    /// section the tunnel runs in clear (the paper's behaviour, kept for existing set-ups and
-    /// logged loudly at start-up); with it, `mode` defaults to `tls`.
+    /// `[tls]`: authenticated, encrypted tunnel connections (docs/security.md). `mmsg check` and
+    /// `mmsg run` refuse a config without it ([`tunnel_security`]: "TLS is the default"); clear
+    /// tunnels need `mode = "clear"` plus `--insecure-clear-tunnels`. `mode` defaults to `tls`.
+    /// [`Config::parse`] itself accepts a config without the section (unit tests, pushed configs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsConfig>,
     /// `[internet]`: per-flow load balancing of external (Type III) traffic over the uplinks with
