@@ -29,7 +29,7 @@ mod common;
 use common::sec::{
     counter, flood, flood_result, refusals_logged, transfer, wait_for, Rogue, GW2, ROGUE,
 };
-use common::{netns, repo_root, require_root_and, run, run_ok, start_mmsg, status, Testbed};
+use common::{netns, repo_root, require_root_and, run, run_ok, start_mmsg_with, status, Testbed};
 
 /// Branch 1's first WAN address (allowed as a clear-mode source at gw2).
 const GW1_WAN: &str = "198.18.10.2";
@@ -62,10 +62,8 @@ fn wait_up(ctl: &[&Path], logs: &dyn Fn()) {
 
 /// The example config of branch `n` in explicit clear mode (`[tls] mode = "clear"`), in `dir`.
 fn clear_config(dir: &Path, n: u8) -> PathBuf {
-    let text =
-        std::fs::read_to_string(repo_root().join(format!("examples/mmsg-branch{n}.toml"))).unwrap();
     let out = dir.join(format!("gw{n}.toml"));
-    std::fs::write(&out, format!("{text}\n[tls]\nmode = \"clear\"\n")).unwrap();
+    std::fs::write(&out, common::tls::example_with(n, common::tls::CLEAR_TABLE)).unwrap();
     out
 }
 
@@ -117,8 +115,10 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
     let tb = Testbed::up(&prefix);
     let (gw1, gw2, h1, h2) = (tb.ns("gw1"), tb.ns("gw2"), tb.ns("h1"), tb.ns("h2"));
     let (ctl1, ctl2) = (d.join("gw1.sock"), d.join("gw2.sock"));
-    let p1 = start_mmsg(&gw1, &clear_config(d, 1), &ctl1, d.join("gw1.log"));
-    let p2 = start_mmsg(&gw2, &clear_config(d, 2), &ctl2, d.join("gw2.log"));
+    // Clear mode on purpose (this test is about clear mode's receive side): both switches.
+    let clear = [common::tls::INSECURE_CLEAR];
+    let p1 = start_mmsg_with(&gw1, &clear_config(d, 1), &ctl1, d.join("gw1.log"), &clear);
+    let p2 = start_mmsg_with(&gw2, &clear_config(d, 2), &ctl2, d.join("gw2.log"), &clear);
     let logs = || {
         for p in [&p1, &p2] {
             eprintln!("--- {} ---\n{}", p.log.display(), p.log());

@@ -80,17 +80,18 @@ fn wait_up(ctl: &[&Path], secs: u64, logs: &dyn Fn()) {
 
 /// The example config of branch `n` with a `[tls]` section, in `dir`.
 fn tls_config(dir: &Path, n: u8) -> PathBuf {
-    let text =
-        std::fs::read_to_string(repo_root().join(format!("examples/mmsg-branch{n}.toml"))).unwrap();
     let out = dir.join(format!("gw{n}.toml"));
     std::fs::write(
         &out,
-        format!(
-            "{text}\n[tls]\nmode = \"tls\"\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\ncrl_file = \"{}\"\n",
+        common::tls::example_with(
+            n,
+            &format!(
+            "[tls]\nmode = \"tls\"\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\ncrl_file = \"{}\"\n",
             dir.join("ca.pem").display(),
             dir.join(format!("gw{n}.pem")).display(),
             dir.join(format!("gw{n}.key")).display(),
             dir.join(format!("crl{n}.pem")).display(),
+        ),
         ),
     )
     .unwrap();
