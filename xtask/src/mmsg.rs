@@ -170,7 +170,7 @@ pub fn clear_tls() -> TlsConfig {
 /// The extra `mmsg run` arguments config `c` needs: `--insecure-clear-tunnels` with `[tls] mode =
 /// "clear"` (both are needed), none otherwise.
 pub fn run_flags(c: &Config) -> &'static [&'static str] {
-    match mpa::config::tunnel_security(c, false) {
+    match c.tunnel_security(false) {
         Err(mpa::config::TlsPolicyError::ClearWithoutFlag) => &[mpa::config::INSECURE_CLEAR_FLAG],
         _ => &[],
     }
@@ -336,14 +336,14 @@ mod tests {
         // `uplink_lb::run`), just before they are written.
         for (what, c) in all.into_iter().filter(|(_, c)| c.tls.is_some()) {
             let flag = run_flags(&c) == [mpa::config::INSECURE_CLEAR_FLAG];
-            let got = mpa::config::tunnel_security(&c, flag);
+            let got = c.tunnel_security(flag);
             assert!(got.is_ok(), "{what}: {got:?}");
         }
         for b in [1u8, 2] {
             let c = example(&root(), b).unwrap();
             assert_eq!(run_flags(&c), [] as [&str; 0]);
             assert_eq!(
-                mpa::config::tunnel_security(&c, false),
+                c.tunnel_security(false),
                 Ok(mpa::config::TunnelSecurity::Tls)
             );
         }

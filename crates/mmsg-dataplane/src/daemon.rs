@@ -61,14 +61,15 @@ pub fn load_config(path: &std::path::Path) -> anyhow::Result<Config> {
     Config::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
-/// [`load_config`], then the "TLS is the default" policy ([`mpa::config::tunnel_security`]) with
+/// [`load_config`], then the "TLS is the default" policy ([`mpa::config::Config::tunnel_security`]) with
 /// `--insecure-clear-tunnels`: what `mmsg check` and `mmsg run` accept.
 pub fn load_checked(
     path: &std::path::Path,
     insecure_clear_tunnels: bool,
 ) -> anyhow::Result<(Config, TunnelSecurity)> {
     let config = load_config(path)?;
-    let security = mpa::config::tunnel_security(&config, insecure_clear_tunnels)
+    let security = config
+        .tunnel_security(insecure_clear_tunnels)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Ok((config, security))
 }

@@ -38,7 +38,7 @@ pub use ovs::{OvsConfig, DEFAULT_OVS_DB};
 pub use problems::{ConfigError, Problem, ValidationError, MAX_PREFIXES_PER_BRANCH};
 pub use queue::{QosConfig, QueueConfig};
 pub use remote::{PathGroupConfig, RemoteBranch, SelectionPolicy, MAX_WEIGHT};
-pub use security::{tunnel_security, TlsPolicyError, TunnelSecurity, INSECURE_CLEAR_FLAG};
+pub use security::{TlsPolicyError, TunnelSecurity, INSECURE_CLEAR_FLAG};
 pub use striping::{Auto, StripingConfig};
 pub use tls::{TlsConfig, TlsMode};
 pub use wan::{WanPort, MAX_WAN_PORTS, MAX_WAN_RATE_MBIT};
@@ -101,7 +101,7 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub striping: Option<StripingConfig>,
     /// `[tls]`: authenticated, encrypted tunnel connections (docs/security.md). `mmsg check` and
-    /// `mmsg run` refuse a config without it ([`tunnel_security`]: "TLS is the default"); clear
+    /// `mmsg run` refuse a config without it ([`Config::tunnel_security`]: "TLS is the default"); clear
     /// tunnels need `mode = "clear"` plus `--insecure-clear-tunnels`. `mode` defaults to `tls`.
     /// [`Config::parse`] itself accepts a config without the section (unit tests, pushed configs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -174,6 +174,15 @@ impl Config {
     }
 
     /// The `[tls]` section when it asks for TLS.
+    /// "TLS is the default" (issue #17): whether this config may run with or without
+    /// `--insecure-clear-tunnels` (the policy table in [`security`]).
+    pub fn tunnel_security(
+        &self,
+        insecure_clear_tunnels: bool,
+    ) -> Result<TunnelSecurity, TlsPolicyError> {
+        security::tunnel_security(self.tls.as_ref(), insecure_clear_tunnels)
+    }
+
     pub fn tls_enabled(&self) -> Option<&TlsConfig> {
         self.tls.as_ref().filter(|t| t.mode == TlsMode::Tls)
     }

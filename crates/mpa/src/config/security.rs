@@ -1,6 +1,6 @@
 //! "TLS is the default" (issue #17): whether a gateway may run with the config and command line
-//! it was given. One pure function, [`tunnel_security`], called by `mmsg check` and `mmsg run`
-//! (and by nothing else, so the policy has one home). [`super::Config::parse`] does not apply it:
+//! it was given. One pure function, [`tunnel_security`] (as [`super::Config::tunnel_security`]),
+//! called by `mmsg check` and `mmsg run` (and by nothing else, so the policy has one home). [`super::Config::parse`] does not apply it:
 //! unit tests and the controller's pushed configs parse without `[tls]`.
 //!
 //! | `[tls]` in the config | `--insecure-clear-tunnels` | result |
@@ -13,7 +13,7 @@
 
 use thiserror::Error;
 
-use super::{Config, TlsMode};
+use super::tls::{TlsConfig, TlsMode};
 
 /// The command-line flag that confirms `[tls] mode = "clear"`.
 pub const INSECURE_CLEAR_FLAG: &str = "--insecure-clear-tunnels";
@@ -56,13 +56,13 @@ pub enum TlsPolicyError {
     FlagWithoutClear,
 }
 
-/// The policy: `config`'s `[tls]` and whether [`INSECURE_CLEAR_FLAG`] was given → how the
-/// tunnel runs, or why it may not (table in the module docs).
+/// The policy: a config's `[tls]` (`None`: absent) and whether [`INSECURE_CLEAR_FLAG`] was
+/// given → how the tunnel runs, or why it may not (table in the module docs).
 pub fn tunnel_security(
-    config: &Config,
+    tls: Option<&TlsConfig>,
     insecure_clear_tunnels: bool,
 ) -> Result<TunnelSecurity, TlsPolicyError> {
-    match (config.tls.as_ref().map(|t| t.mode), insecure_clear_tunnels) {
+    match (tls.map(|t| t.mode), insecure_clear_tunnels) {
         (None, _) => Err(TlsPolicyError::Missing),
         (Some(TlsMode::Tls), false) => Ok(TunnelSecurity::Tls),
         (Some(TlsMode::Tls), true) => Err(TlsPolicyError::FlagWithoutClear),
@@ -75,6 +75,7 @@ pub fn tunnel_security(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::config::Config;
 
     const BASE: &str = "branch_id = 1\nlan_prefixes = [\"198.19.1.0/24\"]\n[[wan]]\n\
                         name = \"wan0\"\naddress = \"198.18.10.2/24\"\ngateway = \"198.18.10.1\"\n";
@@ -83,7 +84,9 @@ mod tests {
                        key_file = \"/etc/mms/tls/gw.key\"\n";
 
     fn decide(tail: &str, flag: bool) -> Result<TunnelSecurity, TlsPolicyError> {
-        tunnel_security(&Config::parse(&format!("{BASE}{tail}")).unwrap(), flag)
+        Config::parse(&format!("{BASE}{tail}"))
+            .unwrap()
+            .tunnel_security(flag)
     }
 
     #[test]
