@@ -141,9 +141,9 @@ pub struct Variant {
 }
 
 /// The socket defaults of `mmsg run` before issue #16, as flags (fixed 4 MiB buffers, 128 KiB
-/// `TCP_NOTSENT_LOWAT`, 256 KiB batches, no send budget).
+/// `TCP_NOTSENT_LOWAT`, 256 KiB batches, no send budget, no send time budget).
 pub const OLD_FLAGS: &str =
-    "--socket-buffer 4194304 --notsent-lowat 131072 --max-batch 262144 --send-budget 0";
+    "--socket-buffer 4194304 --notsent-lowat 131072 --max-batch 262144 --send-budget 0 --send-time-budget 0s";
 
 impl Variant {
     /// `NAME` (one of the named sets: `default` = the binary's defaults, `old` = [`OLD_FLAGS`],

@@ -181,6 +181,17 @@ struct RunArgs {
     /// fixed --socket-buffer stays).
     #[arg(long, env = "MMSG_SEND_BUDGET", default_value_t = 3.0)]
     send_budget: f64,
+    /// Send time budget: a tunnel connection's writer keeps what its socket holds unacknowledged
+    /// at most the subflows' measured delivery rate × (--send-time-gain × their minimum RTT +
+    /// this), so the standing queue stays in the gateway's per-flow queue (docs/mmsg.md
+    /// "Latency under load"); `0s`: off (write while the socket takes it).
+    #[arg(long, env = "MMSG_SEND_TIME_BUDGET", default_value = "5ms")]
+    send_time_budget: humantime::Duration,
+    /// Gain of the send time budget on the minimum RTT: the budget is the delivery rate ×
+    /// (this × minimum RTT + --send-time-budget). Above 1, so that a connection below its
+    /// paths' rate finds the room (docs/mmsg.md "Latency under load").
+    #[arg(long, env = "MMSG_SEND_TIME_GAIN", default_value_t = 2.0)]
+    send_time_gain: f64,
     /// Skip the host set-up (sysctls, policy rules); the TUN device and its routes are still set.
     #[arg(long, env = "MMSG_NO_SETUP")]
     no_setup: bool,
@@ -272,6 +283,8 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     max_batch: a.max_batch,
                     congestion: a.congestion.name(),
                     send_budget: a.send_budget,
+                    send_time_budget: a.send_time_budget.into(),
+                    send_time_gain: a.send_time_gain,
                 },
                 control: a.control.control,
                 no_setup: a.no_setup,

@@ -410,6 +410,11 @@ pub struct SubflowTcpInfo {
     pub backoff: u8,
     /// `tcpi_rttvar`, microseconds.
     pub rttvar_us: u32,
+    // The send time budget (mpa::queue::inflight).
+    /// `tcpi_min_rtt`, microseconds (windowed minimum; 0: none yet).
+    pub min_rtt_us: u32,
+    /// `tcpi_notsent_bytes`: bytes in the subflow's send queue not sent yet.
+    pub notsent_bytes: u32,
 }
 
 /// `getsockopt(SOL_MPTCP, MPTCP_TCPINFO)`: TCP state of every subflow, in the kernel's subflow
@@ -449,6 +454,9 @@ pub fn mptcp_subflow_tcpinfo(fd: impl AsFd) -> io::Result<Vec<SubflowTcpInfo>> {
             // Fast failover fields (struct tcp_info offsets 4 and 72).
             backoff: t.get(4).copied().unwrap_or(0),
             rttvar_us: u32_at(t, 72),
+            // struct tcp_info offsets 148 and 144 (Linux >= 4.10 / 4.6).
+            min_rtt_us: u32_at(t, 148),
+            notsent_bytes: u32_at(t, 144),
         });
     }
     Ok(out)

@@ -8,7 +8,8 @@
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
-use std::sync::atomic::AtomicU64;
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,7 @@ use mpa::framing::{
     Deframer, Frame, FrameType, Inbound, InboundConnection, InboundError, MAX_FRAME_LEN,
 };
 use mpa::gateway::{tun_write, ConnCore, Counters, Event, PacketDrop};
+use mpa::queue::{write_gate, Gate};
 use mpa::write_size::WriteSizer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::warn;
@@ -25,6 +27,7 @@ use super::{OutQueue, Shared};
 use crate::deliver::{PeerCheck, ToTun};
 use crate::secure::Rekey;
 use crate::stats::Stats;
+use crate::sys;
 
 /// Most packets written per `write_vectored` batch (well under IOV_MAX = 1024).
 const MAX_BATCH_PACKETS: usize = 64;
@@ -139,24 +142,52 @@ pub(super) fn publish_core(st: &Stats, before: &Counters, after: &Counters) {
 
 /// The writer of a connection: drains its [`ConnCore`] (queued frames, strict priority + CoDel,
 /// then a keepalive when one is due) in batches and writes them; ends when the peer is dead. An
-/// outbound connection passes its [`OutQueue`] (the wake-up on new packets and the figures of
-/// the status report); an inbound one has no queue and only sends keepalives.
+/// outbound connection passes its [`OutQueue`] (the wake-up on new packets, the send time budget
+/// and the figures of the status report) and its socket (`fd`, for `TIOCOUTQ`); an inbound one has
+/// no queue and only sends keepalives.
+///
+/// With a send time budget ([`mpa::queue::inflight`]) the writer asks [`write_gate`] before each
+/// batch how much the socket may take (its unacknowledged bytes against the budget) and takes no
+/// more than that out of the queue; when the budget is full it sleeps for the estimated drain
+/// time instead of waiting for the socket to become writable, so the packets wait in the fair
+/// queue (per-flow scheduling, CoDel), not in the socket.
 pub(super) async fn writer<W: AsyncWrite + Unpin>(
     sh: &Shared,
     w: &mut W,
     mut rekey: Option<&mut Rekey>,
     core: &Mutex<ConnCore>,
-    oq: Option<&OutQueue>,
+    oq: Option<(&OutQueue, BorrowedFd<'_>)>,
     cc: &ConnCounters,
 ) -> Result<(), ConnEnd> {
+    let (oq, fd) = match oq {
+        Some((q, fd)) => (Some(q), Some(fd)),
+        None => (None, None),
+    };
     let st = &sh.stats;
     let mut batch: VecDeque<BytesMut> = VecDeque::with_capacity(MAX_BATCH_PACKETS);
     let max_batch = sh.opts.max_batch.max(1);
     let mut sizer = WriteSizer::new(sh.opts.write_chunk, max_batch);
     loop {
+        let gate = match (oq, fd) {
+            (Some(q), Some(fd)) => {
+                let budget = q.inflight_budget.load(Ordering::Relaxed);
+                // Without the count (an error) the budget cannot be kept: write as before.
+                let committed = if budget == 0 {
+                    Ok(0)
+                } else {
+                    sys::outq_bytes(fd)
+                };
+                let rate = q.delivery_rate.load(Ordering::Relaxed);
+                committed.map_or(Gate::Write(max_batch), |c| {
+                    write_gate(c, budget, rate, max_batch)
+                })
+            }
+            _ => Gate::Write(max_batch),
+        };
         let now = Instant::now();
         let mut bytes = 0usize;
         let (mut frames, mut keepalives) = (0u64, 0u64);
+        let mut budget_wait = None;
         let deadline = {
             let mut c = core.lock().unwrap_or_else(PoisonError::into_inner);
             let before = *c.counters();
@@ -166,7 +197,17 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                     return Err(ConnEnd::Dead(mpa::keepalive::DEAD_AFTER));
                 }
             }
-            while batch.len() < MAX_BATCH_PACKETS && bytes < max_batch {
+            let room = match gate {
+                Gate::Write(room) => room,
+                Gate::Wait(d) => {
+                    // Only data waits for the budget; an empty queue waits for packets.
+                    if c.queued_bytes() > 0 {
+                        budget_wait = Some(d);
+                    }
+                    0
+                }
+            };
+            while batch.len() < MAX_BATCH_PACKETS && bytes < room {
                 let Some(t) = c.poll_transmit(now) else { break };
                 bytes += t.frame.len();
                 if t.keepalive {
@@ -200,8 +241,14 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
             }
             continue;
         }
-        // Nothing to send: wait for new packets or the next liveness timer.
+        // Nothing to send: wait for the socket to drain below the budget, or for new packets or
+        // the next liveness timer.
         let deadline = deadline.unwrap_or(now + mpa::keepalive::KEEPALIVE_INTERVAL);
+        if let Some(d) = budget_wait {
+            let until = (now + d).min(deadline);
+            tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+            continue;
+        }
         let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
         match oq {
             Some(oq) => tokio::select! {

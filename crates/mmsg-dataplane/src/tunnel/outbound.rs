@@ -130,6 +130,8 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
                 oq.up.store(false, Ordering::Relaxed);
                 oq.window_bps.store(0, Ordering::Relaxed);
                 oq.inflight_bps.store(0, Ordering::Relaxed);
+                oq.inflight_budget.store(0, Ordering::Relaxed);
+                oq.delivery_rate.store(0, Ordering::Relaxed);
                 sh.send(TunEvent::Conn(ConnEvent { key, up: false }));
                 if matches!(end, ConnEnd::Dead(_)) {
                     Stats::inc(&sh.stats.conn_dead);
@@ -294,7 +296,7 @@ async fn run_outbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     sh.send(TunEvent::Conn(ConnEvent { key, up: true }));
     let manage = subflows::run(sh, name, fd, pairs, port, oq, &cc, fallback_reported);
     tokio::select! {
-        r = writer(sh, &mut w, rekey.as_mut(), &oq.core, Some(oq), &cc) => r.err().unwrap_or(ConnEnd::Eof),
+        r = writer(sh, &mut w, rekey.as_mut(), &oq.core, Some((oq, fd.as_fd())), &cc) => r.err().unwrap_or(ConnEnd::Eof),
         r = reader(sh, &mut r, Decoder::Out(Deframer::new()), BytesMut::with_capacity(RX_CHUNK), &oq.core, &cc) => r.err().unwrap_or(ConnEnd::Eof),
         () = manage => ConnEnd::Eof,
         e = peer_invalidated(sh, name, peer) => e,

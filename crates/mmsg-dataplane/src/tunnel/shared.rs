@@ -44,6 +44,12 @@ pub struct SocketOpts {
     /// Adaptive SO_SNDBUF: this many times the subflows' windows (Σ cwnd × mss), set once per
     /// subflow sample (`socket::send_budget`); 0: off (the fixed `buffer` stays).
     pub send_budget: f64,
+    /// Send time budget: the writer keeps what the socket holds unacknowledged (`TIOCOUTQ`) at
+    /// most the subflows' delivery rate × (gain × minimum RTT + this), [`mpa::queue::inflight`]; zero:
+    /// off (the writer writes while the socket takes it).
+    pub send_time_budget: Duration,
+    /// The budget's gain on the minimum RTT ([`mpa::queue::InflightBudget::new`]).
+    pub send_time_gain: f64,
 }
 
 /// How subflows are managed.
@@ -96,6 +102,12 @@ pub struct OutQueue {
     /// Bytes its MPTCP socket holds that are not in flight ([`conn_report::queued_bytes`] of
     /// `TIOCOUTQ` and its subflows); refreshed with `window_bps`.
     pub(super) queued_bytes: AtomicU64,
+    /// The send time budget ([`mpa::queue::InflightBudget`]) of the current establishment,
+    /// bytes, refreshed every [`mpa::queue::inflight::SAMPLE_PERIOD`] by the subflow sampler; 0:
+    /// no budget (off, or down).
+    pub(super) inflight_budget: AtomicU64,
+    /// The delivery rate that budget was made of, bytes/s (the writer's drain-time estimate).
+    pub(super) delivery_rate: AtomicU64,
 }
 
 impl OutQueue {
@@ -111,6 +123,8 @@ impl OutQueue {
             acked_bytes: AtomicU64::new(0),
             retrans_bytes: AtomicU64::new(0),
             queued_bytes: AtomicU64::new(0),
+            inflight_budget: AtomicU64::new(0),
+            delivery_rate: AtomicU64::new(0),
         }
     }
 }

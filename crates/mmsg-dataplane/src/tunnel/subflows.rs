@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use mpa::config::Config;
 use mpa::conn_report::{self, SubflowSample};
+use mpa::queue::inflight::{self, DeliverySample, InflightBudget};
 use mpa::subflow_health::{HealthSample, PathHold, StallDetector, Verdict};
 use mpa::Class;
 use tracing::{debug, info, warn};
@@ -122,11 +123,18 @@ pub(super) async fn run(
     let mut next_round = Instant::now();
     let mut token = 0;
     let mut fb = false;
+    let time_budget = sh.opts.send_time_budget;
+    let mut budget =
+        (!time_budget.is_zero()).then(|| InflightBudget::new(time_budget, sh.opts.send_time_gain));
     loop {
         let mut tick = SUBFLOW_CHECK;
         if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
             let busy = check_health(sh, name, fd, token, f).await;
             tick = if busy { HEALTH_TICK } else { IDLE_TICK };
+        }
+        if let Some(b) = budget.as_mut() {
+            sample_budget(fd, b, oq);
+            tick = tick.min(inflight::SAMPLE_PERIOD);
         }
         let now = Instant::now();
         if now < next_round {
@@ -201,6 +209,40 @@ fn log_subflow_changes(name: &str, before: &[SubflowStatus], now: &[SubflowStatu
     for x in before.iter().filter(|x| x.is_established() && !up(now, x)) {
         warn!(conn = name, local = %x.local, remote = %x.remote, "subflow down");
     }
+}
+
+/// One round of the send time budget: every subflow's acknowledged bytes and minimum RTT into
+/// the connection's [`InflightBudget`], the budget and rate out to its writer. A socket that
+/// does not answer `MPTCP_TCPINFO` (fallback to TCP) gets no budget: the writer writes as before.
+fn sample_budget(fd: &OwnedFd, b: &mut InflightBudget<SubflowKey>, oq: &OutQueue) {
+    let (Ok(present), Ok(infos)) = (sys::mptcp_subflow_addrs(fd), sys::mptcp_subflow_tcpinfo(fd))
+    else {
+        oq.inflight_budget.store(0, Ordering::Relaxed);
+        return;
+    };
+    if infos.is_empty() {
+        oq.inflight_budget.store(0, Ordering::Relaxed);
+        return;
+    }
+    if present.len() != infos.len() {
+        // A subflow came or went between the two calls: the next round.
+        return;
+    }
+    b.handle_sample(
+        Instant::now(),
+        present.iter().zip(&infos).map(|(k, t)| {
+            (
+                *k,
+                DeliverySample {
+                    established: t.state == sys::TCP_ESTABLISHED,
+                    bytes_acked: t.bytes_acked,
+                    min_rtt_us: t.min_rtt_us,
+                },
+            )
+        }),
+    );
+    oq.delivery_rate.store(b.rate(), Ordering::Relaxed);
+    oq.inflight_budget.store(b.budget(), Ordering::Relaxed);
 }
 
 /// One fast-failover round: samples every subflow and destroys the ones the detector declares

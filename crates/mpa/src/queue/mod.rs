@@ -22,6 +22,9 @@
 //! header) and never allocate per packet: all storage is allocated by `new`. Dropped packets are handed
 //! back so the caller can count them and reuse their buffers.
 //!
+//! - [`inflight`]: how much of the queue a connection may hand to its MPTCP socket at a time (a budget
+//!   in time, from the subflows' delivery rate and minimum RTT), so that the standing queue stays here.
+//!
 //! Call order: `enqueue` as packets arrive (an `Err` hands the packet back), `poll_dequeue` whenever the
 //! connection's socket can take more (loop until `None` or the socket is full): [`Dequeued::Send`] and
 //! [`Dequeued::Mark`] go out (for `Mark`, first set CE with [`crate::classifier::mark_ce`]),
@@ -32,6 +35,7 @@ mod codel;
 mod fifo;
 mod flow_hash;
 mod fq;
+pub mod inflight;
 
 pub use aqm::{
     AqmConfig, ClassStats, Dequeued, DropReason, DEFAULT_INTERVAL, DEFAULT_TARGET, MAX_QUEUE_BYTES,
@@ -42,3 +46,4 @@ pub use flow_hash::{FlowHash, FlowHasher};
 pub use fq::{
     Arrival, FairQueue, FlowStats, FLOW_BUCKETS, OVERFLOW_BATCH_PACKETS, QUANTUM_BYTES, SET_WAYS,
 };
+pub use inflight::{write_gate, DeliverySample, Gate, InflightBudget};

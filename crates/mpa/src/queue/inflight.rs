@@ -1,0 +1,341 @@
+//! The time budget of what a connection commits to its MPTCP socket (issue #16, "who owns the
+//! queue"): bytes written but not yet acknowledged at the MPTCP level (`TIOCOUTQ`) may be at most
+//! what the subflows deliver in their minimum RTT (times a gain) plus a small margin (`mmsg run
+//! --send-time-budget`, `--send-time-gain`), Σ over subflows of `rate_i × (gain × min_rtt_i +
+//! margin)`. Everything beyond
+//! waits in the connection's [`FairQueue`](super::FairQueue), where the per-flow scheduler decides
+//! who goes next and CoDel drops early, instead of in the subflows' send queues (served FIFO by the
+//! kernel) or the WAN's buffer.
+//!
+//! Why bytes in flight and not `SO_SNDBUF`: a budget in units of the congestion windows grows with
+//! the queue it admits (the windows grow into the WAN buffer), so it cannot bring the delay down to
+//! the path's RTT (docs/results.md "Latency under load"). A budget in time, from the *delivered*
+//! rate and the *minimum* RTT, is what the path can carry without a queue (BBR's inflight cap,
+//! applied to the whole MPTCP connection by the gateway). With the budget full the bottleneck stays
+//! busy (the budget exceeds the BDP by the margin), so goodput is kept; a queue of at most about
+//! `margin` forms at the bottleneck.
+//!
+//! The rate of each subflow is its acknowledged bytes over at least [`RATE_INTERVAL`], kept as a
+//! maximum that halves every [`RATE_HALF_LIFE`] (so an app-limited pause does not shrink it at
+//! once, and a path that got slower is followed within a second or two). When the budget limits
+//! the rate, a bottleneck with more room is still found: the budget lets the delivered rate grow by
+//! `(gain × min_rtt + margin) / rtt` per round trip. That needs `gain` > 1: measured on the 2x2
+//! testbed (10 Mbit/s uplinks, 20.5 ms path RTT), with `gain` = 1 the connection settled at
+//! 5–6 of 20 Mbit/s with the pipe not even full: the round trip the budget sees is longer than
+//! the path's minimum RTT (the receiver's delayed ACKs, the writer's own wake-up after the
+//! drain), so every rate was a fixed point. BBR uses a window gain of 2 for the same reason.
+//!
+//! Call order (the driver, `mmsg`'s subflow sampler and writer): [`InflightBudget::handle_sample`]
+//! with each subflow's acknowledged bytes and minimum RTT every [`SAMPLE_PERIOD`] while the
+//! connection is up; [`InflightBudget::budget`] and [`InflightBudget::rate`] hand the figures to
+//! the writer, which asks [`write_gate`] before each batch with the socket's committed bytes. No IO,
+//! no clock reads: time is a parameter.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How often the driver should sample the subflows while the budget is on.
+pub const SAMPLE_PERIOD: Duration = Duration::from_millis(50);
+/// Shortest interval a rate sample is measured over (shorter ones are noisy: ACKs come in bursts).
+pub const RATE_INTERVAL: Duration = Duration::from_millis(100);
+/// The rate estimate (a windowed maximum) halves over this time when no larger sample comes.
+pub const RATE_HALF_LIFE: Duration = Duration::from_secs(1);
+/// Smallest budget, bytes: a start from idle (no rate yet) and a trickle still get ~20 segments
+/// (16 KiB is 13 ms at 10 Mbit/s, the slowest uplink the testbeds use).
+pub const MIN_BUDGET: u64 = 16 * 1024;
+/// Largest budget, bytes (the largest `SO_SNDBUF` the send budget sets).
+pub const MAX_BUDGET: u64 = 16 * 1024 * 1024;
+/// Shortest wait of a writer whose budget is full (the timer's granularity).
+pub const MIN_WAIT: Duration = Duration::from_millis(1);
+/// Longest wait of a writer whose budget is full, before it looks again (a stale rate must not
+/// stall it).
+pub const MAX_WAIT: Duration = Duration::from_millis(20);
+
+/// One subflow as sampled: the driver's figures from `tcp_info`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeliverySample {
+    /// In TCP state ESTABLISHED.
+    pub established: bool,
+    /// `tcpi_bytes_acked`: bytes acknowledged so far.
+    pub bytes_acked: u64,
+    /// `tcpi_min_rtt`, microseconds (0: none yet).
+    pub min_rtt_us: u32,
+}
+
+/// One subflow's estimate.
+#[derive(Debug, Clone, Copy)]
+struct Estimate {
+    /// Start of the current rate interval and the acked bytes then.
+    since: Instant,
+    acked_then: u64,
+    /// Windowed maximum delivery rate, bytes per second, as of `rate_at`.
+    rate: f64,
+    rate_at: Instant,
+    min_rtt: Duration,
+}
+
+impl Estimate {
+    fn decayed(&self, now: Instant) -> f64 {
+        let age = now.saturating_duration_since(self.rate_at).as_secs_f64();
+        self.rate * 0.5f64.powf(age / RATE_HALF_LIFE.as_secs_f64())
+    }
+}
+
+/// The time budget of one connection's socket (see the module docs). `K` names a subflow (the
+/// driver's (local, remote) address pair).
+#[derive(Debug, Clone)]
+pub struct InflightBudget<K> {
+    margin: Duration,
+    gain: f64,
+    subflows: BTreeMap<K, Estimate>,
+    budget: u64,
+    rate: f64,
+}
+
+impl<K: Ord + Copy> InflightBudget<K> {
+    /// A budget of `gain × min_rtt + margin` worth of each subflow's delivery rate (`gain` below 1
+    /// is taken as 1).
+    pub fn new(margin: Duration, gain: f64) -> Self {
+        InflightBudget {
+            margin,
+            gain: if gain.is_nan() { 1.0 } else { gain.max(1.0) },
+            subflows: BTreeMap::new(),
+            budget: MIN_BUDGET,
+            rate: 0.0,
+        }
+    }
+
+    /// Feeds one sample of every subflow (subflows not in it are forgotten) and recomputes the
+    /// budget.
+    pub fn handle_sample(
+        &mut self,
+        now: Instant,
+        subflows: impl IntoIterator<Item = (K, DeliverySample)>,
+    ) {
+        let mut seen = BTreeMap::new();
+        for (k, s) in subflows {
+            if !s.established {
+                continue;
+            }
+            let min_rtt = Duration::from_micros(u64::from(s.min_rtt_us));
+            let e = match self.subflows.remove(&k) {
+                Some(mut e) if s.bytes_acked >= e.acked_then => {
+                    let dt = now.saturating_duration_since(e.since);
+                    if dt >= RATE_INTERVAL {
+                        let sample = (s.bytes_acked - e.acked_then) as f64 / dt.as_secs_f64();
+                        let old = e.decayed(now);
+                        e.rate = sample.max(old);
+                        e.rate_at = now;
+                        e.since = now;
+                        e.acked_then = s.bytes_acked;
+                    }
+                    e.min_rtt = min_rtt;
+                    e
+                }
+                // New, or its counter went backwards (another subflow under the same name).
+                _ => Estimate {
+                    since: now,
+                    acked_then: s.bytes_acked,
+                    rate: 0.0,
+                    rate_at: now,
+                    min_rtt,
+                },
+            };
+            seen.insert(k, e);
+        }
+        self.subflows = seen;
+        let (mut budget, mut rate) = (0.0f64, 0.0f64);
+        for e in self.subflows.values() {
+            let r = e.decayed(now);
+            rate += r;
+            budget += r * (self.gain * e.min_rtt.as_secs_f64() + self.margin.as_secs_f64());
+        }
+        self.rate = rate;
+        self.budget = (budget.min(MAX_BUDGET as f64) as u64).clamp(MIN_BUDGET, MAX_BUDGET);
+    }
+
+    /// Bytes the socket may hold unacknowledged now.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// The connection's delivery rate estimate, bytes per second (0 until measured).
+    pub fn rate(&self) -> u64 {
+        self.rate as u64
+    }
+}
+
+/// What the writer may do now ([`write_gate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Take up to this many bytes out of the queue and write them (at least one frame, even if it
+    /// is larger).
+    Write(usize),
+    /// The budget is full: look again after this long (the estimated time for the socket to drain
+    /// below the budget).
+    Wait(Duration),
+}
+
+/// The writer's decision before a batch: `committed` bytes are in the socket unacknowledged
+/// (`TIOCOUTQ`), `budget` and `rate` (bytes/s) come from [`InflightBudget`]; a `budget` of 0 means
+/// no budget (the writer takes a whole batch, `max_batch`).
+pub fn write_gate(committed: u64, budget: u64, rate: u64, max_batch: usize) -> Gate {
+    if budget == 0 {
+        return Gate::Write(max_batch);
+    }
+    if committed < budget {
+        let room = usize::try_from(budget - committed).unwrap_or(usize::MAX);
+        return Gate::Write(room.min(max_batch));
+    }
+    // Wait until the excess plus a little room (an eighth of the budget: writes of a useful
+    // size, not one segment per wake-up) is delivered.
+    let excess = committed - budget + budget / 8;
+    if rate == 0 {
+        return Gate::Wait(MIN_WAIT * 2);
+    }
+    let wait = Duration::from_secs_f64(excess as f64 / rate as f64);
+    Gate::Wait(wait.clamp(MIN_WAIT, MAX_WAIT))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn up(acked: u64, min_rtt_ms: u32) -> DeliverySample {
+        DeliverySample {
+            established: true,
+            bytes_acked: acked,
+            min_rtt_us: min_rtt_ms * 1000,
+        }
+    }
+
+    /// Two subflows at 1.25 MB/s (10 Mbit/s) each, 20 ms min RTT, 5 ms margin: the budget is
+    /// 2 × 1.25 MB/s × 25 ms = 62.5 kB.
+    #[test]
+    fn budget_is_rate_times_min_rtt_plus_margin() {
+        let t0 = Instant::now();
+        let mut b = InflightBudget::new(5 * MS, 1.0);
+        assert_eq!(b.budget(), MIN_BUDGET);
+        for i in 0..=20u64 {
+            let t = t0 + SAMPLE_PERIOD * i as u32;
+            let acked = 1_250 * 50 * i; // 1.25 MB/s: 62.5 kB per 50 ms
+            b.handle_sample(t, [(1u8, up(acked, 20)), (2u8, up(acked, 20))]);
+        }
+        let want = 2.0 * 1_250_000.0 * 0.025;
+        assert!(
+            (b.budget() as f64 - want).abs() < 0.02 * want,
+            "budget {} want {want}",
+            b.budget()
+        );
+        assert!((b.rate() as f64 - 2_500_000.0).abs() < 50_000.0);
+    }
+
+    /// Samples closer than RATE_INTERVAL do not make a (noisy) rate; a pause decays the rate
+    /// with the half-life, never below the floor.
+    #[test]
+    fn short_intervals_accumulate_and_pauses_decay() {
+        let t0 = Instant::now();
+        let mut b = InflightBudget::new(5 * MS, 1.0);
+        b.handle_sample(t0, [(1u8, up(0, 20))]);
+        b.handle_sample(t0 + 10 * MS, [(1u8, up(100_000, 20))]);
+        assert_eq!(b.rate(), 0, "10 ms is too short for a rate sample");
+        b.handle_sample(t0 + 100 * MS, [(1u8, up(125_000, 20))]);
+        assert_eq!(b.rate(), 1_250_000);
+        // Idle for one half-life: half the rate, budget half (above the floor here).
+        b.handle_sample(t0 + 1100 * MS, [(1u8, up(125_000, 20))]);
+        assert!(
+            (b.rate() as f64 - 625_000.0).abs() < 1_000.0,
+            "{}",
+            b.rate()
+        );
+        b.handle_sample(t0 + 20_000 * MS, [(1u8, up(125_000, 20))]);
+        assert_eq!(b.budget(), MIN_BUDGET);
+    }
+
+    /// A subflow that goes away takes its share of the budget with it; a counter that goes
+    /// backwards (a new subflow under the same addresses) starts over instead of a huge sample.
+    #[test]
+    fn subflows_come_and_go() {
+        let t0 = Instant::now();
+        let mut b = InflightBudget::new(5 * MS, 1.0);
+        b.handle_sample(t0, [(1u8, up(0, 20)), (2u8, up(0, 40))]);
+        b.handle_sample(
+            t0 + 100 * MS,
+            [(1u8, up(100_000, 20)), (2u8, up(100_000, 40))],
+        );
+        let both = b.budget();
+        assert_eq!(both, (1_000_000.0f64 * 0.025 + 1_000_000.0 * 0.045) as u64);
+        b.handle_sample(t0 + 200 * MS, [(1u8, up(200_000, 20))]);
+        assert_eq!(b.budget(), 25_000);
+        b.handle_sample(t0 + 300 * MS, [(1u8, up(5, 20)), (2u8, up(0, 40))]);
+        assert_eq!(b.rate(), 0);
+        let mut not_up = up(0, 20);
+        not_up.established = false;
+        b.handle_sample(t0 + 400 * MS, [(1u8, not_up)]);
+        assert_eq!((b.rate(), b.budget()), (0, MIN_BUDGET));
+    }
+
+    /// A bottleneck with more room than the budget admits is found: with the delivered rate
+    /// limited to budget / RTT, the budget grows by (min_rtt + margin) / min_rtt per sample.
+    #[test]
+    fn a_budget_limited_rate_grows_to_the_bottleneck() {
+        let t0 = Instant::now();
+        let mut b = InflightBudget::new(5 * MS, 1.5);
+        let capacity = 5_000_000.0f64; // 40 Mbit/s
+                                       // The round trip the budget sees: min RTT 20 ms + 8 ms of delayed ACKs and wake-ups.
+        let rtt = 0.028;
+        let mut acked = 0u64;
+        let mut t = t0;
+        b.handle_sample(t, [(1u8, up(0, 20))]);
+        for _ in 0..40 {
+            // What the path delivers in 100 ms with `budget` in flight each RTT.
+            let rate = (b.budget() as f64 / rtt).min(capacity);
+            acked += (rate * 0.1) as u64;
+            t += 100 * MS;
+            b.handle_sample(t, [(1u8, up(acked, 20))]);
+        }
+        assert!(b.rate() as f64 > 0.97 * capacity, "rate {}", b.rate());
+        assert!((b.budget() as f64) < 1.05 * capacity * 0.035);
+        // With gain 1 the same path stalls where it started: every rate is a fixed point.
+        let mut b = InflightBudget::new(5 * MS, 1.0);
+        let (mut acked, mut t) = (0u64, t0);
+        b.handle_sample(t, [(1u8, up(0, 20))]);
+        for _ in 0..40 {
+            let rate = (b.budget() as f64 / rtt).min(capacity);
+            acked += (rate * 0.1) as u64;
+            t += 100 * MS;
+            b.handle_sample(t, [(1u8, up(acked, 20))]);
+        }
+        assert!((b.rate() as f64) < 0.5 * capacity, "rate {}", b.rate());
+    }
+
+    #[test]
+    fn the_gate_writes_within_the_budget_and_waits_for_the_drain() {
+        assert_eq!(write_gate(10, 0, 0, 256), Gate::Write(256));
+        assert_eq!(
+            write_gate(40_000, 62_500, 2_500_000, 256 * 1024),
+            Gate::Write(22_500)
+        );
+        assert_eq!(write_gate(0, 1 << 20, 1, 64), Gate::Write(64));
+        // Full: wait for (excess + budget / 8) at the rate: (0 + 7,812) / 2.5 MB/s = 3.1 ms.
+        match write_gate(62_500, 62_500, 2_500_000, 1 << 18) {
+            Gate::Wait(w) => assert!(w > 3 * MS && w < 4 * MS, "{w:?}"),
+            g => panic!("{g:?}"),
+        }
+        assert_eq!(
+            write_gate(10_000_000, 62_500, 2_500_000, 1),
+            Gate::Wait(MAX_WAIT)
+        );
+        assert_eq!(
+            write_gate(62_500, 62_500, 100_000_000_000, 1),
+            Gate::Wait(MIN_WAIT)
+        );
+        assert_eq!(
+            write_gate(MIN_BUDGET, MIN_BUDGET, 0, 1),
+            Gate::Wait(MIN_WAIT * 2)
+        );
+    }
+}
