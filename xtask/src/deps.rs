@@ -17,6 +17,10 @@ const NEEDED: &[(&str, &str)] = &[
     // `[internet]` load balancing test and experiment: HTTP client and server.
     ("curl", "curl"),
     ("python3", "python3"),
+    // `cargo xtask dist` (docs/install.md): checks of the static binaries and the packages.
+    ("file", "file"),
+    ("objcopy", "binutils"),
+    ("systemd-analyze", "systemd"),
 ];
 
 /// Installs whatever of [`NEEDED`] is missing with apt-get (needs root).
