@@ -72,7 +72,8 @@ fn controller(root: &Path, dir: &Path) -> anyhow::Result<()> {
 }
 
 /// `mmsg` with the packaged `/etc/mms/mmsg.toml` (TLS on, controller unreachable: it starts
-/// anyway and retries); the WAN port `wan0` of the file is a dummy interface.
+/// anyway and retries); the WAN port `wan0` of the file is one end of a veth pair (this kernel
+/// has no dummy links).
 fn gateway(root: &Path, dir: &Path) -> anyhow::Result<()> {
     let tls = crate::mmsg::provision_tls(&dir.join("tls"), "dst-install", &[1])?;
     let t = tls.get(&1).context("branch 1 credentials")?;
@@ -96,8 +97,9 @@ fn gateway(root: &Path, dir: &Path) -> anyhow::Result<()> {
     std::fs::write(&cfg, config).context("write mmsg.toml")?;
     let mmsg = root.join("usr/bin/mmsg");
     let script = format!(
-        "ip link set lo up && ip link add wan0 type dummy && ip addr add 198.18.10.2/24 dev wan0 \
-         && ip link set wan0 up && {mmsg} check --config {cfg} \
+        "ip link set lo up && ip link add wan0 type veth peer name wan0p \
+         && ip addr add 198.18.10.2/24 dev wan0 && ip link set wan0p up && ip link set wan0 up \
+         && {mmsg} check --config {cfg} \
          && exec {mmsg} run --config {cfg} --no-setup --path-manager kernel --control {ctl}",
         mmsg = mmsg.display(),
         cfg = cfg.display(),
