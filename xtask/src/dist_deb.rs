@@ -10,7 +10,7 @@ use std::process::Command;
 
 use anyhow::{ensure, Context};
 
-use crate::dist::Binary;
+use crate::dist_bin::Binary;
 
 /// One package as built.
 #[derive(Debug, Clone)]
@@ -221,7 +221,7 @@ fn check(out: &Path, spec: &Spec, deb: PathBuf) -> anyhow::Result<Package> {
     );
     let root = out.join("root");
     crate::sh::run("dpkg-deb", &["-x", &d, &root.to_string_lossy()])?;
-    crate::dist::check_static(&root.join("usr/bin").join(b))?;
+    crate::dist_bin::check_static(&root.join("usr/bin").join(b))?;
     verify_unit(out, &root, spec)?;
     Ok(Package {
         name: spec.name,
