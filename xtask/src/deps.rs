@@ -19,6 +19,10 @@ const NEEDED: &[(&str, &str)] = &[
     ("python3", "python3"),
     // The web dashboard's test drives a real headless browser (crates/controller/tests/dashboard.rs).
     ("chromium", "chromium"),
+    // `cargo xtask dist` (docs/install.md): checks of the static binaries and the packages.
+    ("file", "file"),
+    ("objcopy", "binutils"),
+    ("systemd-analyze", "systemd"),
 ];
 
 /// Installs whatever of [`NEEDED`] is missing with apt-get (needs root).

@@ -55,6 +55,19 @@ enum Cmd {
         #[arg(long)]
         unit_only: bool,
     },
+    /// Static `mmsg` and `ssc` (+crt-static, `--profile dist`), split debug info, man pages and
+    /// completions, the Debian packages `mms-gateway` and `mms-controller`, and their checks:
+    /// static (file, ldd), `--version` in an empty netns, package contents, `systemd-analyze
+    /// verify`, both daemons started from the unpacked packages up to sd_notify READY=1
+    /// (docs/install.md).
+    Dist {
+        /// Link-time optimisation: fat (smallest) or thin (faster build).
+        #[arg(long, value_enum, default_value = "fat")]
+        lto: xtask::dist::Lto,
+        /// Output directory (default: `<target dir>/mms-dist`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Network-namespace testbed (DESIGN §5).
     #[command(subcommand)]
     Testbed(TestbedCmd),
@@ -542,6 +555,7 @@ fn main() -> anyhow::Result<()> {
             .map(|_| ())
         }
         Cmd::Wanem { tun, config, stats } => wanem::run(&tun, &config, &stats),
+        Cmd::Dist { lto, out } => xtask::dist::main(repo_root(), lto, out),
         Cmd::Testbed(t) => testbed_cmd(t),
         Cmd::Bench(BenchCmd::Table1 {
             json,
@@ -822,6 +836,9 @@ fn run_tests(unit_only: bool) -> anyhow::Result<()> {
                 "--test-threads=1",
             ],
         )?;
+        // Static binaries, Debian packages and the install check (docs/install.md).
+        println!("==> dist: cargo xtask dist");
+        xtask::dist::main(repo_root(), xtask::dist::Lto::Fat, None)?;
     }
     println!("==> all tests passed in {:.0} s", t.elapsed().as_secs_f64());
     Ok(())

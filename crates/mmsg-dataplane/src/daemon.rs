@@ -357,6 +357,10 @@ async fn run_inner(
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    // systemd `Type=notify` (packaging/): `systemctl start` returns now, with the host set up,
+    // TUN open, listeners bound, the control socket answering and SIGTERM/SIGHUP handled.
+    // No-op outside systemd.
+    notify(sd_notify::NotifyState::Ready);
     let tun_task = tunnel::tun_loop(Arc::clone(&sh), events);
     tokio::pin!(tun_task);
     loop {
@@ -378,8 +382,24 @@ async fn run_inner(
             }
             _ = hup.recv() => reload_tls(tls.as_ref(), &stats, ovs_ssl.as_ref()),
             () = crl_reload.notified() => reload_tls(tls.as_ref(), &stats, ovs_ssl.as_ref()),
-            _ = tokio::signal::ctrl_c() => { info!("SIGINT: shutting down"); return Ok(()); }
-            _ = term.recv() => { info!("SIGTERM: shutting down"); return Ok(()); }
+            _ = tokio::signal::ctrl_c() => {
+                info!("SIGINT: shutting down");
+                notify(sd_notify::NotifyState::Stopping);
+                return Ok(());
+            }
+            _ = term.recv() => {
+                info!("SIGTERM: shutting down");
+                notify(sd_notify::NotifyState::Stopping);
+                return Ok(());
+            }
         }
+    }
+}
+
+/// Tells systemd (`$NOTIFY_SOCKET`, `Type=notify`) about a state change; does nothing when not
+/// started by systemd. A failed send is logged: the daemon runs on either way.
+fn notify(state: sd_notify::NotifyState<'_>) {
+    if let Err(e) = sd_notify::notify(&[state]) {
+        warn!(error = %e, "sd_notify failed");
     }
 }

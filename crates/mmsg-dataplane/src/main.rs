@@ -13,7 +13,7 @@ use mmsg_dataplane::tunnel::SocketOpts;
 
 /// MMS gateway (MMSG): carries IP traffic between branches over multipath TCP.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(name = "mmsg", version = env!("MMS_VERSION_LONG"), about)]
 struct Cli {
     /// Log format on stderr: `text` (colours only on a terminal) or `json` (one object per line).
     #[arg(
@@ -84,6 +84,14 @@ enum Command {
         /// The gateway config (TOML): `[controller] address = "tls:..."` and `[tls]` files.
         #[arg(long, env = "MMSG_CONFIG")]
         config: PathBuf,
+    },
+    /// Write the man pages (`man/`) and shell completions (`completions/`) of `mmsg` into
+    /// --out-dir (`cargo xtask dist` packages them).
+    #[command(hide = true)]
+    GenerateAssets {
+        /// Output directory.
+        #[arg(long)]
+        out_dir: PathBuf,
     },
 }
 
@@ -311,6 +319,10 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             mmsg_dataplane::ovs::down(&c).context("mmsg down")?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::GenerateAssets { out_dir } => {
+            generate_assets(&out_dir)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Renew { config } => {
             let cfg = daemon::load_config(&config)?;
             let own = cfg.branch().context("branch_id")?;
@@ -387,6 +399,26 @@ fn status(
         prev = Some((report, at));
         std::thread::sleep(period);
     }
+}
+
+/// `mmsg generate-assets`: `man/mmsg*.1` and `completions/{mmsg.bash,_mmsg,mmsg.fish}`.
+fn generate_assets(out: &std::path::Path) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    let man = out.join("man");
+    let comp = out.join("completions");
+    for d in [&man, &comp] {
+        std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
+    }
+    clap_mangen::generate_to(Cli::command(), &man).context("man pages")?;
+    for shell in [
+        clap_complete::Shell::Bash,
+        clap_complete::Shell::Zsh,
+        clap_complete::Shell::Fish,
+    ] {
+        clap_complete::generate_to(shell, &mut Cli::command(), "mmsg", &comp)
+            .with_context(|| format!("{shell} completions"))?;
+    }
+    Ok(())
 }
 
 fn enrol(a: EnrolArgs) -> anyhow::Result<ExitCode> {

@@ -314,6 +314,7 @@ mod tests {
         StatusReport {
             branch: 1,
             offload: true,
+            insecure_clear_tunnels: false,
             path_manager: "userspace".into(),
             connections: vec![
                 ConnStatus {

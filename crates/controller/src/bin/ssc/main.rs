@@ -34,7 +34,7 @@ use server::{CheckArgs, RunArgs};
 /// default 30 days, `never` on request). The CRL is re-signed every 3.5 days and pushed to
 /// the connected gateways.
 #[derive(Debug, Parser)]
-#[command(version, about, long_about)]
+#[command(name = "ssc", version = env!("MMS_VERSION_LONG"), about, long_about)]
 struct Cli {
     /// Log format on stderr: `text` (colours only on a terminal) or `json` (one object per line).
     #[arg(
@@ -74,6 +74,10 @@ fn init_logs(format: LogFormat) {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// First run: write a commented starter config (kept if it exists), create the gateway CA
+    /// and a bootstrap admin token (shown once), and print the commands that enrol a gateway.
+    /// Works offline; never overwrites anything.
+    Init(cli::init::InitArgs),
     /// Serve the REST API, the OpenFlow server that programs the gateways' OVS, and the gateway
     /// channel that configures every mmsg.
     Run(RunArgs),
@@ -139,6 +143,14 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Write the man pages (`man/`) and shell completions (`completions/`) of `ssc` into
+    /// --out-dir (`cargo xtask dist` packages them).
+    #[command(hide = true)]
+    GenerateAssets {
+        /// Output directory.
+        #[arg(long)]
+        out_dir: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -157,6 +169,7 @@ fn main_inner() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logs(cli.log_format);
     match cli.command {
+        Command::Init(args) => cli::init::init(args),
         Command::Run(args) => server::run(args),
         Command::Check(args) => server::check(args),
         Command::Import(args) => cli::inventory::import(args),
@@ -177,5 +190,27 @@ fn main_inner() -> anyhow::Result<()> {
         Command::Weights(args) => cli::status::weights(args),
         Command::Gateways(c) => cli::status::gateways(c),
         Command::Adaptive(c) => cli::status::adaptive(c),
+        Command::GenerateAssets { out_dir } => generate_assets(&out_dir),
     }
+}
+
+/// `ssc generate-assets`: `man/ssc*.1` and `completions/{ssc.bash,_ssc,ssc.fish}`.
+fn generate_assets(out: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use clap::CommandFactory;
+    let man = out.join("man");
+    let comp = out.join("completions");
+    for d in [&man, &comp] {
+        std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
+    }
+    clap_mangen::generate_to(Cli::command(), &man).context("man pages")?;
+    for shell in [
+        clap_complete::Shell::Bash,
+        clap_complete::Shell::Zsh,
+        clap_complete::Shell::Fish,
+    ] {
+        clap_complete::generate_to(shell, &mut Cli::command(), "ssc", &comp)
+            .with_context(|| format!("{shell} completions"))?;
+    }
+    Ok(())
 }

@@ -196,6 +196,11 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             tracing::debug!(error = %e, "stdout");
         }
         drop(out);
+        // Signal handlers first, then systemd `Type=notify` (packaging/): every listener is
+        // bound and the database and CA are open, so `systemctl start` may return. No-op
+        // outside systemd.
+        let stop_signal = shutdown_signal();
+        notify(sd_notify::NotifyState::Ready);
         let sdc = Arc::new(Mutex::new(Sdc::default()));
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut ofc_stop = stop_rx.clone();
@@ -248,7 +253,8 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             .with_gateways(registry)
             .with_adaptive(adaptive);
         let shutdown = async move {
-            shutdown_signal().await;
+            stop_signal.await;
+            notify(sd_notify::NotifyState::Stopping);
             let _ = stop_tx.send(true);
         };
         let limit = config.api.body_limit_bytes;
@@ -363,28 +369,47 @@ async fn adapt_groups(
     }
 }
 
-async fn shutdown_signal() {
+/// Tells systemd (`$NOTIFY_SOCKET`) about a state change; nothing when not started by systemd.
+fn notify(state: sd_notify::NotifyState<'_>) {
+    if let Err(e) = sd_notify::notify(&[state]) {
+        tracing::warn!(error = %e, "sd_notify failed");
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT. The handlers are installed when this is called, not when the
+/// future is first polled: a signal that arrives right after READY=1 (systemd, the install
+/// check) must stop the server cleanly, not kill it.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let term = async {
-        match signal(SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        let term = async {
+            match term {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch SIGTERM; stop with Ctrl-C");
+                    std::future::pending::<()>().await;
+                }
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch SIGTERM; stop with Ctrl-C");
-                std::future::pending::<()>().await;
+        };
+        let int = async {
+            match int {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch SIGINT");
+                    std::future::pending::<()>().await;
+                }
             }
+        };
+        tokio::select! {
+            () = term => tracing::info!("SIGTERM: stopping"),
+            () = int => tracing::info!("SIGINT: stopping"),
         }
-    };
-    tokio::select! {
-        _ = term => tracing::info!("SIGTERM: stopping"),
-        r = tokio::signal::ctrl_c() => match r {
-            Ok(()) => tracing::info!("SIGINT: stopping"),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch SIGINT");
-                std::future::pending::<()>().await;
-            }
-        },
     }
 }
 

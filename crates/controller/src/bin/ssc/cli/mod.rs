@@ -11,6 +11,7 @@ use controller::ui::client::Client;
 use serde_json::Value;
 
 pub(crate) mod credentials;
+pub(crate) mod init;
 pub(crate) mod inventory;
 pub(crate) mod overview;
 pub(crate) mod settings;
