@@ -246,7 +246,15 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
         let deadline = deadline.unwrap_or(now + mpa::keepalive::KEEPALIVE_INTERVAL);
         if let Some(d) = budget_wait {
             let until = (now + d).min(deadline);
+            let started = Instant::now();
             tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+            // Data waited because the paths are full: the same capacity signal as a write
+            // blocked on the socket without the budget (`busy_us`, what ssc's adaptive groups
+            // and weights read as "saturated", controller::capacity).
+            if let Some(oq) = oq {
+                let waited = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                Stats::add(&oq.busy_us, waited);
+            }
             continue;
         }
         let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));

@@ -84,8 +84,9 @@ pub struct OutQueue {
     pub(super) up: AtomicBool,
     /// Frame bytes written by this connection's writer (for the group's rate estimate).
     pub(super) sent_bytes: AtomicU64,
-    /// Microseconds the writer spent blocked in socket writes (and TLS flushes): near the whole
-    /// time when the connection's paths are what limits it (reported to the controller as the
+    /// Microseconds the writer spent blocked in socket writes (and TLS flushes) or waiting for
+    /// the send time budget with data queued: near the whole time when the connection's paths
+    /// are what limits it (reported to the controller as the
     /// group's `busy_us`, its capacity signal).
     pub(super) busy_us: AtomicU64,
     /// The rate its congestion windows allow now, bit/s: Σ over established subflows of
