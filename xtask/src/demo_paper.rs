@@ -15,6 +15,10 @@
 //! goodput as counted by `ssc` at the source switch (outer bytes of the forward source entry over
 //! the measurement window), then the per-group sums and iperf3's own total. Everything is torn down
 //! on exit, also on error.
+//!
+//! With `--keep` the system stays up after the table, with 4 × 5 Mbit/s of iperf3 traffic from h1
+//! to h2, until Ctrl-C (SIGINT or SIGTERM): it prints the URL of `ssc`'s web dashboard and a
+//! read-only token to log in with (docs/ssc.md "Web dashboard"), then tears down as usual.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -42,7 +46,7 @@ fn settle_stats() {
 }
 
 /// The whole demo; always tears down.
-pub fn run(root: &Path, prefix: &str, secs: u32) -> anyhow::Result<()> {
+pub fn run(root: &Path, prefix: &str, secs: u32, keep: bool) -> anyhow::Result<()> {
     let started = Instant::now();
     crate::deps::ensure()?;
     println!(
@@ -56,13 +60,82 @@ pub fn run(root: &Path, prefix: &str, secs: u32) -> anyhow::Result<()> {
         sys.log_dir.display()
     );
     print_tunnel_security(&sys);
-    let result = traffic(&sys, secs);
+    let result = traffic(&sys, secs).and_then(|()| if keep { keep_up(&sys) } else { Ok(()) });
     drop(sys);
     println!(
         "everything torn down; demo took {:.0} s",
         started.elapsed().as_secs_f64()
     );
     result
+}
+
+/// SIGINT and SIGTERM of this thread wait for [`wait_for_ctrl_c`] instead of ending the
+/// process (children started later would inherit the mask: start them before).
+fn block_stop_signals() {
+    // SAFETY: libc calls on a local, initialised signal set; no Rust state is touched.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Waits for SIGINT or SIGTERM (blocked by [`block_stop_signals`]).
+fn wait_for_ctrl_c() {
+    // SAFETY: as in `block_stop_signals`; `sig` is a local the call writes.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        let mut sig = 0;
+        libc::sigwait(&set, &mut sig);
+    }
+}
+
+/// `--keep`: a read-only token, the dashboard's URL, light traffic, then Ctrl-C.
+fn keep_up(sys: &System) -> anyhow::Result<()> {
+    let created = sys
+        .api()
+        .call(
+            "POST",
+            "/api/v1/tokens",
+            Some(&serde_json::json!({"name": "demo-dashboard", "role": "read-only", "ttl_s": 86_400})),
+        )
+        .context("create a read-only token for the dashboard")?
+        .unwrap_or_default();
+    let token = created
+        .get("token")
+        .and_then(serde_json::Value::as_str)
+        .context("no token in the answer of POST /api/v1/tokens")?;
+    let (h1, h2) = (sys.ns_host(1), sys.ns_host(2));
+    let dst = sys.host_addr(2).to_string();
+    let server = Server::start(&h2, 5202, None)?;
+    let mut client = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &h1, "iperf3", "-c", &dst, "-p", "5202", "-P", "4", "-b", "5M", "-t",
+            "86400",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("start iperf3 in h1")?;
+    // From here Ctrl-C reaches `wait_for_ctrl_c` instead of ending xtask before the teardown
+    // (the children started before keep the default: the teardown handles them either way).
+    block_stop_signals();
+    println!();
+    println!("the system stays up with 4 x 5 Mbit/s of iperf3 from h1 to h2; the web dashboard:");
+    println!("  {}/ui/", sys.api_base);
+    println!("  log in with the read-only token {token}");
+    println!("  (REST API and /metrics on the same listener; logs in {})", sys.log_dir.display());
+    println!("Ctrl-C tears everything down.");
+    wait_for_ctrl_c();
+    println!("tearing down ...");
+    e2e::stop_child(&mut client, Duration::from_secs(2));
+    server.wait(Duration::from_secs(1));
+    Ok(())
 }
 
 /// One line on how the tunnels of branch 1 are protected, from its `mmsg status`.

@@ -36,6 +36,10 @@ enum Cmd {
         /// (two branches without OVS: each path alone, all at once, and the tunnel).
         #[arg(long, default_value = "paper", value_parser = ["paper", "2x2"])]
         topology: String,
+        /// `paper` only: after the table keep the system up with light traffic until Ctrl-C,
+        /// and print the URL of ssc's web dashboard with a read-only token to log in with.
+        #[arg(long)]
+        keep: bool,
     },
     /// The structure of the workspace from the code's own paths: per crate, every file with its
     /// floor (one above the highest file it imports) and imports; then circles between files and
@@ -429,12 +433,16 @@ fn main() -> anyhow::Result<()> {
             prefix,
             seconds,
             topology,
+            keep,
         } => {
             deps::ensure()?;
             if topology == "2x2" {
+                if keep {
+                    anyhow::bail!("--keep is for the paper demo (the 2x2 demo has no ssc)");
+                }
                 demo::run(&repo_root(), &prefix, seconds)
             } else {
-                demo_paper::run(&repo_root(), &prefix, seconds)
+                demo_paper::run(&repo_root(), &prefix, seconds, keep)
             }
         }
         Cmd::Test { unit_only } => run_tests(unit_only),

@@ -8,10 +8,15 @@
 //!
 //! Ids are validated once, where they enter (serde `try_from = "u8"`, [`TryFrom`]); code that
 //! holds one never checks it again. No IO, no allocation beyond error strings.
+//!
+//! With the feature `metrics`, [`exposition`] is the Prometheus text both daemons serve (it
+//! allocates the scrape's text; still no IO).
 #![forbid(unsafe_code)]
 
 mod class;
 pub mod dscp;
+#[cfg(feature = "metrics")]
+pub mod exposition;
 mod ids;
 mod mac;
 mod port_plan;
