@@ -129,7 +129,10 @@ fn keep_up(sys: &System) -> anyhow::Result<()> {
     println!("the system stays up with 4 x 5 Mbit/s of iperf3 from h1 to h2; the web dashboard:");
     println!("  {}/ui/", sys.api_base);
     println!("  log in with the read-only token {token}");
-    println!("  (REST API and /metrics on the same listener; logs in {})", sys.log_dir.display());
+    println!(
+        "  (REST API and /metrics on the same listener; logs in {})",
+        sys.log_dir.display()
+    );
     println!("Ctrl-C tears everything down.");
     wait_for_ctrl_c();
     println!("tearing down ...");

@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 
-
 use crate::gwchan::GatewayList;
 use crate::sdc::{StatsView, Traffic};
 use crate::store::creds::CertRow;

@@ -144,7 +144,9 @@ mod tests {
         let text = to_prometheus_text(&om);
         assert!(text.contains("# TYPE mms_a_bytes_total counter"), "{text}");
         assert!(!text.contains("# EOF"), "{text}");
-        assert!(wants_openmetrics(Some("application/openmetrics-text; version=1.0.0")));
+        assert!(wants_openmetrics(Some(
+            "application/openmetrics-text; version=1.0.0"
+        )));
         assert!(!wants_openmetrics(Some("text/plain")) && !wants_openmetrics(None));
     }
 }
