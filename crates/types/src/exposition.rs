@@ -138,7 +138,7 @@ mod tests {
         let c = om.find("# TYPE mms_a_bytes counter");
         assert!(g.is_some() && c.is_some() && g < c, "{om}");
         assert!(om.contains("mms_b_seconds{x=\"1\"} 2.5"), "{om}");
-        assert!(om.contains("mms_a_bytes_total 7"), "{om}");
+        assert!(om.contains("mms_a_bytes_total{} 7"), "{om}");
         assert!(!om.contains("empty"), "{om}");
         assert!(om.ends_with("# EOF\n"), "{om}");
         let text = to_prometheus_text(&om);
