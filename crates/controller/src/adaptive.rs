@@ -32,8 +32,9 @@
 //!   `backoff_s` (the limit was not where the new paths go, e.g. the destination's downlinks).
 //! - **Retire**: not saturated, and ξ at most `retire_share` of what the pair's other groups
 //!   have shown they carry (the sum of their peak rates, each a maximum that decays with time
-//!   constant [`PEAK_TAU`]) for `retire_after_s`: the group with the highest id goes, down to
-//!   `min_groups`. Measured peaks, not capacity estimates: a window-based estimate of a
+//!   constant [`PEAK_TAU`]) for `retire_after_s`: the groups with the highest ids go, as many
+//!   at once as leave ξ within `retire_share` of the remaining groups' peaks, down to
+//!   `min_groups` (an idle pair gives back every extra group in one change). Measured peaks, not capacity estimates: a window-based estimate of a
 //!   lightly used connection is far above what its paths carry (seen: 60–90 Mbit/s for 12).
 //! - **Hysteresis**: one change per pair per `settle_s`; adding needs saturation, retiring needs
 //!   its absence plus headroom of 1/`retire_share` on the rest, so a pair does not flap between
@@ -442,40 +443,52 @@ impl Adaptive {
                 st.calm_since = None;
                 continue;
             }
-            let Some(highest) = list.iter().map(|g| g.id).max() else {
-                continue;
-            };
-            let rest: f64 = st
-                .peaks
-                .iter()
-                .filter(|(g, _)| **g != highest)
-                .map(|(_, (p, _))| *p)
-                .sum();
-            if xi > s.retire_share * rest {
+            // The groups to give back: the highest ids first, as many as leave the rest carrying
+            // ξ with headroom (peaks of what stays), down to `min_groups`. An idle pair gives
+            // back every extra group in one change instead of one per `settle_s`.
+            let mut ids: Vec<PathGroupId> = list.iter().map(|g| g.id).collect();
+            ids.sort_unstable_by(|x, y| y.cmp(x));
+            let peak_of = |g: &PathGroupId| st.peaks.get(g).map_or(0.0, |(p, _)| *p);
+            let mut kept: f64 = ids.iter().map(peak_of).sum();
+            let mut going: Vec<(PathGroupId, f64)> = Vec::new();
+            for g in &ids {
+                if ids.len() - going.len() <= min_groups {
+                    break;
+                }
+                let rest = kept - peak_of(g);
+                if xi > s.retire_share * rest {
+                    break;
+                }
+                kept = rest;
+                going.push((*g, rest));
+            }
+            if going.is_empty() {
                 st.calm_since = None;
                 continue;
             }
             let calm_for = now.saturating_duration_since(*st.calm_since.get_or_insert(now));
             st.view.status = PairStatus::Calm;
             if calm_for >= secs(s.retire_after_s) && settled {
-                let reason = format!(
-                    "achieved {:.2} Mbit/s ≤ {} × {:.1} Mbit/s the other groups carried at their peak, for {:.0} s",
-                    xi / 1e6,
-                    s.retire_share,
-                    rest / 1e6,
-                    calm_for.as_secs_f64()
-                );
-                st.view.last_action = Some(format!("retired {highest}: {reason}"));
-                st.view.retired += 1;
+                for (group, rest) in going {
+                    let reason = format!(
+                        "achieved {:.2} Mbit/s ≤ {} × {:.1} Mbit/s the remaining groups carried at their peak, for {:.0} s",
+                        xi / 1e6,
+                        s.retire_share,
+                        rest / 1e6,
+                        calm_for.as_secs_f64()
+                    );
+                    st.view.last_action = Some(format!("retired {group}: {reason}"));
+                    st.view.retired += 1;
+                    actions.push(Action::Retire {
+                        source: a,
+                        destination: b,
+                        group,
+                        reason,
+                    });
+                }
                 st.last_change = Some(now);
                 st.calm_since = None;
                 st.trial = None;
-                actions.push(Action::Retire {
-                    source: a,
-                    destination: b,
-                    group: highest,
-                    reason,
-                });
             }
         }
         actions

@@ -445,10 +445,50 @@ fn an_idle_pair_retires_its_highest_groups_down_to_min_groups() {
             Action::Add { .. } => panic!("added to an idle pair"),
         })
         .collect();
-    // Calm from 0 s: group 4 at 20 s; calm again from 22 s: group 3 at 42 s; then min_groups.
-    assert_eq!(retired, vec![(20, 4), (42, 3)]);
+    // Calm from 0 s: nothing to carry, so groups 4 and 3 both go at 20 s, down to min_groups.
+    assert_eq!(retired, vec![(20, 4), (20, 3)]);
     assert_eq!(ids(&groups), vec![1, 2]);
     assert_eq!(ad.views()[0].retired, 2);
+}
+
+#[test]
+fn a_pair_that_still_carries_some_traffic_gives_back_only_the_groups_it_does_not_need() {
+    let inv = paper_inventory();
+    let mut s = on();
+    s.adaptive.retire_after_s = 10.0;
+    let mut groups = table2(&inv);
+    let mut ad = Adaptive::new();
+    let t0 = Instant::now();
+    let mut log = Vec::new();
+    for i in 0..40u32 {
+        let now = t0 + REPORT * i;
+        // 12 Mbit/s per group (each group's peak) for 10 s, then 10 Mbit/s over the pair:
+        // two groups' peaks (24) carry it with headroom 2 (retire_share 0.5), one (12) does not.
+        let n = groups.groups().count() as f64;
+        let obs = report(&groups, now, |_| {
+            if i < 5 {
+                (12.0, false, 12.0)
+            } else {
+                (10.0 / n, false, 12.0)
+            }
+        });
+        let actions = ad.step(&s, now, &inv, &Measurements::new(), &groups, &obs);
+        groups = apply(&inv, &groups, &actions);
+        log.extend(actions.into_iter().map(|a| (i * 2, a)));
+    }
+    let retired: Vec<u8> = log
+        .iter()
+        .map(|(_, a)| match a {
+            Action::Retire { group, .. } => group.get(),
+            Action::Add { .. } => panic!("added to an unsaturated pair"),
+        })
+        .collect();
+    assert_eq!(retired, vec![4, 3], "{log:?}");
+    assert!(
+        log.iter().all(|(t, _)| *t == log[0].0),
+        "one change: {log:?}"
+    );
+    assert_eq!(ids(&groups), vec![1, 2]);
 }
 
 #[test]
