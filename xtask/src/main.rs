@@ -88,7 +88,9 @@ enum Cmd {
         /// or `congestion` (seed 001 §IV-A4, `xtask/src/congestion.rs`); or `mdi` (seed 001
         /// Fig. 3, `xtask/src/mdi.rs`); or `uplink-lb` (seed 004: external traffic load
         /// balancing, `xtask/src/uplink_lb.rs`); or `adaptive` (seed 003: adaptive path groups,
-        /// `xtask/src/adaptive.rs`, `--secs` sets the transfer).
+        /// `xtask/src/adaptive.rs`, `--secs` sets the transfer); or `all`: every one of them
+        /// (`--reps` per case, default 3), the total time estimated first, resuming from the
+        /// results already in `--out` (`xtask/src/experiment/all.rs`).
         name: String,
         /// Only these figures (comma-separated ids, e.g. `fig10a,fig10c`).
         #[arg(long, value_delimiter = ',')]
@@ -118,6 +120,13 @@ enum Cmd {
         /// Name prefix of the testbed.
         #[arg(long, default_value = "mmsexp")]
         prefix: String,
+        /// With `all`: print the plan and its time estimate, run nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// With `all`: forget which runner experiments (congestion, adaptive, mdi, uplink-lb)
+        /// this campaign finished (results/all-progress.json) and run them again.
+        #[arg(long)]
+        restart: bool,
     },
     /// The WAN emulator daemon (started by `testbed up` inside the inet namespace).
     #[command(hide = true)]
@@ -470,7 +479,13 @@ fn main() -> anyhow::Result<()> {
             merge,
             replot,
             prefix,
+            dry_run,
+            restart,
         } => {
+            anyhow::ensure!(
+                name == "all" || !(dry_run || restart),
+                "--dry-run and --restart are for `experiment all`"
+            );
             if name == "list" {
                 for (n, title, cases) in experiment::list(&repo_root())? {
                     println!("{n:<10} {cases:>3} cases  {title}");
@@ -482,6 +497,20 @@ fn main() -> anyhow::Result<()> {
             } else {
                 repo_root().join(out)
             };
+            if name == "all" {
+                return experiment::all::run(
+                    &experiment::all::Options {
+                        root: repo_root(),
+                        out_dir: out,
+                        reps: reps.unwrap_or(3),
+                        secs,
+                        prefix,
+                        dry_run,
+                        restart,
+                    },
+                    &std::env::current_exe().context("path of the running xtask")?,
+                );
+            }
             if name == "uplink-lb" {
                 // Seed 004's experiment: its own runner (the TOML shape is for IPoMP figures).
                 if replot {
