@@ -31,6 +31,18 @@ fn ssc() -> Command {
     c
 }
 
+/// `ssc run`, stopped (SIGTERM to its PID) on drop, also when the test fails.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -63,14 +75,16 @@ fn cli_reads_over_https_with_the_right_ca_and_fails_clearly_with_a_wrong_one() {
     )
     .unwrap();
     let log = d.join("ssc.log");
-    let mut child = ssc()
-        .args(["run", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut server = Server(
+        ssc()
+            .args(["run", "--config"])
+            .arg(&config)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
     let port = loop {
         let l = lines.next().expect("ssc ended").unwrap();
         if let Some(p) = l.strip_prefix("ssc: REST API listening on https://127.0.0.1:") {
@@ -123,8 +137,5 @@ fn cli_reads_over_https_with_the_right_ca_and_fails_clearly_with_a_wrong_one() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+    drop(server);
 }

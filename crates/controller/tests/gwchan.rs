@@ -453,8 +453,9 @@ async fn pre_auth_connections_are_capped_timed_out_and_small() {
     drop(g);
 }
 
-/// A `Write` into a shared buffer: the log lines of a test (a `tracing` subscriber for this
-/// thread only).
+/// A `Write` into a shared buffer: the log lines of this test binary (a global `tracing`
+/// subscriber, installed once: a thread-local one can miss events through tracing's global
+/// callsite-interest cache when other tests run at the same time).
 #[derive(Clone, Default)]
 struct LogBuf(Arc<Mutex<Vec<u8>>>);
 
@@ -466,6 +467,22 @@ impl std::io::Write for LogBuf {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+fn logs() -> &'static LogBuf {
+    static LOGS: std::sync::OnceLock<LogBuf> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = LogBuf::default();
+        let w = buf.clone();
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::fmt()
+                .with_writer(move || w.clone())
+                .with_ansi(false)
+                .finish(),
+        )
+        .unwrap();
+        buf
+    })
 }
 
 /// A report of gateway `to`-bound traffic: 5 MB written, windows allowing 40 Mbit/s.
@@ -498,14 +515,7 @@ fn busy_report(to: u8, bytes: u64) -> GatewayMsg {
 /// (authenticated by the socket's permissions) feeds them as before.
 #[tokio::test(flavor = "current_thread")]
 async fn clear_tcp_reports_never_feed_capacity_wrr_or_adaptive() {
-    let logs = LogBuf::default();
-    let w = logs.clone();
-    let _guard = tracing::subscriber::set_default(
-        tracing_subscriber::fmt()
-            .with_writer(move || w.clone())
-            .with_ansi(false)
-            .finish(),
-    );
+    let logs = logs();
     let dir = tempfile::tempdir().unwrap();
     let store = store_2x2(dir.path());
     let sock = dir.path().join("gw.sock");
@@ -530,6 +540,7 @@ async fn clear_tcp_reports_never_feed_capacity_wrr_or_adaptive() {
     ));
     // Branch 1 over clear TCP: three reports of a busy group 1→2.
     let mut g1 = Peer::new(TcpStream::connect(tcp).await.unwrap());
+    let g1_addr = g1.s.local_addr().unwrap().to_string();
     config(g1.register(1).await);
     for i in 1..=3 {
         g1.send(&busy_report(2, i * 5_000_000)).await;
@@ -551,14 +562,22 @@ async fn clear_tcp_reports_never_feed_capacity_wrr_or_adaptive() {
     };
     loop {
         let l = registry.list();
-        let shown = l.gateways.iter().filter(|g| g.last_report.is_some()).count();
+        let shown = l
+            .gateways
+            .iter()
+            .filter(|g| g.last_report.is_some())
+            .count();
         if l.unauthenticated_reports == 3 && fed(2) > 0 && shown == 2 {
             break;
         }
         assert!(Instant::now() < deadline, "{l:#?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(fed(1), 0, "a clear TCP report reached the capacity estimates");
+    assert_eq!(
+        fed(1),
+        0,
+        "a clear TCP report reached the capacity estimates"
+    );
     assert_eq!(
         wrr.lock()
             .unwrap()
@@ -569,10 +588,13 @@ async fn clear_tcp_reports_never_feed_capacity_wrr_or_adaptive() {
         vec![(2, 1, 0)]
     );
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    // (Other tests of this binary log into the same buffer: the line of our session is the
+    // one with its peer address.)
     let warned = text
         .lines()
         .filter(|l| l.contains("gateway registered over clear TCP (unauthenticated)"))
+        .filter(|l| l.contains(&g1_addr))
         .collect::<Vec<_>>();
-    assert_eq!(warned.len(), 1, "{text}");
+    assert_eq!(warned.len(), 1, "{g1_addr}: {text}");
     assert!(warned[0].contains("branch=1"), "{text}");
 }
