@@ -67,6 +67,11 @@ pub struct GatewayList {
     /// Pre-auth caps, deadlines and refusals of the TCP listeners ([`crate::preauth`]).
     #[serde(default)]
     pub preauth: crate::preauth::Refusals,
+    /// Reports of gateways registered over clear TCP (unauthenticated): shown in
+    /// `last_report`, never fed into the capacity estimates, WRR weights or adaptive
+    /// decisions (docs/security.md, issue #17).
+    #[serde(default)]
+    pub unauthenticated_reports: u64,
 }
 
 #[derive(Debug)]
@@ -87,6 +92,7 @@ struct Inner {
     rejected_other: u64,
     rejected_auth: u64,
     replaced: u64,
+    unauthenticated_reports: u64,
 }
 
 /// A session just opened: its id, the branch's config (watched), and the signal that a newer
@@ -133,6 +139,7 @@ impl Registry {
                 rejected_other: 0,
                 rejected_auth: 0,
                 replaced: 0,
+                unauthenticated_reports: 0,
             }),
             capacity: std::sync::OnceLock::new(),
             authority: std::sync::OnceLock::new(),
@@ -176,6 +183,12 @@ impl Registry {
         }
         drop(w);
         changed.notify_one();
+    }
+
+    /// A report of an unauthenticated (clear TCP) session: counted, never fed into the
+    /// capacity estimates (like OpenFlow statistics of an unauthenticated switch).
+    pub(super) fn ignore_unauthenticated_report(&self) {
+        self.lock().unauthenticated_reports += 1;
     }
 
     /// Gives the gateway channel the CA: enrolment, renewal and the TLS listener need it.
@@ -272,6 +285,7 @@ impl Registry {
             rejected_auth: inner.rejected_auth,
             enrolment: self.authority.get().map(|a| a.counters()),
             preauth: self.preauth.counters(),
+            unauthenticated_reports: inner.unauthenticated_reports,
         }
     }
 

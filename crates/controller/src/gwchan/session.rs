@@ -128,6 +128,18 @@ pub(super) enum Transport {
     Tls(Option<(mpa::BranchId, u64)>),
 }
 
+impl Transport {
+    /// Whether a session on it proves its branch: a client certificate, or a unix socket
+    /// (filesystem permissions). Only such sessions' reports feed capacity, WRR and adaptive
+    /// decisions; a clear TCP registration is believed for its config only.
+    pub(super) fn authenticated(self) -> bool {
+        match self {
+            Transport::Tcp | Transport::Tls(None) => false,
+            Transport::Unix | Transport::Tls(Some(_)) => true,
+        }
+    }
+}
+
 /// The TLS handshake on the gateway listener, then [`session`].
 pub(super) async fn tls_session(
     stream: tokio::net::TcpStream,
@@ -367,6 +379,14 @@ pub(super) async fn session<S>(
     // Registered: its place among the unauthenticated connections is free again.
     pre.permit = None;
     info!(%peer, branch, version = %reg.software_version, protocol, "gateway registered");
+    if !transport.authenticated() {
+        warn!(
+            %peer,
+            branch,
+            "gateway registered over clear TCP (unauthenticated): its reports are shown but never \
+             feed capacity estimates, WRR weights or adaptive decisions; use tls_listen"
+        );
+    }
     // Protocol 3 with a CA: the current CRL at once, then every new one (revocation,
     // re-signing). Without, a receiver that never changes.
     let authority = registry.authority().cloned();
@@ -423,7 +443,11 @@ pub(super) async fn session<S>(
                         Err(_) => return Err(SessionEnd::Silent(SESSION_TIMEOUT)),
                         Ok(Err(e)) => return Err(e),
                         Ok(Ok(GatewayMsg::Report(rep))) => {
-                            registry.feed_report(branch, Instant::now(), &rep);
+                            if transport.authenticated() {
+                                registry.feed_report(branch, Instant::now(), &rep);
+                            } else {
+                                registry.ignore_unauthenticated_report();
+                            }
                             registry.with_view(branch, id, |v, at| {
                                 v.last_report = Some(rep);
                                 *at = Some(Instant::now());
