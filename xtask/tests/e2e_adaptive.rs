@@ -9,6 +9,9 @@
 //! not group 1's: each adds up to 12 Mbit/s), and after the transfer the pair must be back at
 //! one group. Ratios of the run's own phases, no absolute rate. Timeline printed as `MEASURE`
 //! lines; `cargo xtask experiment adaptive` writes the plot.
+//!
+//! Second test, same testbed shape (issue #20): automatic path configuration live replaces a
+//! congested direct group with members through transits (`xtask::auto_paths`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -65,5 +68,53 @@ fn a_short_pair_grows_its_groups_gains_and_gives_them_back_when_idle() {
         1,
         "the idle pair kept its groups: {:?}",
         tl.samples.last()
+    );
+}
+
+/// Issue #20 (`xtask::auto_paths`): automatic path configuration on for 1 → 2 only, its one
+/// group of four direct members; the direct hops get 3.6 of their 4 Mbit/s taken by background
+/// from `flood_at`. Within one period (10 s) plus the measurements' reaction `ssc` must replace
+/// the group with members through transits, and the flow must recover most of its rate; before
+/// the flood the group must stay as it is (semi-permanent). Bounds are ratios of the run's own
+/// phases: before ≈ 16 Mbit/s, congested ≈ 1.6 (10 %), after the replacement the transits'
+/// 4 × 4 again.
+#[test]
+fn auto_path_configuration_moves_a_congested_pair_to_transits_and_recovers() {
+    let t0 = Instant::now();
+    let opts = common::run_options(format!("auxp{}", std::process::id() % 100_000));
+    let settings = xtask::auto_paths::Settings::default();
+    let tl = xtask::auto_paths::run(&opts, &settings).unwrap();
+    for line in &tl.changes {
+        eprintln!("MEASURE ssc: {line}");
+    }
+    let flood = settings.flood_at;
+    let replaced = tl.replaced_at();
+    let before = tl.mean(2, flood);
+    let during = tl.mean(flood + 2, flood + 5);
+    let after_from = replaced.map_or(settings.secs, |r| r.ceil() as u32 + 4);
+    let after = tl.mean(after_from, settings.secs);
+    eprintln!(
+        "MEASURE auto path configuration: before {before:.1} Mbit/s, congested {during:.1}, after the replacement {after:.1}; replaced at {replaced:?} s (flood at {flood} s); group {:?}; total {:.0} s",
+        tl.samples.last().map(|s| &s.members),
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        !tl.changed_before_flood(),
+        "the group changed before the flood: {:?}",
+        tl.samples
+    );
+    let replaced = replaced.expect("ssc never replaced the congested direct group");
+    assert!(
+        replaced <= f64::from(flood) + 16.0,
+        "replaced only at {replaced:.1} s (flood at {flood} s, period 10 s)"
+    );
+    assert!(before > 0.0, "no traffic before the flood");
+    assert!(
+        during <= 0.5 * before,
+        "the flood did not congest the pair: {during:.1} vs {before:.1}"
+    );
+    assert!(
+        after >= 0.6 * before && after >= 2.0 * during,
+        "after the replacement {after:.1} Mbit/s vs {before:.1} before and {during:.1} congested"
     );
 }
