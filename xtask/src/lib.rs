@@ -7,6 +7,7 @@
 
 pub mod adaptive;
 pub mod arch;
+pub mod auto_paths;
 pub mod baseline;
 pub mod bench;
 pub mod bench_failover;

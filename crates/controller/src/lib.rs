@@ -54,12 +54,14 @@
 
 pub mod adaptive;
 pub mod authority;
+pub mod auto_config;
 pub mod capacity;
 pub mod catalog;
 pub mod gwchan;
 pub mod history;
 pub mod inventory;
 pub mod listen;
+pub mod measure;
 pub mod metrics;
 pub mod ofc;
 pub mod path_config;
