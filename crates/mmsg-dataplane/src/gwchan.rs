@@ -541,6 +541,7 @@ async fn session(
                 }
                 ControllerMsg::Hello(_) => anyhow::bail!("a second hello from the controller"),
                 ControllerMsg::Credentials(_) => anyhow::bail!("credentials without a request"),
+                ControllerMsg::Setup(_) => anyhow::bail!("a set-up without a request"),
                 ControllerMsg::Crl(c) => {
                     if apply_crl(sh, &c.crl_pem) {
                         reload.notify_one();
