@@ -18,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
+use serde_json::Value;
 
 use crate::testbed::{self, host_addr, ns_gw, ns_host, ns_inet};
 
@@ -245,10 +246,9 @@ fn on_testbed(root: &Path, repo: &Path, dir: &Path, prefix: &str) -> anyhow::Res
     for (_, c) in &gws {
         let s = status(&mmsg, c).context("mmsg status")?;
         ensure!(
-            s["tls"]["serial"].as_u64().is_some() && s["controller"]["source"] == "controller",
-            "not on TLS with the controller's config: tls {} controller {}",
-            s["tls"],
-            s["controller"]
+            s.pointer("/tls/serial").and_then(Value::as_u64).is_some()
+                && s.pointer("/controller/source").and_then(Value::as_str) == Some("controller"),
+            "not on TLS with the controller's config: {s}"
         );
     }
     let (h1, h2) = (ns_host(prefix, 1, 0), ns_host(prefix, 2, 0));
@@ -288,17 +288,28 @@ fn status(mmsg: &Path, control: &Path) -> Option<serde_json::Value> {
 }
 
 /// Both directions' 4 connections up with 4 established subflows each.
-fn all_up(s: &serde_json::Value) -> bool {
-    let Some(conns) = s["connections"].as_array() else {
+fn all_up(s: &Value) -> bool {
+    let Some(conns) = s.get("connections").and_then(Value::as_array) else {
         return false;
     };
-    let count = |d: &str| conns.iter().filter(|c| c["direction"] == d).count();
+    let field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let count = |d: &str| {
+        conns
+            .iter()
+            .filter(|c| field(c, "direction").as_deref() == Some(d))
+            .count()
+    };
     count("out") == 4
         && count("in") == 4
         && conns.iter().all(|c| {
-            c["state"] == "up"
-                && c["subflows"].as_array().is_some_and(|sf| {
-                    sf.iter().filter(|x| x["state"] == "established").count() == 4
-                })
+            field(c, "state").as_deref() == Some("up")
+                && c.get("subflows")
+                    .and_then(Value::as_array)
+                    .is_some_and(|sf| {
+                        sf.iter()
+                            .filter(|x| field(x, "state").as_deref() == Some("established"))
+                            .count()
+                            == 4
+                    })
         })
 }

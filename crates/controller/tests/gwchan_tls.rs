@@ -375,7 +375,10 @@ async fn enrolment_mutual_tls_renewal_and_revocation() {
         }
         other => panic!("expected a setup, got {other:?}"),
     }
-    assert!(p.recv().await.is_none(), "the controller closes after the setup");
+    assert!(
+        p.recv().await.is_none(),
+        "the controller closes after the setup"
+    );
     let mut p = tls(addr, &ca, Some((&c1.cert_pem, &key1.key_pem)))
         .await
         .unwrap();
