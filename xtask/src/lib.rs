@@ -20,6 +20,7 @@ pub mod deps;
 pub mod dist;
 pub mod dist_bin;
 pub mod dist_deb;
+pub mod dist_enrol;
 pub mod dist_install;
 pub mod e2e;
 pub mod experiment;

@@ -39,6 +39,9 @@ use thiserror::Error;
 use crate::config::{ClassifierConfig, Config, RemoteBranch};
 use crate::Class;
 
+pub mod setup;
+pub use setup::{GatewaySetup, SetupError, SetupRequest, SETUP_PROTOCOL};
+
 /// The protocol version of this module. Version 2 added enrolment and renewal
 /// ([`GatewayMsg::Enrol`], [`GatewayMsg::Renew`], [`ControllerMsg::Credentials`]); version 3
 /// added the pushed CRL ([`ControllerMsg::Crl`]). The controller accepts gateways of
@@ -46,8 +49,9 @@ use crate::Class;
 /// version (version 1 gateways can register but not enrol; only version 3 sessions get CRLs). A
 /// gateway accepts a controller of [`MIN_CONTROLLER_PROTOCOL`]..=[`PROTOCOL_VERSION`]; when a
 /// controller answers with an older version than it announced (a protocol 2 `ssc` refuses 3),
-/// it announces that version on its next connection.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// it announces that version on its next connection. Version 4 added the zero-touch set-up
+/// ([`GatewayMsg::Setup`], [`ControllerMsg::Setup`], [`setup`]).
+pub const PROTOCOL_VERSION: u32 = 4;
 /// The oldest gateway protocol the controller still serves (register, report, ack).
 pub const MIN_PROTOCOL_VERSION: u32 = 1;
 /// The oldest controller protocol a gateway still talks to (enrolment needs 2).
@@ -82,6 +86,9 @@ pub enum GatewayMsg {
     /// Instead of a register (protocol 2): a gateway with a valid client certificate asks for a
     /// new one (renewal). Only over mutual TLS.
     Renew(Renew),
+    /// Instead of a register (protocol 4, [`setup`]): an enrolled gateway asks for its whole
+    /// config. Only over mutual TLS or a unix socket.
+    Setup(SetupRequest),
 }
 
 /// A controller → gateway message.
@@ -102,6 +109,9 @@ pub enum ControllerMsg {
     /// and again whenever it changes (revocation, periodic re-signing). The gateway writes it
     /// to its `[tls] crl_file` and reloads its credentials.
     Crl(CrlUpdate),
+    /// Protocol 4, the answer to a [`GatewayMsg::Setup`] ([`setup`]); the controller closes
+    /// the stream after it.
+    Setup(GatewaySetup),
 }
 
 /// A pushed CRL (protocol 3).
