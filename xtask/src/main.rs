@@ -259,6 +259,11 @@ enum BenchCmd {
         /// testbed (five branches, OVS, ssc; xtask/src/bench_failover/paper.rs).
         #[arg(long)]
         paper: bool,
+        /// The `before` pass runs this `mmsg` binary (e.g. a build of an older commit) with its
+        /// defaults, instead of this build with `MMSG_FAILOVER=off`: compares two versions of
+        /// fast failover in one run.
+        #[arg(long)]
+        before_bin: Option<PathBuf>,
     },
     /// ssc programming real OVS: compile + push + barrier for the paper topology and a
     /// synthetic full mesh (see xtask/src/bench.rs).
@@ -668,8 +673,10 @@ fn main() -> anyhow::Result<()> {
             after_only,
             restarts,
             paper,
+            before_bin,
         }) => {
             let mut opts = bench_failover::Options::new(&repo_root(), &prefix);
+            opts.before_bin = before_bin;
             opts.after_only = after_only;
             opts.restarts = restarts.into_iter().filter(|r| r != "none").collect();
             opts.paper = paper;
