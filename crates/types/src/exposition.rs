@@ -201,17 +201,17 @@ mod tests {
             om.contains("mms_wait_seconds_count{class=\"type1\"} 3"),
             "{om}"
         );
-        // Cumulative buckets.
+        // Cumulative buckets (prometheus-client writes `le` first).
         assert!(
-            om.contains("mms_wait_seconds_bucket{class=\"type1\",le=\"0.1\"} 2"),
+            om.contains("mms_wait_seconds_bucket{le=\"0.1\",class=\"type1\"} 2"),
             "{om}"
         );
         assert!(
-            om.contains("mms_wait_seconds_bucket{class=\"type1\",le=\"1.0\"} 2"),
+            om.contains("mms_wait_seconds_bucket{le=\"1.0\",class=\"type1\"} 2"),
             "{om}"
         );
         assert!(
-            om.contains("mms_wait_seconds_bucket{class=\"type1\",le=\"+Inf\"} 3"),
+            om.contains("mms_wait_seconds_bucket{le=\"+Inf\",class=\"type1\"} 3"),
             "{om}"
         );
         let text = to_prometheus_text(&om);
