@@ -29,6 +29,9 @@
 //!
 //! Results: medians over the repetitions (with min and max), `ratio = tunnel_mbps /
 //! direct_mptcp_mbps` (aim ≥ 0.85), ping overhead (aim ≤ 50 µs per gateway).
+//!
+//! `--metrics-overhead` runs instead only variant 1, alternately without and with `/metrics`
+//! (`--metrics-listen` on both `mmsg` and a scraper once a second): [`overhead`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -42,9 +45,11 @@ use crate::topology::{self, PortKind, Topology};
 use crate::{deps, iperf, sh, testbed};
 
 mod options;
+mod overhead;
 mod report;
 use options::OMIT_SECS;
 pub use options::{Options, TOPOLOGY_FILE};
+pub use overhead::{print_overhead, MetricsOverhead};
 use report::summarize;
 pub use report::{print_table, Details, Rep, Report, Spread, Transfer, TunnelRun};
 
@@ -157,6 +162,7 @@ impl Mmsg {
         tls: bool,
         n_m: usize,
         tag: &str,
+        metrics: bool,
     ) -> anyhow::Result<Mmsg> {
         let dir = testbed::state_dir(&opts.prefix);
         let mut m = Mmsg {
@@ -182,6 +188,9 @@ impl Mmsg {
                 .arg(&control);
             if !offload {
                 cmd.arg("--no-offload");
+            }
+            if metrics {
+                cmd.args(["--metrics-listen", overhead::METRICS]);
             }
             let child = cmd
                 .stdin(Stdio::null())
@@ -538,6 +547,21 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     testbed::run_on(&topo, &opts.prefix, || run_reps(opts, &bin, &topo))
 }
 
+/// `bench tunnel --metrics-overhead`: only the TLS offload tunnel, alternately without and with
+/// `--metrics-listen` and a scraper once a second ([`overhead`]); always tears the testbed down.
+pub fn run_metrics_overhead(opts: &Options) -> anyhow::Result<MetricsOverhead> {
+    if opts.reps == 0 || opts.secs == 0 {
+        bail!("--reps and --secs must be at least 1");
+    }
+    deps::ensure()?;
+    eprintln!("bench tunnel --metrics-overhead: building mmsg (release)");
+    let bin = mmsg::build_mmsg(&opts.root, Profile::Release)?;
+    let topo = topology::parse(&topology_text(opts.uplink_mbit))?;
+    testbed::run_on(&topo, &opts.prefix, || {
+        overhead::run_reps(opts, &bin, n_m(&topo))
+    })
+}
+
 fn run_reps(opts: &Options, bin: &Path, topo: &Topology) -> anyhow::Result<Report> {
     let p = &opts.prefix;
     let n_m = n_m(topo);
@@ -563,6 +587,7 @@ fn run_reps(opts: &Options, bin: &Path, topo: &Topology) -> anyhow::Result<Repor
                 tls,
                 n_m,
                 &format!("{rep}-{}", name.replace(' ', "-")),
+                false,
             )?;
             let r = tunnel_run(opts, &m)?;
             // The direct path's RTT right after the tunnel's, with mmsg still running idle.

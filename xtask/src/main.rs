@@ -183,6 +183,10 @@ enum BenchCmd {
         /// as a branch's lines would; default: unlimited (CPU-bound, emulator bypassed).
         #[arg(long)]
         uplink_mbit: Option<f64>,
+        /// Instead: what `/metrics` costs (issue #19): the TLS offload tunnel alternately
+        /// without and with `--metrics-listen` plus a scraper every 1 s, `--reps` pairs.
+        #[arg(long)]
+        metrics_overhead: bool,
     },
     /// Latency under load through the tunnel on the 2x2 testbed (issue #16): ping, TCP
     /// request/response, a voice-like UDP flow (Type II and Type I) idle and with 1 and 4 bulk
@@ -618,14 +622,24 @@ fn main() -> anyhow::Result<()> {
             reps,
             prefix,
             uplink_mbit,
+            metrics_overhead,
         }) => {
-            let report = bench_tunnel::run(&bench_tunnel::Options {
+            let opts = bench_tunnel::Options {
                 root: repo_root(),
                 prefix,
                 secs,
                 reps,
                 uplink_mbit,
-            })?;
+            };
+            if metrics_overhead {
+                let r = bench_tunnel::run_metrics_overhead(&opts)?;
+                bench_tunnel::print_overhead(&r);
+                if let Some(path) = json {
+                    write_json(&path, &r)?;
+                }
+                return Ok(());
+            }
+            let report = bench_tunnel::run(&opts)?;
             bench_tunnel::print_table(&report);
             if let Some(path) = json {
                 write_json(&path, &report)?;

@@ -171,7 +171,10 @@ pub(super) async fn run(
         let socket_unacked = sys::outq_bytes(fd).unwrap_or(0);
         let socket_queued = conn_report::queued_bytes(socket_unacked, &samples);
         oq.queued_bytes.store(socket_queued, Ordering::Relaxed);
-        let queue_bytes = oq.core.lock().map_or(0, |core| core.queued_bytes() as u64);
+        let (queue_bytes, queue_sojourn) = oq.core.lock().map_or_else(
+            |_| (0, mpa::queue::SojournHistogram::default()),
+            |core| (core.queued_bytes() as u64, core.queue_sojourn()),
+        );
         let subflows = subflow_status(fd, &present);
         let mut before = Vec::new();
         sh.stats.update_conn(name, |c| {
@@ -184,6 +187,7 @@ pub(super) async fn run(
             c.frames_rx = cc.frames_rx.load(Ordering::Relaxed);
             c.bytes_rx = cc.bytes_rx.load(Ordering::Relaxed);
             c.queue_bytes = queue_bytes;
+            c.queue_sojourn = queue_sojourn;
             c.socket_queued_bytes = socket_queued;
         });
         log_subflow_changes(name, &before, &subflows);
