@@ -45,13 +45,15 @@ use crate::topology::{self, PortKind, Topology};
 use crate::{deps, iperf, sh, testbed};
 
 mod options;
-mod overhead;
 mod report;
 use options::OMIT_SECS;
 pub use options::{Options, TOPOLOGY_FILE};
-pub use overhead::{print_overhead, MetricsOverhead};
 use report::summarize;
 pub use report::{print_table, Details, Rep, Report, Spread, Transfer, TunnelRun};
+
+/// Where each `mmsg` serves `/metrics` in the `--metrics-overhead` runs (inside its own
+/// namespace; [`crate::bench_tunnel_overhead`]).
+pub(crate) const METRICS: &str = "127.0.0.1:9477";
 
 const TOPOLOGY: &str = include_str!("../../examples/testbed-2x2-unlimited.toml");
 /// iperf3 port of the tunnel measurements (h2).
@@ -130,7 +132,7 @@ fn busy_pct(a: Option<(u64, u64)>, b: Option<(u64, u64)>) -> Option<f64> {
 }
 
 /// A pair of `mmsg` daemons (gw1, gw2), stopped by PID on drop.
-struct Mmsg {
+pub(crate) struct Mmsg {
     bin: PathBuf,
     gws: Vec<(Child, PathBuf)>,
 }
@@ -155,7 +157,7 @@ impl Drop for Mmsg {
 impl Mmsg {
     /// Starts `mmsg run` in gw1 and gw2 (`ip netns exec` execs it, so the child's PID is
     /// `mmsg`'s) and waits until every connection is up with `n_m` established subflows.
-    fn start(
+    pub(crate) fn start(
         opts: &Options,
         bin: &Path,
         offload: bool,
@@ -190,7 +192,7 @@ impl Mmsg {
                 cmd.arg("--no-offload");
             }
             if metrics {
-                cmd.args(["--metrics-listen", overhead::METRICS]);
+                cmd.args(["--metrics-listen", METRICS]);
             }
             let child = cmd
                 .stdin(Stdio::null())
@@ -238,7 +240,7 @@ impl Mmsg {
 }
 
 /// Where [`mmsg::provision_tls`] puts the run's CA and the certificates of gw1 and gw2.
-fn tls_dir(opts: &Options) -> PathBuf {
+pub(crate) fn tls_dir(opts: &Options) -> PathBuf {
     testbed::state_dir(&opts.prefix).join("bench-tls")
 }
 
@@ -318,7 +320,7 @@ fn ping_median_us(ns: &str, dst: &str, src: Option<&str>) -> anyhow::Result<f64>
     median(&rtts).with_context(|| format!("no ping replies from {dst} in {ns}"))
 }
 
-fn tunnel_run(opts: &Options, m: &Mmsg) -> anyhow::Result<TunnelRun> {
+pub(crate) fn tunnel_run(opts: &Options, m: &Mmsg) -> anyhow::Result<TunnelRun> {
     let p = &opts.prefix;
     let (h1, h2) = (testbed::ns_host(p, 1, 0), testbed::ns_host(p, 2, 0));
     let dst = testbed::host_addr(2, 0).to_string();
@@ -505,7 +507,7 @@ fn emulator_packets(prefix: &str) -> Option<u64> {
     v.pointer("/0/stats64/tx/packets")?.as_u64()
 }
 
-fn n_m(topo: &Topology) -> usize {
+pub(crate) fn n_m(topo: &Topology) -> usize {
     let ports = |b: u8| {
         topo.ports()
             .iter()
@@ -545,21 +547,6 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         ),
     }
     testbed::run_on(&topo, &opts.prefix, || run_reps(opts, &bin, &topo))
-}
-
-/// `bench tunnel --metrics-overhead`: only the TLS offload tunnel, alternately without and with
-/// `--metrics-listen` and a scraper once a second ([`overhead`]); always tears the testbed down.
-pub fn run_metrics_overhead(opts: &Options) -> anyhow::Result<MetricsOverhead> {
-    if opts.reps == 0 || opts.secs == 0 {
-        bail!("--reps and --secs must be at least 1");
-    }
-    deps::ensure()?;
-    eprintln!("bench tunnel --metrics-overhead: building mmsg (release)");
-    let bin = mmsg::build_mmsg(&opts.root, Profile::Release)?;
-    let topo = topology::parse(&topology_text(opts.uplink_mbit))?;
-    testbed::run_on(&topo, &opts.prefix, || {
-        overhead::run_reps(opts, &bin, n_m(&topo))
-    })
 }
 
 fn run_reps(opts: &Options, bin: &Path, topo: &Topology) -> anyhow::Result<Report> {

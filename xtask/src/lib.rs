@@ -13,6 +13,7 @@ pub mod bench;
 pub mod bench_failover;
 pub mod bench_latency;
 pub mod bench_tunnel;
+pub mod bench_tunnel_overhead;
 pub mod congestion;
 pub mod demo;
 pub mod demo_paper;

@@ -632,8 +632,8 @@ fn main() -> anyhow::Result<()> {
                 uplink_mbit,
             };
             if metrics_overhead {
-                let r = bench_tunnel::run_metrics_overhead(&opts)?;
-                bench_tunnel::print_overhead(&r);
+                let r = xtask::bench_tunnel_overhead::run_metrics_overhead(&opts)?;
+                xtask::bench_tunnel_overhead::print_overhead(&r);
                 if let Some(path) = json {
                     write_json(&path, &r)?;
                 }

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, ControllerConfig, TlsConfig, ValidationError, WanPort};
 
-use super::GatewayConfig;
+use super::pushed::GatewayConfig;
 
 /// The first protocol version with [`SetupRequest`] and [`GatewaySetup`].
 pub const SETUP_PROTOCOL: u32 = 4;

@@ -2,7 +2,7 @@
 //! and (proptest) no panic on any bytes, `decode(encode(m)) == m`, split input.
 
 use super::*;
-use crate::config::{PathGroupConfig, PortRange, Rule};
+use crate::config::{ClassifierConfig, Config, PathGroupConfig, PortRange, Rule};
 use crate::Class;
 use proptest::prelude::*;
 

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{tunnel_run, Mmsg, Options};
-use crate::stats::median;
-use crate::{sh, testbed};
+use anyhow::bail;
 
-/// Where each `mmsg` serves `/metrics` in the overhead runs (inside its own namespace).
-pub(super) const METRICS: &str = "127.0.0.1:9477";
+use crate::bench_tunnel::{n_m, tls_dir, topology_text, tunnel_run, Mmsg, Options, METRICS};
+use crate::mmsg::{self, Profile};
+use crate::stats::median;
+use crate::{deps, topology};
+use crate::{sh, testbed};
 
 /// One repetition: the tunnel without and with metrics.
 #[derive(Debug, Clone, Serialize)]
@@ -106,7 +107,7 @@ impl Scraper {
 }
 
 /// The repetitions on the testbed that is up.
-pub(super) fn run_reps(opts: &Options, bin: &Path, n_m: usize) -> anyhow::Result<MetricsOverhead> {
+fn run_reps(opts: &Options, bin: &Path, n_m: usize) -> anyhow::Result<MetricsOverhead> {
     mmsg_tls(opts)?;
     let mut reps = Vec::new();
     for rep in 1..=opts.reps {
@@ -163,7 +164,7 @@ pub(super) fn run_reps(opts: &Options, bin: &Path, n_m: usize) -> anyhow::Result
 
 /// The run's CA and the certificates of gw1 and gw2 (as the full benchmark makes them).
 fn mmsg_tls(opts: &Options) -> anyhow::Result<()> {
-    crate::mmsg::provision_tls(&super::tls_dir(opts), "MMS bench CA", &[1, 2])?;
+    mmsg::provision_tls(&tls_dir(opts), "MMS bench CA", &[1, 2])?;
     Ok(())
 }
 
@@ -191,4 +192,17 @@ pub fn print_overhead(r: &MetricsOverhead) {
         "| median | | {:.0} | {:.0} | {:.3} | |",
         r.without_median_mbps, r.with_median_mbps, r.ratio
     );
+}
+
+/// `bench tunnel --metrics-overhead`: only the TLS offload tunnel, alternately without and with
+/// `--metrics-listen` and a scraper once a second (this module); always tears the testbed down.
+pub fn run_metrics_overhead(opts: &Options) -> anyhow::Result<MetricsOverhead> {
+    if opts.reps == 0 || opts.secs == 0 {
+        bail!("--reps and --secs must be at least 1");
+    }
+    deps::ensure()?;
+    eprintln!("bench tunnel --metrics-overhead: building mmsg (release)");
+    let bin = mmsg::build_mmsg(&opts.root, Profile::Release)?;
+    let topo = topology::parse(&topology_text(opts.uplink_mbit))?;
+    testbed::run_on(&topo, &opts.prefix, || run_reps(opts, &bin, n_m(&topo)))
 }
