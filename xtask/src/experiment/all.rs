@@ -386,6 +386,17 @@ mod tests {
         }
     }
 
+    /// The runner experiments of a plan, in order.
+    fn runners(steps: &[Step]) -> Vec<&str> {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Runner { name, .. } => Some(name.as_str()),
+                Step::Figure { .. } => None,
+            })
+            .collect()
+    }
+
     #[test]
     fn a_fresh_campaign_plans_every_case_and_every_runner() {
         let out = tmp("fresh");
@@ -405,14 +416,10 @@ mod tests {
             })
             .sum();
         assert_eq!(figures, all);
-        let runners: Vec<&str> = steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::Runner { name, .. } => Some(name.as_str()),
-                Step::Figure { .. } => None,
-            })
-            .collect();
-        assert_eq!(runners, vec!["congestion", "adaptive", "mdi", "uplink-lb"]);
+        assert_eq!(
+            runners(&steps),
+            vec!["congestion", "adaptive", "mdi", "uplink-lb"]
+        );
         // Three reps of every case take hours, not minutes: the estimate says so up front.
         let total: u64 = steps.iter().map(Step::est_secs).sum();
         assert!(total > 3 * 3600, "{total} s");
@@ -471,14 +478,7 @@ mod tests {
             "{args}"
         );
         // congestion (no reps) is done; mdi was run with 1 rep, 3 are asked: it runs again.
-        let runners: Vec<&str> = steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::Runner { name, .. } => Some(name.as_str()),
-                Step::Figure { .. } => None,
-            })
-            .collect();
-        assert_eq!(runners, vec!["adaptive", "mdi", "uplink-lb"]);
+        assert_eq!(runners(&steps), vec!["adaptive", "mdi", "uplink-lb"]);
         // --restart forgets the runners' record.
         let again = plan(&Options {
             restart: true,
