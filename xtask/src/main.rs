@@ -183,6 +183,10 @@ enum BenchCmd {
         /// as a branch's lines would; default: unlimited (CPU-bound, emulator bypassed).
         #[arg(long)]
         uplink_mbit: Option<f64>,
+        /// Instead: what `/metrics` costs (issue #19): the TLS offload tunnel alternately
+        /// without and with `--metrics-listen` plus a scraper every 1 s, `--reps` pairs.
+        #[arg(long)]
+        metrics_overhead: bool,
     },
     /// Latency under load through the tunnel on the 2x2 testbed (issue #16): ping, TCP
     /// request/response, a voice-like UDP flow (Type II and Type I) idle and with 1 and 4 bulk
@@ -259,6 +263,11 @@ enum BenchCmd {
         /// testbed (five branches, OVS, ssc; xtask/src/bench_failover/paper.rs).
         #[arg(long)]
         paper: bool,
+        /// The `before` pass runs this `mmsg` binary (e.g. a build of an older commit) with its
+        /// defaults, instead of this build with `MMSG_FAILOVER=off`: compares two versions of
+        /// fast failover in one run.
+        #[arg(long)]
+        before_bin: Option<PathBuf>,
     },
     /// ssc programming real OVS: compile + push + barrier for the paper topology and a
     /// synthetic full mesh (see xtask/src/bench.rs).
@@ -613,14 +622,24 @@ fn main() -> anyhow::Result<()> {
             reps,
             prefix,
             uplink_mbit,
+            metrics_overhead,
         }) => {
-            let report = bench_tunnel::run(&bench_tunnel::Options {
+            let opts = bench_tunnel::Options {
                 root: repo_root(),
                 prefix,
                 secs,
                 reps,
                 uplink_mbit,
-            })?;
+            };
+            if metrics_overhead {
+                let r = xtask::bench_tunnel_overhead::run_metrics_overhead(&opts)?;
+                xtask::bench_tunnel_overhead::print_overhead(&r);
+                if let Some(path) = json {
+                    write_json(&path, &r)?;
+                }
+                return Ok(());
+            }
+            let report = bench_tunnel::run(&opts)?;
             bench_tunnel::print_table(&report);
             if let Some(path) = json {
                 write_json(&path, &report)?;
@@ -668,8 +687,10 @@ fn main() -> anyhow::Result<()> {
             after_only,
             restarts,
             paper,
+            before_bin,
         }) => {
             let mut opts = bench_failover::Options::new(&repo_root(), &prefix);
+            opts.before_bin = before_bin;
             opts.after_only = after_only;
             opts.restarts = restarts.into_iter().filter(|r| r != "none").collect();
             opts.paper = paper;

@@ -84,6 +84,9 @@ struct SessionSlot {
 struct Inner {
     /// Per branch in the inventory: the current config (watched by that branch's session).
     configs: BTreeMap<u8, watch::Sender<Option<Arc<GatewayConfig>>>>,
+    /// Per branch in the inventory: its own part of a zero-touch set-up (LAN prefixes, WAN
+    /// ports as the gateway file names them).
+    own: BTreeMap<u8, OwnPart>,
     sessions: BTreeMap<u8, SessionSlot>,
     views: BTreeMap<u8, (GatewayView, Option<Instant>)>,
     next_version: u64,
@@ -93,6 +96,33 @@ struct Inner {
     rejected_auth: u64,
     replaced: u64,
     unauthenticated_reports: u64,
+}
+
+/// A branch's own part of its [`mpa::gwchan::GatewaySetup`].
+#[derive(Debug, Clone, PartialEq)]
+struct OwnPart {
+    lan_prefixes: Vec<ipnet::IpNet>,
+    wan: Vec<mpa::config::WanPort>,
+}
+
+/// The inventory's `branch` as the gateway file wants it: WAN port k named `wan{k}`, no rate
+/// (shaping is the gateway operator's choice), the MPA MAC when the inventory has one.
+fn own_part(branch: &crate::inventory::Branch) -> OwnPart {
+    OwnPart {
+        lan_prefixes: branch.lan.iter().map(|n| ipnet::IpNet::V4(*n)).collect(),
+        wan: branch
+            .wan
+            .iter()
+            .map(|p| mpa::config::WanPort {
+                name: format!("wan{}", p.port.get()),
+                address: p.address,
+                gateway: p.gateway,
+                kind: p.kind,
+                mac: p.mac,
+                rate_mbit: None,
+            })
+            .collect(),
+    }
 }
 
 /// A session just opened: its id, the branch's config (watched), and the signal that a newer
@@ -131,6 +161,7 @@ impl Registry {
         Self {
             inner: Mutex::new(Inner {
                 configs: BTreeMap::new(),
+                own: BTreeMap::new(),
                 sessions: BTreeMap::new(),
                 views: BTreeMap::new(),
                 next_version: start,
@@ -221,6 +252,11 @@ impl Registry {
             }
             keep
         });
+        inner.own = catalog
+            .inventory()
+            .branches()
+            .map(|b| (b.id.get(), own_part(b)))
+            .collect();
         for b in catalog.inventory().branches() {
             let remotes = build_remotes(catalog, weights, b.id);
             let id = b.id.get();
@@ -262,6 +298,20 @@ impl Registry {
             .configs
             .get(&branch)
             .and_then(|tx| tx.borrow().clone())
+    }
+
+    /// The zero-touch set-up of `branch` (protocol 4): its own part of the inventory and its
+    /// current config; `None` when the branch is not in the inventory.
+    pub fn setup(&self, branch: u8) -> Option<mpa::gwchan::GatewaySetup> {
+        let inner = self.lock();
+        let own = inner.own.get(&branch)?.clone();
+        let config = inner.configs.get(&branch)?.borrow().as_deref().cloned()?;
+        Some(mpa::gwchan::GatewaySetup {
+            branch_id: branch,
+            lan_prefixes: own.lan_prefixes,
+            wan: own.wan,
+            config,
+        })
     }
 
     /// What the REST API shows.

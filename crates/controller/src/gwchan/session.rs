@@ -201,16 +201,64 @@ enum Opening {
     Register(Register),
     Enrol(mpa::gwchan::Enrol),
     Renew(mpa::gwchan::Renew),
+    Setup(mpa::gwchan::SetupRequest),
 }
 
-/// The answer to an enrol or renew: credentials, or the error code and text for the peer.
-/// Blocking (a database commit and a signature): run it off the async threads.
+/// The answer to a zero-touch set-up request (protocol 4): the branch's whole config, only
+/// for the branch of the client certificate (or over the unix socket).
+fn setup_outcome(
+    transport: Transport,
+    protocol: u32,
+    req: &mpa::gwchan::SetupRequest,
+    registry: &Registry,
+) -> Result<ControllerMsg, (&'static str, String)> {
+    if protocol < mpa::gwchan::SETUP_PROTOCOL {
+        return Err(("version", "setup needs protocol 4".into()));
+    }
+    match transport {
+        Transport::Tls(Some((b, _))) if b.get() == req.branch_id => {}
+        Transport::Unix => {}
+        Transport::Tls(Some((b, _))) => {
+            registry.reject_auth();
+            return Err((
+                "wrong_branch",
+                format!(
+                    "the certificate is branch {b}'s, the setup request branch {}'s",
+                    req.branch_id
+                ),
+            ));
+        }
+        Transport::Tls(None) | Transport::Tcp => {
+            registry.reject_auth();
+            return Err((
+                "no_certificate",
+                "setup needs mutual TLS with the branch's certificate (enrol first)".into(),
+            ));
+        }
+    }
+    registry
+        .setup(req.branch_id)
+        .map(ControllerMsg::Setup)
+        .ok_or_else(|| {
+            (
+                "unknown_branch",
+                format!("branch {} is not in the inventory", req.branch_id),
+            )
+        })
+}
+
+/// The answer to an enrol, renew or setup: credentials (or the setup), or the error code and
+/// text for the peer. Blocking (a database commit and a signature): run it off the async
+/// threads.
 fn credentials_outcome(
     transport: Transport,
     protocol: u32,
     opening: Opening,
     registry: &Registry,
-) -> Result<mpa::gwchan::Credentials, (&'static str, String)> {
+) -> Result<ControllerMsg, (&'static str, String)> {
+    if let Opening::Setup(req) = &opening {
+        return setup_outcome(transport, protocol, req, registry);
+    }
     if protocol < 2 {
         return Err(("version", "enrol and renew need protocol 2".into()));
     }
@@ -229,9 +277,11 @@ fn credentials_outcome(
         }
         (Opening::Enrol(req), _) => authority
             .enrol(&req)
+            .map(ControllerMsg::Credentials)
             .map_err(|e| ("enrol_refused", e.to_string())),
         (Opening::Renew(req), Transport::Tls(Some((b, serial)))) => authority
             .renew(b, serial, &req)
+            .map(ControllerMsg::Credentials)
             .map_err(|e| ("renew_refused", e.to_string())),
         (Opening::Renew(_), _) => {
             registry.reject_auth();
@@ -240,7 +290,9 @@ fn credentials_outcome(
                 "renewal needs mutual TLS with the current certificate".into(),
             ))
         }
-        (Opening::Register(_), _) => Err(("protocol", "expected enrol or renew".into())),
+        (Opening::Register(_) | Opening::Setup(_), _) => {
+            Err(("protocol", "expected enrol or renew".into()))
+        }
     }
 }
 
@@ -284,8 +336,9 @@ pub(super) async fn session<S>(
             GatewayMsg::Register(reg) => Ok((hello.protocol, Opening::Register(reg))),
             GatewayMsg::Enrol(req) => Ok((hello.protocol, Opening::Enrol(req))),
             GatewayMsg::Renew(req) => Ok((hello.protocol, Opening::Renew(req))),
+            GatewayMsg::Setup(req) => Ok((hello.protocol, Opening::Setup(req))),
             other => Err(SessionEnd::Protocol(format!(
-                "expected register, enrol or renew, got {other:?}"
+                "expected register, enrol, renew or setup, got {other:?}"
             ))),
         }
     };
@@ -300,8 +353,8 @@ pub(super) async fn session<S>(
             .await
             .unwrap_or_else(|_| Err(("unavailable", "internal error".into())));
             match outcome {
-                Ok(c) => {
-                    let _ = send(&mut w, &ControllerMsg::Credentials(c)).await;
+                Ok(answer) => {
+                    let _ = send(&mut w, &answer).await;
                 }
                 Err((code, why)) => {
                     info!(%peer, code, "credentials request refused: {why}");
