@@ -39,7 +39,8 @@ fn dashboard_on_the_paper_system_with_traffic() {
     // `MMS_TEST_PREFIX` (3 letters): a name of one's own for the namespaces (shared machines).
     let tag = std::env::var("MMS_TEST_PREFIX").unwrap_or_else(|_| "dsb".to_owned());
     let prefix = format!("{tag}{}", std::process::id() % 1_000_000);
-    let opts = common::e2e_options(&prefix);
+    let mut opts = common::e2e_options(&prefix);
+    opts.metrics_listen = Some(scrape::MMSG_METRICS.to_owned());
     assert!(opts.tls, "the e2e system runs TLS tunnels by default");
     let sys = System::up(&opts).unwrap();
     eprintln!(

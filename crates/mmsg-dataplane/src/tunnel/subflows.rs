@@ -128,6 +128,10 @@ pub(super) async fn run(
     let time_budget = sh.opts.send_time_budget;
     let mut budget =
         (!time_budget.is_zero()).then(|| InflightBudget::new(time_budget, sh.opts.send_time_gain));
+    // The budget's delivery-rate samples stay [`inflight::SAMPLE_PERIOD`] apart whatever the
+    // health tick (20 ms while busy): shorter windows made the rate noisy, and the writers'
+    // budget waits, the "saturated" signal ssc's weights read, disappeared (e2e_congestion).
+    let mut next_budget_sample = Instant::now();
     loop {
         let mut tick = SUBFLOW_CHECK;
         if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
@@ -135,8 +139,12 @@ pub(super) async fn run(
             tick = if busy { HEALTH_TICK } else { IDLE_TICK };
         }
         if let Some(b) = budget.as_mut() {
-            sample_budget(fd, b, oq);
-            tick = tick.min(inflight::SAMPLE_PERIOD);
+            let now = Instant::now();
+            if now >= next_budget_sample {
+                sample_budget(fd, b, oq);
+                next_budget_sample = now + inflight::SAMPLE_PERIOD;
+            }
+            tick = tick.min(next_budget_sample.saturating_duration_since(now));
         }
         let now = Instant::now();
         if now < next_round {
