@@ -119,6 +119,24 @@ pub fn outq_bytes(fd: impl AsFd) -> io::Result<u64> {
     Ok(u64::try_from(v).unwrap_or(0))
 }
 
+/// `SIOCOUTQNSD`: bytes of a socket's send queue not sent yet (on an MPTCP socket: not yet handed
+/// to a subflow).
+pub fn outq_unsent_bytes(fd: impl AsFd) -> io::Result<u64> {
+    let mut v: libc::c_int = 0;
+    // SAFETY: SIOCOUTQNSD writes one `int` through the pointer; `v` lives across the call.
+    let rc = unsafe {
+        libc::ioctl(
+            fd.as_fd().as_raw_fd(),
+            libc::SIOCOUTQNSD,
+            &mut v as *mut libc::c_int,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::try_from(v).unwrap_or(0))
+}
+
 /// Tells the TUN device which offloads we accept on reads (`TUN_F_*`).
 pub fn tun_set_offload(fd: impl AsFd, flags: u32) -> io::Result<()> {
     // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned int), no memory is shared.

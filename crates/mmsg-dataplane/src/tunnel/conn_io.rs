@@ -175,7 +175,8 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                 let committed = if budget == 0 {
                     Ok(0)
                 } else {
-                    sys::outq_bytes(fd)
+                    let held = q.reorder_held.load(Ordering::Relaxed);
+                    sys::outq_bytes(fd).map(|c| c.saturating_sub(held))
                 };
                 let rate = q.delivery_rate.load(Ordering::Relaxed);
                 committed.map_or(Gate::Write(max_batch), |c| {

@@ -255,8 +255,30 @@ fn sample_budget(fd: &OwnedFd, b: &mut InflightBudget<SubflowKey>, oq: &OutQueue
             )
         }),
     );
+    // What the subflows hold (in flight or not sent yet); the rest of TIOCOUTQ beyond what no
+    // subflow has yet was delivered and waits at the data level behind a slower subflow.
+    let subflow_queued = infos
+        .iter()
+        .filter(|t| t.state == sys::TCP_ESTABLISHED)
+        .fold(0u64, |sum, t| {
+            sum.saturating_add(u64::from(t.unacked) * u64::from(t.snd_mss))
+                .saturating_add(u64::from(t.notsent_bytes))
+        });
+    let held = match (sys::outq_bytes(fd), sys::outq_unsent_bytes(fd)) {
+        (Ok(unacked), Ok(unsent)) if reorder_hold_on() => {
+            mpa::queue::reorder_held(unacked, unsent, subflow_queued, b.budget())
+        }
+        _ => 0,
+    };
+    oq.reorder_held.store(held, Ordering::Relaxed);
     oq.delivery_rate.store(b.rate(), Ordering::Relaxed);
     oq.inflight_budget.store(b.budget(), Ordering::Relaxed);
+}
+
+/// EXPERIMENT (to be removed): `MMSG_REORDER_HOLD=0` counts held bytes against the budget as before.
+fn reorder_hold_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MMSG_REORDER_HOLD").map_or(true, |v| v != "0"))
 }
 
 /// One fast-failover round: samples every subflow and destroys the ones the detector declares

@@ -165,6 +165,31 @@ impl<K: Ord + Copy> InflightBudget<K> {
     }
 }
 
+/// Bytes an MPTCP socket still counts as unacknowledged (`TIOCOUTQ`, the data level) although no
+/// subflow holds them any more: the subflows delivered them (their TCP acked them) but the
+/// receiver cannot acknowledge them at the data level yet, because an earlier byte is still on a
+/// slower subflow (reordering across paths of unequal delay). They are not in any path's queue,
+/// so they must not fill the budget: counted, a connection over a 10 and a 2 Mbit/s path waited
+/// for the slow path's data with the fast path idle (~3 of 12 Mbit/s; docs/mmsg.md "Unequal
+/// paths and the budget").
+///
+/// `socket_unacked` is `TIOCOUTQ`, `socket_unsent` `SIOCOUTQNSD` (not yet handed to a subflow),
+/// `subflow_queued` Σ over the subflows of their unacked segments × mss plus their not-sent bytes.
+/// The result is capped at `budget`: it is sampled less often than the writer looks, and a stale
+/// value (the missing byte arrived, the data-level ack jumped) may over-commit by at most one
+/// budget until the next sample.
+pub fn reorder_held(
+    socket_unacked: u64,
+    socket_unsent: u64,
+    subflow_queued: u64,
+    budget: u64,
+) -> u64 {
+    socket_unacked
+        .saturating_sub(socket_unsent)
+        .saturating_sub(subflow_queued)
+        .min(budget)
+}
+
 /// What the writer may do now ([`write_gate`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
@@ -310,6 +335,31 @@ mod tests {
             b.handle_sample(t, [(1u8, up(acked, 20))]);
         }
         assert!((b.rate() as f64) < 0.5 * capacity, "rate {}", b.rate());
+    }
+
+    /// What the subflows delivered but the data level has not acknowledged leaves the committed
+    /// count; what is still in a subflow's queue or not handed to one stays; never more than one
+    /// budget.
+    #[test]
+    fn data_held_behind_a_slow_subflow_does_not_fill_the_budget() {
+        // 200 kB unacked at the data level, 10 kB not yet on a subflow, 60 kB in the subflows'
+        // queues: 130 kB were delivered and wait for the slow path's bytes before them.
+        assert_eq!(reorder_held(200_000, 10_000, 60_000, 1 << 20), 130_000);
+        assert_eq!(reorder_held(200_000, 10_000, 60_000, 62_500), 62_500);
+        // Nothing held: everything is in the subflows (or the counts raced: never negative).
+        assert_eq!(reorder_held(50_000, 0, 50_000, 62_500), 0);
+        assert_eq!(reorder_held(50_000, 20_000, 50_000, 62_500), 0);
+        // The writer's view with a budget of 150 kB: by TIOCOUTQ alone it is full and waits;
+        // without the 130 kB held it has room for 80 kB.
+        assert!(matches!(
+            write_gate(200_000, 150_000, 1_250_000, 1 << 20),
+            Gate::Wait(_)
+        ));
+        let held = reorder_held(200_000, 10_000, 60_000, 150_000);
+        assert_eq!(
+            write_gate(200_000 - held, 150_000, 1_250_000, 1 << 20),
+            Gate::Write(80_000)
+        );
     }
 
     #[test]
