@@ -440,6 +440,12 @@ pub(super) async fn session<S>(
                                 v.last_error = error;
                             });
                         }
+                        Ok(Ok(GatewayMsg::WanState(state))) if protocol >= gwchan::WAN_STATE_PROTOCOL => {
+                            debug!(branch, ?state, "learned WAN state");
+                            let reg = Arc::clone(&registry);
+                            // A database write: off the async threads; the session goes on.
+                            tokio::task::spawn_blocking(move || reg.learn(branch, &state));
+                        }
                         Ok(Ok(other)) => {
                             return Err(SessionEnd::Protocol(format!("unexpected {other:?}")));
                         }
