@@ -67,10 +67,10 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
     use crate::inventory::InventoryFile;
-    use crate::path_group::GroupsFile;
     use crate::path_config::Settings;
-    use mpa::gwchan::WanLearned;
+    use crate::path_group::GroupsFile;
     use mms_types::MacAddr;
+    use mpa::gwchan::WanLearned;
 
     fn catalog() -> Catalog {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/");
@@ -160,12 +160,7 @@ mod tests {
         let c = catalog();
         let mut s = learned(&c);
         // Branch 1's port a address reported by branch 2: the inventory refuses duplicates.
-        let taken = c
-            .inventory()
-            .branch(BranchId::new(1).unwrap())
-            .unwrap()
-            .wan[0]
-            .address;
+        let taken = c.inventory().branch(BranchId::new(1).unwrap()).unwrap().wan[0].address;
         s.ports[0].address = Some(taken);
         s.ports[0].next_hop = None;
         let p = patches(&c, b2(), &s);

@@ -522,7 +522,10 @@ async fn a_learned_wan_state_updates_the_inventory_and_the_peers() {
         .iter()
         .find(|g| g["branch"] == 2)
         .unwrap();
-    assert_eq!(g["wan_learned"]["ports"][0]["address"], "198.18.20.77/24", "{v:#}");
+    assert_eq!(
+        g["wan_learned"]["ports"][0]["address"], "198.18.20.77/24",
+        "{v:#}"
+    );
     // The same state again changes nothing: no new config for gateway 1.
     g2.send(&GatewayMsg::WanState(gwchan::WanState {
         ports: vec![gwchan::WanLearned {

@@ -327,7 +327,11 @@ impl Topology {
         // A local WAN address changed (learned, `crate::wan_watch`): every outbound connection
         // is re-dialled from the new addresses (the old subflows' source is gone).
         // A next hop alone changes only the policy routes.
-        let own_changed = old.wan.iter().map(|w| w.address).ne(new.wan.iter().map(|w| w.address));
+        let own_changed = old
+            .wan
+            .iter()
+            .map(|w| w.address)
+            .ne(new.wan.iter().map(|w| w.address));
         if old.wan != new.wan && !no_setup {
             setup::update_policy_routing(undo, &old, &new).context("policy routing")?;
         }
@@ -433,7 +437,16 @@ pub async fn run_client(
     });
     let mut backoff = BACKOFF_MIN;
     loop {
-        let r = session(&sh, &ctl, &mut st, &updates, &reload, &mut backoff, wan.clone()).await;
+        let r = session(
+            &sh,
+            &ctl,
+            &mut st,
+            &updates,
+            &reload,
+            &mut backoff,
+            wan.clone(),
+        )
+        .await;
         let was_connected = sh.stats.controller().is_some_and(|c| c.connected);
         let waiting = st.source == Source::None;
         sh.stats.update_controller(|c| {

@@ -12,11 +12,13 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use ipnet::Ipv4Net;
+use mms_types::MacAddr;
 use mpa::config::Config;
 use mpa::gwchan::WanState;
 use mpa::wan_state::{KernelTables, Neighbour, Route};
-use mms_types::MacAddr;
-use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST};
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+};
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkMessage};
 use netlink_packet_route::neighbour::{
@@ -129,7 +131,10 @@ fn event_socket() -> std::io::Result<Socket> {
 }
 
 /// One dump request of `msg`; every answer message goes to `each`.
-fn dump(msg: RouteNetlinkMessage, mut each: impl FnMut(RouteNetlinkMessage)) -> std::io::Result<()> {
+fn dump(
+    msg: RouteNetlinkMessage,
+    mut each: impl FnMut(RouteNetlinkMessage),
+) -> std::io::Result<()> {
     let mut s = Socket::new(NETLINK_ROUTE)?;
     s.bind_auto()?;
     s.connect(&SocketAddr::new(0, 0))?;
@@ -216,10 +221,9 @@ pub fn read_tables() -> std::io::Result<KernelTables> {
                     _ => {}
                 }
             }
-            if let (Some(oif), Ok(dst)) = (
-                oif,
-                Ipv4Net::new(dst, r.header.destination_prefix_length),
-            ) {
+            if let (Some(oif), Ok(dst)) =
+                (oif, Ipv4Net::new(dst, r.header.destination_prefix_length))
+            {
                 t.routes.push(Route {
                     dev: name(oif),
                     dst,

@@ -86,7 +86,10 @@ fn subflows_to(s: &serde_json::Value, ip: &str) -> usize {
         .flat_map(|c| c["subflows"].as_array().unwrap().iter())
         .filter(|sf| {
             sf["state"] == "established"
-                && sf["remote"].as_str().unwrap().starts_with(&format!("{ip}:"))
+                && sf["remote"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("{ip}:"))
         })
         .count()
 }
@@ -202,7 +205,14 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
         run_ok(
             netns(
                 ns,
-                &[MMSG, "enrol", "--controller", ctl, "--branch", &b.to_string()],
+                &[
+                    MMSG,
+                    "enrol",
+                    "--controller",
+                    ctl,
+                    "--branch",
+                    &b.to_string(),
+                ],
             )
             .arg("--ca")
             .arg(&ca)
@@ -240,7 +250,13 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
         .unwrap_or_else(|| panic!("no 198.18.20.1 in inet: {inet_addrs}"))
         .to_owned();
     run_ok(Command::new("ip").args([
-        "-n", &inet, "addr", "add", "198.18.20.254/24", "dev", &router_if,
+        "-n",
+        &inet,
+        "addr",
+        "add",
+        "198.18.20.254/24",
+        "dev",
+        &router_if,
     ]));
 
     let ping = netns(
@@ -266,7 +282,13 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
         &["addr", "del", "198.18.20.2/24", "dev", "wan0"][..],
         &["addr", "add", "198.18.20.77/24", "dev", "wan0"],
         &[
-            "route", "replace", "default", "via", "198.18.20.254", "dev", "wan0",
+            "route",
+            "replace",
+            "default",
+            "via",
+            "198.18.20.254",
+            "dev",
+            "wan0",
         ],
     ] {
         run_ok(Command::new("ip").args(["-n", &gw2]).args(args));

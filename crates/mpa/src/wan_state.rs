@@ -215,10 +215,16 @@ mod tests {
         let s = learn(&c, &t);
         assert_eq!(s.ports[0].address, Some(net("198.18.20.77/24")));
         assert_eq!(s.ports[0].next_hop, Some("198.18.20.254".parse().unwrap()));
-        assert_eq!(s.ports[0].next_hop_mac, Some(MacAddr([2, 0, 0xc6, 0x12, 0x14, 1])));
+        assert_eq!(
+            s.ports[0].next_hop_mac,
+            Some(MacAddr([2, 0, 0xc6, 0x12, 0x14, 1]))
+        );
         let n = apply(&c, &s).unwrap();
         assert_eq!(n.wan[0].address, net("198.18.20.77/24"));
-        assert_eq!(n.wan[0].gateway, "198.18.20.254".parse::<Ipv4Addr>().unwrap());
+        assert_eq!(
+            n.wan[0].gateway,
+            "198.18.20.254".parse::<Ipv4Addr>().unwrap()
+        );
         assert_eq!(n.wan[1], c.wan[1]);
         assert!(n.validate().is_ok());
     }
@@ -228,7 +234,8 @@ mod tests {
         let c = config();
         let mut t = testbed();
         t.addresses[1].1 = net("198.18.24.2/24");
-        t.routes.retain(|r| r.dev != "wan0" || r.table != MAIN_TABLE);
+        t.routes
+            .retain(|r| r.dev != "wan0" || r.table != MAIN_TABLE);
         let s = learn(&c, &t);
         assert_eq!(s.ports[0].address, Some(net("198.18.24.2/24")));
         // The configured gateway is not in the new network: unknown, not a wrong guess.
@@ -243,7 +250,8 @@ mod tests {
     fn several_addresses_keep_the_configured_one_and_none_keeps_the_last() {
         let c = config();
         let mut t = testbed();
-        t.addresses.insert(1, ("wan0".into(), net("198.18.20.9/24")));
+        t.addresses
+            .insert(1, ("wan0".into(), net("198.18.20.9/24")));
         assert_eq!(learn(&c, &t).ports[0].address, Some(net("198.18.20.2/24")));
         t.addresses.retain(|(d, _)| d != "wan0");
         let s = learn(&c, &t);
