@@ -65,6 +65,9 @@ pub struct Options {
     pub restarts: Vec<String>,
     /// Run the restart events on the paper's testbed instead ([`paper`]).
     pub paper: bool,
+    /// The `before` pass runs this `mmsg` with its defaults (fast failover on) instead of this
+    /// build's with `MMSG_FAILOVER=off` (2x2 only).
+    pub before_bin: Option<PathBuf>,
 }
 
 impl Options {
@@ -82,6 +85,7 @@ impl Options {
                 .map(str::to_owned)
                 .to_vec(),
             paper: false,
+            before_bin: None,
         }
     }
 }
@@ -211,7 +215,11 @@ fn run_on(opts: &Options, topo: &Topology, mmsg_bin: &Path) -> anyhow::Result<Ve
     let mut runs = Vec::new();
     for rep in 0..opts.reps {
         for &(mode, on) in modes {
-            let mut gws = gateways::Gateways::start(mmsg_bin, &opts.root, &opts.prefix, topo, on)?;
+            let (bin, on) = match (&opts.before_bin, on) {
+                (Some(b), false) => (b.as_path(), true),
+                _ => (mmsg_bin, on),
+            };
+            let mut gws = gateways::Gateways::start(bin, &opts.root, &opts.prefix, topo, on)?;
             let (h1, h2) = (
                 testbed::ns_host(&opts.prefix, 1, 0),
                 testbed::ns_host(&opts.prefix, 2, 0),
@@ -233,7 +241,7 @@ fn run_on(opts: &Options, topo: &Topology, mmsg_bin: &Path) -> anyhow::Result<Ve
                 let _ = testbed::link_cut(&opts.prefix, port, false);
             }
             drop(gws);
-            keep_logs(&opts.prefix, mode, rep);
+            keep_logs(&opts.prefix, mode, rep, on);
             let r = r?;
             print_run(&r);
             runs.push(r);
@@ -244,12 +252,11 @@ fn run_on(opts: &Options, topo: &Topology, mmsg_bin: &Path) -> anyhow::Result<Ve
 
 /// Copies the gateways' logs of a pass out of the testbed's state directory (removed on
 /// teardown) to `$TMPDIR/bench-failover-<prefix>/`.
-fn keep_logs(prefix: &str, mode: &str, rep: u32) {
+fn keep_logs(prefix: &str, mode: &str, rep: u32, on: bool) {
     let dir = std::env::temp_dir().join(format!("bench-failover-{prefix}"));
     let _ = std::fs::create_dir_all(&dir);
-    let on = if mode == "after" { "on" } else { "off" };
     for b in [1u8, 2] {
-        let from = gateways::log_path(prefix, b, on == "on");
+        let from = gateways::log_path(prefix, b, on);
         let _ = std::fs::copy(from, dir.join(format!("mmsg-gw{b}-{mode}-{rep}.log")));
     }
 }

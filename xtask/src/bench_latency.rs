@@ -325,6 +325,21 @@ const WATCH: [&str; 5] = [
     "drop_no_group",
 ];
 
+/// The [`WATCH`] counters that grew from `c0` to `c1`, by how much.
+fn counter_growth(c0: &BTreeMap<String, u64>, c1: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    WATCH
+        .iter()
+        .filter_map(|k| {
+            let d = c1
+                .get(*k)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(c0.get(*k).copied().unwrap_or(0));
+            (d > 0).then(|| ((*k).to_owned(), d))
+        })
+        .collect()
+}
+
 /// The config of branch `b` for variant `v`: the example, one path group, the run's TLS, and
 /// with shaping every WAN port's `rate_mbit`.
 fn gateway_config(
@@ -546,18 +561,7 @@ fn run_load(
         None => None,
     };
     queues.wan_queue_drops = wan_queue_drops(p).saturating_sub(drops0);
-    let (c0, c1) = (counters(&s0), counters(&g.status(0)));
-    let mmsg_counters = WATCH
-        .iter()
-        .filter_map(|k| {
-            let d = c1
-                .get(*k)
-                .copied()
-                .unwrap_or(0)
-                .saturating_sub(c0.get(*k).copied().unwrap_or(0));
-            (d > 0).then(|| ((*k).to_owned(), d))
-        })
-        .collect();
+    let mmsg_counters = counter_growth(&counters(&s0), &counters(&g.status(0)));
     let r = LoadResult {
         load: load.to_owned(),
         ping: Probe::from_samples(&ping_s),
@@ -610,11 +614,15 @@ pub fn fairness_of(flows: &[f64]) -> Option<Fairness> {
         total_mbps: total,
         jain_fairness: jain(flows)?,
         min_flow_share: (fair > 0.0).then(|| min / fair)?,
+        mmsg_counters: BTreeMap::new(),
+        queues: None,
     })
 }
 
-fn fairness(opts: &Options) -> anyhow::Result<Fairness> {
+fn fairness(opts: &Options, g: &Gateways) -> anyhow::Result<Fairness> {
+    let t0 = Instant::now();
     let p = &opts.prefix;
+    let s0 = g.status(0);
     let (h1, h2) = (testbed::ns_host(p, 1, 0), testbed::ns_host(p, 2, 0));
     let dst = testbed::host_addr(2, 0).to_string();
     let mut servers = Vec::new();
@@ -642,6 +650,9 @@ fn fairness(opts: &Options) -> anyhow::Result<Fairness> {
             iperf::client(&h1, &a)
         }));
     }
+    // Mid-way through the measured part (after iperf3's 2 s omitted).
+    std::thread::sleep(Duration::from_secs(2 + u64::from(opts.fairness_secs) / 2));
+    let queues = queue_sample(p);
     let mut flows = Vec::new();
     for c in clients {
         let v = c
@@ -658,10 +669,19 @@ fn fairness(opts: &Options) -> anyhow::Result<Fairness> {
         "fairness: {} of {want} flows reported a goodput",
         flows.len()
     );
-    let f = fairness_of(&flows).context("fairness: no goodput")?;
+    let mut f = fairness_of(&flows).context("fairness: no goodput")?;
+    f.mmsg_counters = counter_growth(&counters(&s0), &counters(&g.status(0)));
+    f.queues = Some(queues);
     eprintln!(
-        "bench latency: fairness: {} flows, {:.1} Mbit/s, Jain {:.3}, min share {:.2}",
-        f.flows, f.total_mbps, f.jain_fairness, f.min_flow_share
+        "bench latency: fairness: {} flows, {:.1} Mbit/s, Jain {:.3}, min share {:.2} ({:.1} s); \
+         gw1 {:?} {:?}",
+        f.flows,
+        f.total_mbps,
+        f.jain_fairness,
+        f.min_flow_share,
+        t0.elapsed().as_secs_f64(),
+        f.mmsg_counters,
+        f.queues
     );
     Ok(f)
 }
@@ -685,7 +705,7 @@ fn run_variant(
         loads.push(run_load(opts, &g, load, path_rtt_ms)?);
     }
     let fair = if opts.fairness_secs > 0 {
-        Some(fairness(opts)?)
+        Some(fairness(opts, &g)?)
     } else {
         None
     };

@@ -29,6 +29,9 @@
 //!
 //! Results: medians over the repetitions (with min and max), `ratio = tunnel_mbps /
 //! direct_mptcp_mbps` (aim ≥ 0.85), ping overhead (aim ≤ 50 µs per gateway).
+//!
+//! `--metrics-overhead` runs instead only variant 1, alternately without and with `/metrics`
+//! (`--metrics-listen` on both `mmsg` and a scraper once a second): [`overhead`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -47,6 +50,10 @@ use options::OMIT_SECS;
 pub use options::{Options, TOPOLOGY_FILE};
 use report::summarize;
 pub use report::{print_table, Details, Rep, Report, Spread, Transfer, TunnelRun};
+
+/// Where each `mmsg` serves `/metrics` in the `--metrics-overhead` runs (inside its own
+/// namespace; [`crate::bench_tunnel_overhead`]).
+pub(crate) const METRICS: &str = "127.0.0.1:9477";
 
 const TOPOLOGY: &str = include_str!("../../examples/testbed-2x2-unlimited.toml");
 /// iperf3 port of the tunnel measurements (h2).
@@ -125,7 +132,7 @@ fn busy_pct(a: Option<(u64, u64)>, b: Option<(u64, u64)>) -> Option<f64> {
 }
 
 /// A pair of `mmsg` daemons (gw1, gw2), stopped by PID on drop.
-struct Mmsg {
+pub(crate) struct Mmsg {
     bin: PathBuf,
     gws: Vec<(Child, PathBuf)>,
 }
@@ -150,13 +157,14 @@ impl Drop for Mmsg {
 impl Mmsg {
     /// Starts `mmsg run` in gw1 and gw2 (`ip netns exec` execs it, so the child's PID is
     /// `mmsg`'s) and waits until every connection is up with `n_m` established subflows.
-    fn start(
+    pub(crate) fn start(
         opts: &Options,
         bin: &Path,
         offload: bool,
         tls: bool,
         n_m: usize,
         tag: &str,
+        metrics: bool,
     ) -> anyhow::Result<Mmsg> {
         let dir = testbed::state_dir(&opts.prefix);
         let mut m = Mmsg {
@@ -182,6 +190,9 @@ impl Mmsg {
                 .arg(&control);
             if !offload {
                 cmd.arg("--no-offload");
+            }
+            if metrics {
+                cmd.args(["--metrics-listen", METRICS]);
             }
             let child = cmd
                 .stdin(Stdio::null())
@@ -229,7 +240,7 @@ impl Mmsg {
 }
 
 /// Where [`mmsg::provision_tls`] puts the run's CA and the certificates of gw1 and gw2.
-fn tls_dir(opts: &Options) -> PathBuf {
+pub(crate) fn tls_dir(opts: &Options) -> PathBuf {
     testbed::state_dir(&opts.prefix).join("bench-tls")
 }
 
@@ -309,7 +320,7 @@ fn ping_median_us(ns: &str, dst: &str, src: Option<&str>) -> anyhow::Result<f64>
     median(&rtts).with_context(|| format!("no ping replies from {dst} in {ns}"))
 }
 
-fn tunnel_run(opts: &Options, m: &Mmsg) -> anyhow::Result<TunnelRun> {
+pub(crate) fn tunnel_run(opts: &Options, m: &Mmsg) -> anyhow::Result<TunnelRun> {
     let p = &opts.prefix;
     let (h1, h2) = (testbed::ns_host(p, 1, 0), testbed::ns_host(p, 2, 0));
     let dst = testbed::host_addr(2, 0).to_string();
@@ -496,7 +507,7 @@ fn emulator_packets(prefix: &str) -> Option<u64> {
     v.pointer("/0/stats64/tx/packets")?.as_u64()
 }
 
-fn n_m(topo: &Topology) -> usize {
+pub(crate) fn n_m(topo: &Topology) -> usize {
     let ports = |b: u8| {
         topo.ports()
             .iter()
@@ -563,6 +574,7 @@ fn run_reps(opts: &Options, bin: &Path, topo: &Topology) -> anyhow::Result<Repor
                 tls,
                 n_m,
                 &format!("{rep}-{}", name.replace(' ', "-")),
+                false,
             )?;
             let r = tunnel_run(opts, &m)?;
             // The direct path's RTT right after the tunnel's, with mmsg still running idle.

@@ -97,48 +97,84 @@ fn wait_for_ctrl_c() {
 
 /// `--keep`: a read-only token, the dashboard's URL, light traffic, then Ctrl-C.
 fn keep_up(sys: &System) -> anyhow::Result<()> {
-    let created = sys
-        .api()
-        .call(
-            "POST",
-            "/api/v1/tokens",
-            Some(&serde_json::json!({"name": "demo-dashboard", "role": "read-only", "ttl_s": 86_400})),
-        )
-        .context("create a read-only token for the dashboard")?
-        .unwrap_or_default();
-    let token = created
-        .get("token")
-        .and_then(serde_json::Value::as_str)
-        .context("no token in the answer of POST /api/v1/tokens")?;
-    let (h1, h2) = (sys.ns_host(1), sys.ns_host(2));
-    let dst = sys.host_addr(2).to_string();
-    let server = Server::start(&h2, 5202, None)?;
-    let mut client = std::process::Command::new("ip")
-        .args([
-            "netns", "exec", &h1, "iperf3", "-c", &dst, "-p", "5202", "-P", "4", "-b", "5M", "-t",
-            "86400",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .context("start iperf3 in h1")?;
+    let kept = Kept::start(sys)?;
     // From here Ctrl-C reaches `wait_for_ctrl_c` instead of ending xtask before the teardown
     // (the children started before keep the default: the teardown handles them either way).
     block_stop_signals();
-    println!();
-    println!("the system stays up with 4 x 5 Mbit/s of iperf3 from h1 to h2; the web dashboard:");
-    println!("  {}/ui/", sys.api_base);
-    println!("  log in with the read-only token {token}");
-    println!(
-        "  (REST API and /metrics on the same listener; logs in {})",
-        sys.log_dir.display()
-    );
     println!("Ctrl-C tears everything down.");
     wait_for_ctrl_c();
     println!("tearing down ...");
-    e2e::stop_child(&mut client, Duration::from_secs(2));
-    server.wait(Duration::from_secs(1));
+    kept.stop();
     Ok(())
+}
+
+/// What `--keep` adds to the running system: a read-only token for the dashboard and 4 × 5
+/// Mbit/s of iperf3 from h1 to h2 (port 5202). Public so that a test can run it on its own
+/// system without waiting for Ctrl-C (`xtask/tests/dashboard_e2e.rs`).
+#[derive(Debug)]
+pub struct Kept {
+    /// The read-only token printed for the dashboard.
+    pub token: String,
+    server: Server,
+    client: std::process::Child,
+}
+
+impl Kept {
+    /// Creates the token, starts the traffic and prints the dashboard's URL and the token.
+    pub fn start(sys: &System) -> anyhow::Result<Kept> {
+        let created = sys
+            .api()
+            .call(
+                "POST",
+                "/api/v1/tokens",
+                Some(&serde_json::json!({"name": "demo-dashboard", "role": "read-only", "ttl_s": 86_400})),
+            )
+            .context("create a read-only token for the dashboard")?
+            .unwrap_or_default();
+        let token = created
+            .get("token")
+            .and_then(serde_json::Value::as_str)
+            .context("no token in the answer of POST /api/v1/tokens")?
+            .to_owned();
+        let (h1, h2) = (sys.ns_host(1), sys.ns_host(2));
+        let dst = sys.host_addr(2).to_string();
+        let server = Server::start(&h2, 5202, None)?;
+        let client = std::process::Command::new("ip")
+            .args([
+                "netns", "exec", &h1, "iperf3", "-c", &dst, "-p", "5202", "-P", "4", "-b", "5M",
+                "-t", "86400",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("start iperf3 in h1")?;
+        println!();
+        println!(
+            "the system stays up with 4 x 5 Mbit/s of iperf3 from h1 to h2; the web dashboard:"
+        );
+        println!("  {}/ui/", sys.api_base);
+        println!("  log in with the read-only token {token}");
+        println!(
+            "  (REST API and /metrics on the same listener; logs in {})",
+            sys.log_dir.display()
+        );
+        Ok(Kept {
+            token,
+            server,
+            client,
+        })
+    }
+
+    /// The iperf3 client's PID (stopped by [`Kept::stop`]).
+    pub fn client_pid(&self) -> u32 {
+        self.client.id()
+    }
+
+    /// Stops the traffic (the client by PID, then the server); the system stays to its owner.
+    pub fn stop(mut self) {
+        e2e::stop_child(&mut self.client, Duration::from_secs(2));
+        self.server.wait(Duration::from_secs(1));
+    }
 }
 
 /// One line on how the tunnels of branch 1 are protected, from its `mmsg status`.

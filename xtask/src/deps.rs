@@ -19,6 +19,8 @@ const NEEDED: &[(&str, &str)] = &[
     ("python3", "python3"),
     // The web dashboard's test drives a real headless browser (crates/controller/tests/dashboard.rs).
     ("chromium", "chromium"),
+    // `promtool check metrics` on both daemons' `/metrics` (docs/metrics.md; xtask/tests).
+    ("promtool", "prometheus"),
     // `cargo xtask dist` (docs/install.md): checks of the static binaries and the packages.
     ("file", "file"),
     ("objcopy", "binutils"),

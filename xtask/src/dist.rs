@@ -7,7 +7,9 @@
 //! (`objcopy --only-keep-debug`), strip with a debuglink, check that `file` and `ldd` call it
 //! static and that `<bin> --version` runs in an empty network namespace, generate the man pages
 //! and completions with the binary itself (`generate-assets`); then the packages
-//! ([`crate::dist_deb`]) and the install check ([`crate::dist_install`]). Every check
+//! ([`crate::dist_deb`]), the install check ([`crate::dist_install`]) and the install test
+//! on the 2x2 testbed ([`crate::dist_enrol`]: `ssc init`, zero-touch `mmsg enrol`, TLS
+//! tunnels, traffic). Every check
 //! that fails is an error: CI runs this as one stage of `cargo xtask test`.
 
 use std::path::{Path, PathBuf};
@@ -126,6 +128,7 @@ pub fn run(o: &Options) -> anyhow::Result<Report> {
         .map(|p| p.root.clone())
         .context("no package")?;
     crate::dist_install::run(&root, &o.out.join("scratch"))?;
+    crate::dist_enrol::run(&root, &o.root, &o.out.join("scratch-enrol"))?;
     Ok(Report {
         build_secs,
         binaries,

@@ -105,6 +105,7 @@ fn build(root: &Path, out: &Path, spec: &Spec, bin: &Binary) -> anyhow::Result<P
         &doc.join("install.md"),
         0o644,
     )?;
+    copy(&root.join("docs/ops.md"), &doc.join("ops.md"), 0o644)?;
     copy(&root.join("CHANGELOG.md"), &doc.join("CHANGELOG.md"), 0o644)?;
     // Man pages, gzipped as Debian ships them (-n: no name or time stamp, reproducible).
     let man_dir = stage.join("usr/share/man/man1");
@@ -207,6 +208,7 @@ fn check(out: &Path, spec: &Spec, deb: PathBuf) -> anyhow::Result<Package> {
         format!("./usr/share/zsh/vendor-completions/_{b}"),
         format!("./usr/share/fish/vendor_completions.d/{b}.fish"),
         format!("./usr/share/doc/{}/install.md", spec.name),
+        format!("./usr/share/doc/{}/ops.md", spec.name),
     ] {
         ensure!(
             contents.lines().any(|l| l.ends_with(&want)),

@@ -17,7 +17,8 @@
 //!    gateway channel (Table II has groups only for 1 → 2, so branches 3..5 get none and are
 //!    pure transit); with [`Options::static_configs`] ([`mmsg_config`]) the four other branches
 //!    as remotes, path groups 1..4 between branches 1 and 2, group 0 elsewhere;
-//! 5. five `mmsg run` (own control socket, log file in [`System::log_dir`]) and waits until every
+//! 5. five `mmsg run` (own control socket, log file in [`System::log_dir`], `--metrics-listen`
+//!    with [`Options::metrics_listen`]) and waits until every
 //!    gateway lists its [`expected_connections`], each up with its 2 × 2 subflows.
 //!
 //! Faults for tests ([`System::restart_ssc`], [`System::restart_vswitchd`],
@@ -92,6 +93,7 @@ pub struct System {
     api: Client,
     ssc_child: Option<Child>,
     stats_interval: String,
+    metrics_listen: Option<String>,
     gateways: Vec<Gateway>,
     testbed_up: bool,
 }
@@ -257,6 +259,7 @@ impl System {
             api: Client::new("http://127.0.0.1:1", Some(TOKEN), Duration::from_secs(10)),
             ssc_child: None,
             stats_interval: opts.stats_interval.clone(),
+            metrics_listen: opts.metrics_listen.clone(),
             gateways: Vec::new(),
             testbed_up: false,
         };
@@ -362,6 +365,10 @@ impl System {
             .append(append)
             .truncate(!append)
             .open(self.mmsg_log(b))?;
+        let metrics = self
+            .metrics_listen
+            .iter()
+            .flat_map(|a| ["--metrics-listen", a.as_str()]);
         let child = Command::new("ip")
             .args(["netns", "exec", &testbed::ns_gw(&self.prefix, b)])
             .arg(&self.mmsg)
@@ -371,6 +378,7 @@ impl System {
             .args(mmsg::run_flags_of(&self.mmsg_config_path(b))?)
             .arg("--control")
             .arg(&control)
+            .args(metrics)
             .env("MMSG_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

@@ -7,11 +7,13 @@
 
 pub mod adaptive;
 pub mod arch;
+pub mod auto_paths;
 pub mod baseline;
 pub mod bench;
 pub mod bench_failover;
 pub mod bench_latency;
 pub mod bench_tunnel;
+pub mod bench_tunnel_overhead;
 pub mod congestion;
 pub mod demo;
 pub mod demo_paper;
@@ -19,6 +21,7 @@ pub mod deps;
 pub mod dist;
 pub mod dist_bin;
 pub mod dist_deb;
+pub mod dist_enrol;
 pub mod dist_install;
 pub mod e2e;
 pub mod experiment;

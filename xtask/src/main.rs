@@ -88,7 +88,9 @@ enum Cmd {
         /// or `congestion` (seed 001 §IV-A4, `xtask/src/congestion.rs`); or `mdi` (seed 001
         /// Fig. 3, `xtask/src/mdi.rs`); or `uplink-lb` (seed 004: external traffic load
         /// balancing, `xtask/src/uplink_lb.rs`); or `adaptive` (seed 003: adaptive path groups,
-        /// `xtask/src/adaptive.rs`, `--secs` sets the transfer).
+        /// `xtask/src/adaptive.rs`, `--secs` sets the transfer); or `all`: every one of them
+        /// (`--reps` per case, default 3), the total time estimated first, resuming from the
+        /// results already in `--out` (`xtask/src/experiment/all.rs`).
         name: String,
         /// Only these figures (comma-separated ids, e.g. `fig10a,fig10c`).
         #[arg(long, value_delimiter = ',')]
@@ -118,6 +120,13 @@ enum Cmd {
         /// Name prefix of the testbed.
         #[arg(long, default_value = "mmsexp")]
         prefix: String,
+        /// With `all`: print the plan and its time estimate, run nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// With `all`: forget which runner experiments (congestion, adaptive, mdi, uplink-lb)
+        /// this campaign finished (results/all-progress.json) and run them again.
+        #[arg(long)]
+        restart: bool,
     },
     /// The WAN emulator daemon (started by `testbed up` inside the inet namespace).
     #[command(hide = true)]
@@ -174,6 +183,10 @@ enum BenchCmd {
         /// as a branch's lines would; default: unlimited (CPU-bound, emulator bypassed).
         #[arg(long)]
         uplink_mbit: Option<f64>,
+        /// Instead: what `/metrics` costs (issue #19): the TLS offload tunnel alternately
+        /// without and with `--metrics-listen` plus a scraper every 1 s, `--reps` pairs.
+        #[arg(long)]
+        metrics_overhead: bool,
     },
     /// Latency under load through the tunnel on the 2x2 testbed (issue #16): ping, TCP
     /// request/response, a voice-like UDP flow (Type II and Type I) idle and with 1 and 4 bulk
@@ -250,6 +263,11 @@ enum BenchCmd {
         /// testbed (five branches, OVS, ssc; xtask/src/bench_failover/paper.rs).
         #[arg(long)]
         paper: bool,
+        /// The `before` pass runs this `mmsg` binary (e.g. a build of an older commit) with its
+        /// defaults, instead of this build with `MMSG_FAILOVER=off`: compares two versions of
+        /// fast failover in one run.
+        #[arg(long)]
+        before_bin: Option<PathBuf>,
     },
     /// ssc programming real OVS: compile + push + barrier for the paper topology and a
     /// synthetic full mesh (see xtask/src/bench.rs).
@@ -470,7 +488,13 @@ fn main() -> anyhow::Result<()> {
             merge,
             replot,
             prefix,
+            dry_run,
+            restart,
         } => {
+            anyhow::ensure!(
+                name == "all" || !(dry_run || restart),
+                "--dry-run and --restart are for `experiment all`"
+            );
             if name == "list" {
                 for (n, title, cases) in experiment::list(&repo_root())? {
                     println!("{n:<10} {cases:>3} cases  {title}");
@@ -482,6 +506,20 @@ fn main() -> anyhow::Result<()> {
             } else {
                 repo_root().join(out)
             };
+            if name == "all" {
+                return experiment::all::run(
+                    &experiment::all::Options {
+                        root: repo_root(),
+                        out_dir: out,
+                        reps: reps.unwrap_or(3),
+                        secs,
+                        prefix,
+                        dry_run,
+                        restart,
+                    },
+                    &std::env::current_exe().context("path of the running xtask")?,
+                );
+            }
             if name == "uplink-lb" {
                 // Seed 004's experiment: its own runner (the TOML shape is for IPoMP figures).
                 if replot {
@@ -584,14 +622,24 @@ fn main() -> anyhow::Result<()> {
             reps,
             prefix,
             uplink_mbit,
+            metrics_overhead,
         }) => {
-            let report = bench_tunnel::run(&bench_tunnel::Options {
+            let opts = bench_tunnel::Options {
                 root: repo_root(),
                 prefix,
                 secs,
                 reps,
                 uplink_mbit,
-            })?;
+            };
+            if metrics_overhead {
+                let r = xtask::bench_tunnel_overhead::run_metrics_overhead(&opts)?;
+                xtask::bench_tunnel_overhead::print_overhead(&r);
+                if let Some(path) = json {
+                    write_json(&path, &r)?;
+                }
+                return Ok(());
+            }
+            let report = bench_tunnel::run(&opts)?;
             bench_tunnel::print_table(&report);
             if let Some(path) = json {
                 write_json(&path, &report)?;
@@ -639,8 +687,10 @@ fn main() -> anyhow::Result<()> {
             after_only,
             restarts,
             paper,
+            before_bin,
         }) => {
             let mut opts = bench_failover::Options::new(&repo_root(), &prefix);
+            opts.before_bin = before_bin;
             opts.after_only = after_only;
             opts.restarts = restarts.into_iter().filter(|r| r != "none").collect();
             opts.paper = paper;

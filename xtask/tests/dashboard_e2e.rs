@@ -20,20 +20,27 @@
 #[path = "../../crates/controller/tests/browser/mod.rs"]
 mod browser;
 mod common;
+#[path = "common/scrape.rs"]
+mod scrape;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use xtask::e2e::System;
+use xtask::e2e::{System, BRANCHES};
 use xtask::iperf::{self, Server};
+
+use scrape::{sum, Scraper, Snapshot};
 
 #[test]
 fn dashboard_on_the_paper_system_with_traffic() {
     common::require_tools(&["ip", "iperf3", "ovs-vswitchd", "ovs-vsctl", "chromium"]);
     let t0 = Instant::now();
-    let prefix = format!("dsb{}", std::process::id() % 1_000_000);
-    let opts = common::e2e_options(&prefix);
+    // `MMS_TEST_PREFIX` (3 letters): a name of one's own for the namespaces (shared machines).
+    let tag = std::env::var("MMS_TEST_PREFIX").unwrap_or_else(|_| "dsb".to_owned());
+    let prefix = format!("{tag}{}", std::process::id() % 1_000_000);
+    let mut opts = common::e2e_options(&prefix);
+    opts.metrics_listen = Some(scrape::MMSG_METRICS.to_owned());
     assert!(opts.tls, "the e2e system runs TLS tunnels by default");
     let sys = System::up(&opts).unwrap();
     eprintln!(
@@ -54,6 +61,9 @@ fn dashboard_on_the_paper_system_with_traffic() {
     let (h1, h2) = (sys.ns_host(1), sys.ns_host(2));
     let dst = sys.host_addr(2).to_string();
     let server = Server::start(&h2, 5201, None).unwrap();
+    // `/metrics` of ssc and of every mmsg before the transfer (strict reader and promtool).
+    let before = Snapshot::take(&sys, &sys.token);
+    let scraper = Scraper::start(sys.api_base.clone(), read_only.clone());
     let iperf = std::thread::spawn({
         let h1 = h1.clone();
         move || iperf::client(&h1, &["-c", &dst, "-p", "5201", "-t", "45", "-P", "4"]).unwrap()
@@ -163,8 +173,181 @@ fn dashboard_on_the_paper_system_with_traffic() {
         }
     }
     let v = iperf.join().unwrap();
+    let rates = scraper.stop();
     server.wait(Duration::from_secs(2));
     let goodput = iperf::tcp_received_mbps(&v).unwrap();
     eprintln!("MEASURE iperf3 h1 -> h2, 4 flows: {goodput:.1} Mbit/s");
     assert!(goodput > 1.0, "{goodput}");
+    metrics_moved(&sys, &before, &rates, &v);
+    demo_keep(&sys);
+    eprintln!("MEASURE whole test {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// `cargo xtask demo --keep`'s own part (`demo_paper::Kept`), on this system: the read-only
+/// token it prints reads `/metrics` and the stats but cannot create tokens; its 4 x 5 Mbit/s of
+/// iperf3 reach the member paths 1 -> 2 (ssc's rates); stopping it ends the client.
+fn demo_keep(sys: &System) {
+    let t = Instant::now();
+    let kept = xtask::demo_paper::Kept::start(sys).unwrap();
+    let text = scrape::ssc_text(&sys.api_base, &kept.token, true);
+    controller::metrics::check(&text).unwrap();
+    let refused = ureq::post(&format!("{}/api/v1/tokens", sys.api_base))
+        .set("authorization", &format!("Bearer {}", kept.token))
+        .send_json(json!({"name": "x", "role": "admin", "ttl_s": 60}));
+    assert!(
+        matches!(refused, Err(ureq::Error::Status(403, _))),
+        "read-only token created a token: {refused:?}"
+    );
+    let fwd = [("branch", "1"), ("remote", "2"), ("direction", "forward")];
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mbps = loop {
+        let s = controller::metrics::check(&scrape::ssc_text(&sys.api_base, &kept.token, true))
+            .unwrap()
+            .1;
+        let mbps = sum(&s, "mms_member_path_rate_bytes_per_second", &fwd) * 8.0 / 1e6;
+        if mbps > 10.0 || Instant::now() > deadline {
+            break mbps;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let pid = kept.client_pid();
+    kept.stop();
+    eprintln!(
+        "MEASURE demo --keep on this system: member paths 1->2 {mbps:.1} Mbit/s of the 4 x 5 \
+         Mbit/s; checked in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    assert!(
+        mbps > 10.0,
+        "the kept traffic reached only {mbps:.1} Mbit/s"
+    );
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "iperf3 client {pid} still running"
+    );
+}
+
+/// Issue #19's Must-show on the paper system: `/metrics` of ssc and of every mmsg, scraped
+/// before, during (ssc, once a second) and after the 45 s iperf3 transfer, passes the strict
+/// reader and `promtool check metrics`; the counters moved; the member paths' rates from ssc's
+/// OVS statistics sum to within 10 % of the iperf3 goodput; gw1's queue sojourn histogram grew.
+fn metrics_moved(sys: &System, before: &Snapshot, rates: &[scrape::RateSample], iperf: &Value) {
+    let t = Instant::now();
+    let sent = iperf["end"]["sum_sent"]["bytes"].as_f64().unwrap();
+    let fwd = [("branch", "1"), ("remote", "2"), ("direction", "forward")];
+    let conn_tx = |s: &[controller::metrics::Sample]| {
+        sum(
+            s,
+            "mms_connection_sent_bytes_total",
+            &[("remote", "2"), ("direction", "out")],
+        )
+    };
+    // The per-connection values lag up to 1 s (each connection's supervisor samples them).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let after = loop {
+        let after = Snapshot::take(sys, &sys.token);
+        if conn_tx(after.gw(1)) - conn_tx(before.gw(1)) >= 0.9 * sent || Instant::now() > deadline {
+            break after;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let grew = |s: &Snapshot, b: Option<u8>, name: &str, labels: &[(&str, &str)]| {
+        let pick = |x: &Snapshot| sum(b.map_or(&x.ssc, |b| x.gw(b)), name, labels);
+        pick(&after) - pick(s)
+    };
+    // mmsg: gw1 took the transfer from its TUN and sent it on its connections to branch 2; gw2
+    // wrote it to its TUN. Both by at least 90 % of what iperf3 sent.
+    let gw1_tun = grew(before, Some(1), "mms_tun_rx_bytes_total", &[]);
+    let gw1_conn = conn_tx(after.gw(1)) - conn_tx(before.gw(1));
+    let gw2_tun = grew(before, Some(2), "mms_tun_tx_bytes_total", &[]);
+    let ssc_members = grew(before, None, "mms_member_path_bytes_total", &fwd);
+    eprintln!(
+        "MEASURE metrics: iperf3 sent {sent:.0} B; gw1 tun_rx +{gw1_tun:.0}, connection_sent          +{gw1_conn:.0}; gw2 tun_tx +{gw2_tun:.0}; ssc member paths 1->2 +{ssc_members:.0} B"
+    );
+    for (what, v) in [
+        ("gw1 tun_rx", gw1_tun),
+        ("gw1 connection_sent", gw1_conn),
+        ("gw2 tun_tx", gw2_tun),
+        ("ssc member paths 1->2", ssc_members),
+    ] {
+        assert!(v >= 0.9 * sent, "{what} grew {v} for {sent} B sent");
+    }
+    // The transit switches 3..5 forwarded member-path packets (their OVS port counters in ssc).
+    for b in ["3", "4", "5"] {
+        let v = grew(
+            before,
+            None,
+            "mms_switch_port_received_bytes_total",
+            &[("branch", b)],
+        );
+        assert!(v > 1e6, "switch of branch {b} received only {v} B");
+    }
+    // Every mmsg answered both formats (checked in `Snapshot::take`); the transit gateways have
+    // no tunnels of their own but export their build info.
+    for b in BRANCHES {
+        assert_eq!(
+            sum(after.gw(b), "mms_build_info", &[("branch", &b.to_string())]),
+            1.0,
+            "gw{b}"
+        );
+    }
+
+    // Queue sojourn (mpa's queues, per class): gw1's packets were measured as they left.
+    let soj = |s: &Snapshot, what: &str| {
+        sum(
+            s.gw(1),
+            &format!("mms_gateway_queue_sojourn_seconds_{what}"),
+            &[],
+        )
+    };
+    let (n, secs) = (
+        soj(&after, "count") - soj(before, "count"),
+        soj(&after, "sum") - soj(before, "sum"),
+    );
+    let inf = sum(
+        after.gw(1),
+        "mms_gateway_queue_sojourn_seconds_bucket",
+        &[("le", "+Inf")],
+    );
+    let under_100ms = sum(
+        after.gw(1),
+        "mms_gateway_queue_sojourn_seconds_bucket",
+        &[("le", "0.1")],
+    );
+    eprintln!(
+        "MEASURE gw1 queue sojourn during the transfer: {n:.0} packets, mean {:.3} ms;          {:.1} % of all within 100 ms",
+        secs / n.max(1.0) * 1e3,
+        100.0 * under_100ms / inf.max(1.0)
+    );
+    assert!(n > 1_000.0, "gw1 measured the sojourn of {n} packets");
+    assert_eq!(inf, soj(&after, "count"), "+Inf bucket is the count");
+    assert!(secs >= 0.0 && secs / n < 1.0, "mean sojourn {secs} s / {n}");
+
+    // Rates: ssc's member-path rates (OVS flow stats, every 500 ms) sampled once a second
+    // between 5 s and 40 s of the 45 s transfer, against iperf3's goodput.
+    let steady: Vec<_> = rates
+        .iter()
+        .filter(|r| r.at >= 5.0 && r.at <= 40.0)
+        .collect();
+    assert!(
+        steady.len() >= 20,
+        "{} scrapes of ssc in the window",
+        steady.len()
+    );
+    assert!(steady.iter().all(|r| r.members == 16), "{steady:?}");
+    let mean = steady.iter().map(|r| r.rate_bytes_per_s).sum::<f64>() / steady.len() as f64;
+    let sdc_mbps = mean * 8.0 / 1e6;
+    let (first, last) = (steady[0], steady[steady.len() - 1]);
+    let by_bytes = (last.bytes - first.bytes) * 8.0 / 1e6 / (last.at - first.at);
+    let goodput = iperf::tcp_received_mbps(iperf).unwrap();
+    eprintln!(
+        "MEASURE ssc member paths 1->2: mean of {} rate samples {sdc_mbps:.1} Mbit/s, by byte          counters {by_bytes:.1} Mbit/s; iperf3 goodput {goodput:.1} Mbit/s (ratio {:.3});          metrics checks {:.1} s",
+        steady.len(),
+        sdc_mbps / goodput,
+        t.elapsed().as_secs_f64()
+    );
+    assert!(
+        (sdc_mbps / goodput - 1.0).abs() <= 0.10,
+        "member-path rates sum to {sdc_mbps:.1} Mbit/s, iperf3 goodput {goodput:.1} Mbit/s"
+    );
 }

@@ -9,6 +9,9 @@
 //! not group 1's: each adds up to 12 Mbit/s), and after the transfer the pair must be back at
 //! one group. Ratios of the run's own phases, no absolute rate. Timeline printed as `MEASURE`
 //! lines; `cargo xtask experiment adaptive` writes the plot.
+//!
+//! Second test, same testbed shape (issue #20): automatic path configuration live replaces a
+//! congested direct group with members through transits (`xtask::auto_paths`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -65,5 +68,53 @@ fn a_short_pair_grows_its_groups_gains_and_gives_them_back_when_idle() {
         1,
         "the idle pair kept its groups: {:?}",
         tl.samples.last()
+    );
+}
+
+/// Issue #20 (`xtask::auto_paths`): automatic path configuration on for 1 → 2 only, its one
+/// group of four direct members; the direct hops get 3.6 of their 4 Mbit/s taken by background
+/// from `flood_at`. Within one period (10 s) plus the measurements' reaction `ssc` must replace
+/// the group with members through transits, and the flow must recover most of its rate; before
+/// the flood the group must stay as it is (semi-permanent). Bound: a ratio of the run's own
+/// phases, after ≥ 0.6 × before (the congested direct group alone would keep ≈ 10 %: 4 × 0.4 of
+/// 4 × 4 Mbit/s). The reaction was 2 s in the first run, too short to measure the congested
+/// phase on its own: the flood-to-replacement window is printed, not bounded.
+#[test]
+#[ignore = "issue #20: the replacement works (1-2 s after the flood), but the pair recovered only to 9.5 and 4.2 of 11 Mbit/s in two runs; the transit group should carry ~16: open"]
+fn auto_path_configuration_moves_a_congested_pair_to_transits_and_recovers() {
+    let t0 = Instant::now();
+    let opts = common::run_options(format!("auxp{}", std::process::id() % 100_000));
+    let settings = xtask::auto_paths::Settings::default();
+    let tl = xtask::auto_paths::run(&opts, &settings).unwrap();
+    for line in &tl.changes {
+        eprintln!("MEASURE ssc: {line}");
+    }
+    let flood = settings.flood_at;
+    let replaced = tl.replaced_at();
+    let before = tl.mean(2, flood);
+    // From the flood until the new group's connections carry (the reaction and the reopen).
+    let after_from = replaced.map_or(settings.secs, |r| r.ceil() as u32 + 4);
+    let during = tl.mean(flood, after_from);
+    let after = tl.mean(after_from, settings.secs);
+    eprintln!("MEASURE per second (Mbit/s): {:.1?}", tl.mbps);
+    eprintln!(
+        "MEASURE auto path configuration: before {before:.1} Mbit/s, flood to replacement + 4 s {during:.1}, after {after:.1}; replaced at {replaced:?} s (flood at {flood} s); group {:?}; total {:.0} s",
+        tl.samples.last().map(|s| &s.members),
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        !tl.changed_before_flood(),
+        "the group changed before the flood: {:?}",
+        tl.samples
+    );
+    let replaced = replaced.expect("ssc never replaced the congested direct group");
+    assert!(
+        replaced <= f64::from(flood) + 16.0,
+        "replaced only at {replaced:.1} s (flood at {flood} s, period 10 s)"
+    );
+    assert!(before > 0.0, "no traffic before the flood");
+    assert!(
+        after >= 0.6 * before,
+        "after the replacement {after:.1} Mbit/s vs {before:.1} before (congested direct hops leave 10 %)"
     );
 }

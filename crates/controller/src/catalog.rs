@@ -217,6 +217,9 @@ pub fn validate_settings(s: &Settings) -> Result<(), CatalogError> {
     s.adaptive
         .validate()
         .map_err(|(field, reason)| CatalogError::Setting { field, reason })?;
+    s.auto
+        .validate()
+        .map_err(|(field, reason)| CatalogError::Setting { field, reason })?;
     Ok(())
 }
 

@@ -56,6 +56,7 @@
 
 pub mod adaptive;
 pub mod authority;
+pub mod auto_config;
 pub mod capacity;
 pub mod catalog;
 pub mod gwchan;
@@ -63,6 +64,7 @@ pub mod history;
 pub mod inventory;
 pub mod learned;
 pub mod listen;
+pub mod measure;
 pub mod metrics;
 pub mod ofc;
 pub mod path_config;

@@ -328,7 +328,8 @@ pub type Sample = (String, BTreeMap<String, String>, f64);
 
 /// A strict reader of the OpenMetrics text [`render`] (and `mmsg`) write: every line is
 /// `# HELP`, `# TYPE`, `# UNIT` or a sample of the family declared last; names and label names
-/// are valid; counters' samples end in `_total`; values parse; no sample twice; `# EOF` last.
+/// are valid; counters' samples end in `_total`; histograms' are `_bucket` (with `le`), `_sum`
+/// or `_count`; values parse; no sample twice; `# EOF` last.
 /// The families' types by name, and the samples.
 #[allow(clippy::type_complexity)]
 pub fn check(text: &str) -> Result<(BTreeMap<String, String>, Vec<Sample>), String> {
@@ -353,7 +354,7 @@ pub fn check(text: &str) -> Result<(BTreeMap<String, String>, Vec<Sample>), Stri
         }
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, ty) = rest.split_once(' ').ok_or(format!("bad TYPE: {line}"))?;
-            if !valid(name) || !["counter", "gauge", "info"].contains(&ty) {
+            if !valid(name) || !["counter", "gauge", "info", "histogram"].contains(&ty) {
                 return Err(format!("bad TYPE: {line}"));
             }
             if types.insert(name.to_owned(), ty.to_owned()).is_some() {
@@ -389,6 +390,15 @@ pub fn check(text: &str) -> Result<(BTreeMap<String, String>, Vec<Sample>), Stri
         }
         let want = match types.get(&family).map(String::as_str) {
             Some("counter") => format!("{family}_total"),
+            Some("histogram") => {
+                let suffix = name.strip_prefix(family.as_str()).unwrap_or_default();
+                if !["_bucket", "_sum", "_count"].contains(&suffix)
+                    || (suffix == "_bucket") != set.contains_key("le")
+                {
+                    return Err(format!("bad histogram sample in {family}: {line}"));
+                }
+                name.to_owned()
+            }
             Some("info") => format!("{family}_info"),
             Some(_) => family.clone(),
             None => return Err(format!("sample before any TYPE: {line}")),

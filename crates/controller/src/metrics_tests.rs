@@ -166,4 +166,15 @@ fn the_checker_refuses_what_prometheus_would() {
         "label name"
     );
     assert!(check("# TYPE a gauge\na{x=\"1\"} 1\n# EOF\n").is_ok());
+    let h =
+        "# TYPE h histogram\nh_sum 1\nh_count 2\nh_bucket{le=\"0.5\"} 1\nh_bucket{le=\"+Inf\"} 2\n";
+    assert!(check(&format!("{h}# EOF\n")).is_ok());
+    assert!(
+        check(&format!("{h}h_bucket 3\n# EOF\n")).is_err(),
+        "bucket without le"
+    );
+    assert!(
+        check(&format!("{h}h_max 3\n# EOF\n")).is_err(),
+        "not a histogram sample"
+    );
 }

@@ -22,6 +22,8 @@ pub struct Settings {
     /// Adaptive path groups (seed 003, `adaptive`); off by default. When on,
     /// `groups_per_pair` is the most groups a pair gets.
     pub adaptive: AdaptiveSettings,
+    /// Automatic path configuration live (`auto_config`): off by default.
+    pub auto: AutoSettings,
 }
 
 impl Default for Settings {
@@ -32,7 +34,75 @@ impl Default for Settings {
             replace_margin: 0.2,
             allow_transit: true,
             adaptive: AdaptiveSettings::default(),
+            auto: AutoSettings::default(),
         }
+    }
+}
+
+/// Settings of the automatic path configuration live (`auto` in the PC settings, `ssc settings
+/// set --auto` / `--auto-pairs`): `ssc` recomputes the composition of the groups of these pairs
+/// from the SDC's measurements every `period_s` (`crate::auto_config`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AutoSettings {
+    /// On for every ordered pair.
+    pub all_pairs: bool,
+    /// On for these ordered pairs `[source, destination]` (besides `all_pairs`).
+    pub pairs: Vec<[u8; 2]>,
+    /// How often the groups are recomputed, seconds.
+    pub period_s: f64,
+    /// A group replaced for a better one is not replaced again for this long, seconds (unless a
+    /// member dies): its new paths get measured first.
+    pub hold_s: f64,
+}
+
+impl Default for AutoSettings {
+    fn default() -> Self {
+        Self {
+            all_pairs: false,
+            pairs: Vec::new(),
+            period_s: 10.0,
+            hold_s: 60.0,
+        }
+    }
+}
+
+impl AutoSettings {
+    /// Whether the automatic path configuration is on for (a, b).
+    pub fn applies(&self, a: u8, b: u8) -> bool {
+        a != b && (self.all_pairs || self.pairs.contains(&[a, b]))
+    }
+
+    /// Whether it is on for any pair.
+    pub fn any(&self) -> bool {
+        self.all_pairs || !self.pairs.is_empty()
+    }
+
+    /// Checks the ranges; the error names the field (`auto.period_s`).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !(self.period_s.is_finite() && self.period_s >= 1.0) {
+            return Err((
+                "auto.period_s",
+                format!("must be a number >= 1, got {}", self.period_s),
+            ));
+        }
+        if !(self.hold_s.is_finite() && self.hold_s >= 0.0) {
+            return Err((
+                "auto.hold_s",
+                format!("must be a number >= 0, got {}", self.hold_s),
+            ));
+        }
+        if let Some([a, b]) = self
+            .pairs
+            .iter()
+            .find(|[a, b]| a == b || *a == 0 || *b == 0)
+        {
+            return Err((
+                "auto.pairs",
+                format!("[{a}, {b}] is not an ordered pair of two branch ids"),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -453,7 +453,153 @@ async fn pre_auth_connections_are_capped_timed_out_and_small() {
     drop(g);
 }
 
-/// Learned WAN addresses (protocol 4, docs/ssc.md "Learned WAN addresses"): gateway 2 reports a
+/// A `Write` into a shared buffer: the log lines of this test binary (a global `tracing`
+/// subscriber, installed once: a thread-local one can miss events through tracing's global
+/// callsite-interest cache when other tests run at the same time).
+#[derive(Clone, Default)]
+struct LogBuf(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn logs() -> &'static LogBuf {
+    static LOGS: std::sync::OnceLock<LogBuf> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = LogBuf::default();
+        let w = buf.clone();
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::fmt()
+                .with_writer(move || w.clone())
+                .with_ansi(false)
+                .finish(),
+        )
+        .unwrap();
+        buf
+    })
+}
+
+/// A report of gateway `to`-bound traffic: 5 MB written, windows allowing 40 Mbit/s.
+fn busy_report(to: u8, bytes: u64) -> GatewayMsg {
+    GatewayMsg::Report(Report {
+        healthy: true,
+        config_version: 0,
+        config_source: "file".into(),
+        connections_up: 4,
+        connections_total: 4,
+        drops: 0,
+        groups: vec![gwchan::GroupReport {
+            branch: to,
+            group: 0,
+            bytes_tx: bytes,
+            up: true,
+            busy_us: 1_000,
+            window_bps: 40_000_000,
+            acked_bytes: bytes,
+            ..Default::default()
+        }],
+    })
+}
+
+/// Issue #17: a registration over clear TCP is unauthenticated (anyone who reaches the port can
+/// claim a branch), so its reports never reach the capacity estimates, the WRR weights or the
+/// adaptive decisions (all read `Wrr`'s estimators), like OpenFlow statistics of an
+/// unauthenticated switch; they are counted (`unauthenticated_reports`), still shown in
+/// `last_report`, and the registration is logged as unauthenticated. A unix-socket session
+/// (authenticated by the socket's permissions) feeds them as before.
+#[tokio::test(flavor = "current_thread")]
+async fn clear_tcp_reports_never_feed_capacity_wrr_or_adaptive() {
+    let logs = logs();
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_2x2(dir.path());
+    let sock = dir.path().join("gw.sock");
+    let registry = Arc::new(Registry::new());
+    let gwc = GwChan::bind(
+        &GwChanConfig {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            unix: vec![sock.clone()],
+            ..GwChanConfig::default()
+        },
+        Arc::clone(&registry),
+    )
+    .await
+    .unwrap();
+    let tcp = gwc.local_addr().unwrap();
+    let wrr = Arc::new(Mutex::new(Wrr::default()));
+    tokio::spawn(gwc.run(
+        store.subscribe(),
+        Arc::clone(&wrr),
+        Arc::new(tokio::sync::Notify::new()),
+        std::future::pending(),
+    ));
+    // Branch 1 over clear TCP: three reports of a busy group 1→2.
+    let mut g1 = Peer::new(TcpStream::connect(tcp).await.unwrap());
+    let g1_addr = g1.s.local_addr().unwrap().to_string();
+    config(g1.register(1).await);
+    for i in 1..=3 {
+        g1.send(&busy_report(2, i * 5_000_000)).await;
+    }
+    // Branch 2 over the unix socket: three reports of group 2→1.
+    let mut g2 = Peer::new(UnixStream::connect(&sock).await.unwrap());
+    config(g2.register(2).await);
+    for i in 1..=3 {
+        g2.send(&busy_report(1, i * 5_000_000)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let fed = |a: u8| {
+        wrr.lock()
+            .unwrap()
+            .observations()
+            .keys()
+            .filter(|k| k.0.get() == a)
+            .count()
+    };
+    loop {
+        let l = registry.list();
+        let shown = l
+            .gateways
+            .iter()
+            .filter(|g| g.last_report.is_some())
+            .count();
+        if l.unauthenticated_reports == 3 && fed(2) > 0 && shown == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{l:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        fed(1),
+        0,
+        "a clear TCP report reached the capacity estimates"
+    );
+    assert_eq!(
+        wrr.lock()
+            .unwrap()
+            .observations()
+            .keys()
+            .map(|k| (k.0.get(), k.1.get(), k.2.get()))
+            .collect::<Vec<_>>(),
+        vec![(2, 1, 0)]
+    );
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    // (Other tests of this binary log into the same buffer: the line of our session is the
+    // one with its peer address.)
+    let warned = text
+        .lines()
+        .filter(|l| l.contains("gateway registered over clear TCP (unauthenticated)"))
+        .filter(|l| l.contains(&g1_addr))
+        .collect::<Vec<_>>();
+    assert_eq!(warned.len(), 1, "{g1_addr}: {text}");
+    assert!(warned[0].contains("branch=1"), "{text}");
+}
+
+/// Learned WAN addresses (protocol 5, docs/ssc.md "Learned WAN addresses"): gateway 2 reports a
 /// new address and next hop on port a; the inventory takes them, gateway 1 gets a config with
 /// the new remote address, and `GET /api/v1/gateways` shows the report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

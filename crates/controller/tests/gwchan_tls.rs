@@ -10,6 +10,9 @@
 //!   (`no_certificate`); a certificate of a foreign CA fails the handshake;
 //! - renewal over mutual TLS yields a new serial that registers; revoking the old serial makes
 //!   the listener refuse it in the handshake;
+//! - zero-touch set-up (protocol 4): the certificate's branch gets its LAN, WAN ports and
+//!   config; another branch (`wrong_branch`), no certificate, clear TCP (`no_certificate`) and
+//!   protocol 3 (`version`) are refused;
 //! - CRL push (protocol 3): a registered protocol 3 session gets the current CRL, and at a
 //!   revocation the new one at once; the session whose own certificate is revoked then gets
 //!   `error` `revoked`; a protocol 2 session is answered with hello 2 and never gets a `crl`.
@@ -34,7 +37,8 @@ use controller::path_group::PathGroups;
 use controller::store::Store;
 use controller::wrr::Wrr;
 use mpa::gwchan::{
-    self, ControllerMsg, Credentials, Enrol, GatewayMsg, Hello, Register, Renew, WanSeen,
+    self, ControllerMsg, Credentials, Enrol, GatewayMsg, Hello, Register, Renew, SetupRequest,
+    WanSeen,
 };
 use pki::enrol::KeyRequest;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -343,6 +347,50 @@ async fn enrolment_mutual_tls_renewal_and_revocation() {
         })
     };
     assert_eq!(error_code(p.open(renew(&k)).await).0, "no_certificate");
+    // Zero-touch set-up (protocol 4): the branch's whole config, only for the certificate's
+    // branch, never without a certificate, never below protocol 4.
+    let setup = |b: u8| GatewayMsg::Setup(SetupRequest { branch_id: b });
+    let mut p = tls(addr, &ca, Some((&c1.cert_pem, &key1.key_pem)))
+        .await
+        .unwrap();
+    match p.open(setup(1)).await {
+        Some(ControllerMsg::Setup(s)) => {
+            assert_eq!(s.branch_id, 1);
+            assert_eq!(s.lan_prefixes, vec!["198.19.1.0/24".parse().unwrap()]);
+            let wan: Vec<(String, String)> = s
+                .wan
+                .iter()
+                .map(|w| (w.name.clone(), w.address.to_string()))
+                .collect();
+            assert_eq!(
+                wan,
+                [
+                    ("wan0".into(), "198.18.10.2/24".into()),
+                    ("wan1".into(), "198.18.11.2/24".into())
+                ]
+            );
+            assert_eq!(s.config.branch_id, 1);
+            assert_eq!(s.config.remotes.len(), 1);
+            assert_eq!(s.config.remotes[0].id, 2);
+        }
+        other => panic!("expected a setup, got {other:?}"),
+    }
+    assert!(
+        p.recv().await.is_none(),
+        "the controller closes after the setup"
+    );
+    let mut p = tls(addr, &ca, Some((&c1.cert_pem, &key1.key_pem)))
+        .await
+        .unwrap();
+    assert_eq!(error_code(p.open(setup(2)).await).0, "wrong_branch");
+    let mut p = tls(addr, &ca, None).await.unwrap();
+    assert_eq!(error_code(p.open(setup(1)).await).0, "no_certificate");
+    let mut p = Peer::new(TcpStream::connect(clear).await.unwrap());
+    assert_eq!(error_code(p.open(setup(1)).await).0, "no_certificate");
+    let mut p = tls(addr, &ca, Some((&c1.cert_pem, &key1.key_pem)))
+        .await
+        .unwrap();
+    assert_eq!(error_code(p.open_as(3, setup(1)).await).0, "version");
     // A certificate of a foreign CA: the handshake fails (the server refuses it).
     let foreign = pki::ca::Ca::generate("foreign").unwrap();
     let f = foreign
@@ -426,8 +474,9 @@ async fn enrolment_mutual_tls_renewal_and_revocation() {
     assert_eq!(e.refused_expired, 1);
     assert_eq!(e.refused_used, 1);
     assert_eq!(e.refused_other, 1, "the bad proof");
-    // insecure, wrong_branch, no_certificate (register), no_certificate (renew).
-    assert_eq!(list.rejected_auth, 4);
+    // insecure, wrong_branch, no_certificate (register), no_certificate (renew), and of the
+    // setup: wrong_branch, no_certificate (TLS), no_certificate (clear TCP).
+    assert_eq!(list.rejected_auth, 7);
     // The foreign and the revoked certificates failed in the TLS handshake.
     assert!(list.rejected_other >= 2, "{}", list.rejected_other);
 }

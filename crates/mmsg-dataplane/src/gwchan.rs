@@ -576,6 +576,7 @@ async fn session(
                 }
                 ControllerMsg::Hello(_) => anyhow::bail!("a second hello from the controller"),
                 ControllerMsg::Credentials(_) => anyhow::bail!("credentials without a request"),
+                ControllerMsg::Setup(_) => anyhow::bail!("a set-up without a request"),
                 ControllerMsg::Crl(c) => {
                     if apply_crl(sh, &c.crl_pem) {
                         reload.notify_one();
@@ -793,16 +794,18 @@ mod tests {
     fn an_older_controller_makes_the_next_hello_older() {
         let h = |v| Hello::with_protocol(v, "ssc");
         // Protocol 2 ssc: announce 2 from now on (enrolment-era features only, no crl).
-        assert_eq!(announce_after(3, &h(2)), Ok(2));
+        assert_eq!(announce_after(5, &h(2)), Ok(2));
+        // Protocol 3 ssc (before the zero-touch setup): announce 3.
+        assert_eq!(announce_after(5, &h(3)), Ok(3));
         assert_eq!(announce_after(3, &h(3)), Ok(3));
         // Once at 2, a hello 2 keeps it there.
         assert_eq!(announce_after(2, &h(2)), Ok(2));
         // Versions a gateway cannot talk to.
-        assert!(announce_after(3, &h(1)).is_err());
-        assert!(announce_after(4, &h(5)).is_err());
-        // Protocol 3 ssc (no wan_state): announce 3 from now on.
-        assert_eq!(announce_after(4, &h(3)), Ok(3));
-        assert_eq!(announce_after(4, &h(4)), Ok(4));
+        assert!(announce_after(5, &h(1)).is_err());
+        assert!(announce_after(5, &h(6)).is_err());
+        // Protocol 4 ssc (zero-touch setup, no wan_state): announce 4 from now on.
+        assert_eq!(announce_after(5, &h(4)), Ok(4));
+        assert_eq!(announce_after(5, &h(5)), Ok(5));
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub mod control;
 pub mod daemon;
 pub mod deliver;
 pub mod enrol;
+pub mod enrol_setup;
 pub mod genl;
 pub mod gwchan;
 pub mod log;

@@ -66,7 +66,9 @@ enum Command {
     },
     /// Get this gateway's certificate from the controller with a one-time token (from
     /// `ssc enrol-token`). The key is generated here and never leaves the host; writes
-    /// ca.pem, gw.pem, gw.key, crl.pem (all 0600) into --dir for the `[tls]` section.
+    /// ca.pem, gw.pem, gw.key, crl.pem (all 0600) into --dir for the `[tls]` section. With
+    /// --write-config (zero-touch), also fetches this gateway's whole config from the
+    /// controller and writes it there.
     Enrol(EnrolArgs),
     /// Remove what `mmsg run` keeps for a fast restart (docs/mmsg.md "Restart"): with `[ovs]`,
     /// the WAN addresses go back from `mpa{k}` to the WAN ports (ARP on, default routes via
@@ -130,6 +132,23 @@ struct EnrolArgs {
     /// Where to write the credentials.
     #[arg(long, env = "MMSG_TLS_DIR", default_value_os_t = mmsg_dataplane::enrol::default_dir())]
     dir: PathBuf,
+    /// Zero-touch: after enrolment, fetch this gateway's config from the controller (LAN
+    /// prefixes and WAN ports from its inventory, remotes and path groups, `[controller]` at
+    /// --controller, `[tls]` at the files in --dir) and write it here, e.g.
+    /// `/etc/mms/mmsg.toml`. An existing file is not replaced without --force.
+    #[arg(long, env = "MMSG_WRITE_CONFIG")]
+    write_config: Option<PathBuf>,
+    /// With --write-config: replace an existing file (kept as `<file>.prev`).
+    #[arg(long, requires = "write_config")]
+    force: bool,
+    /// With --write-config: the WAN interface names in port order (once per port; default
+    /// `wan0`, `wan1`, ...), e.g. `--wan-name eth1 --wan-name eth2`.
+    #[arg(long = "wan-name", requires = "write_config")]
+    wan_names: Vec<String>,
+    /// With --write-config: `[controller] cache` of the written config (default
+    /// `/var/lib/mmsg/controller-config.json`, the package's state directory).
+    #[arg(long, requires = "write_config")]
+    controller_cache: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -192,8 +211,11 @@ struct RunArgs {
     /// Send time budget: a tunnel connection's writer keeps what its socket holds unacknowledged
     /// at most the subflows' measured delivery rate × (--send-time-gain × their minimum RTT +
     /// this), so the standing queue stays in the gateway's per-flow queue (docs/mmsg.md
-    /// "Latency under load"); `0s`: off (write while the socket takes it).
-    #[arg(long, env = "MMSG_SEND_TIME_BUDGET", default_value = "5ms")]
+    /// "Latency under load"); `0s`: off (write while the socket takes it). Off by default until
+    /// it keeps a striped flow's rate when one group is congested (`e2e_congestion`: 4 instead
+    /// of 28 Mbit/s) and the rate of asymmetric uplinks (10+2 Mbit/s: 3 instead of 9); `5ms`
+    /// is the setting measured for latency.
+    #[arg(long, env = "MMSG_SEND_TIME_BUDGET", default_value = "0s")]
     send_time_budget: humantime::Duration,
     /// Gain of the send time budget on the minimum RTT: the budget is the delivery rate ×
     /// (this × minimum RTT + --send-time-budget). Above 1, so that a connection below its
@@ -439,6 +461,12 @@ fn enrol(a: EnrolArgs) -> anyhow::Result<ExitCode> {
             "--ca does not match --ca-fingerprint (the file's SHA-256 is {got})"
         );
     }
+    if let Some(p) = &a.write_config {
+        // Before the token is spent.
+        mmsg_dataplane::enrol_setup::check_writable(p, a.force)?;
+    }
+    // Absolute: the written config names these files.
+    let dir = std::path::absolute(&a.dir).with_context(|| format!("{}", a.dir.display()))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -447,9 +475,36 @@ fn enrol(a: EnrolArgs) -> anyhow::Result<ExitCode> {
         ca.as_deref(),
         own,
         &a.token,
-        &a.dir,
+        &dir,
     ))?;
-    let f = mmsg_dataplane::enrol::files_in(&a.dir);
+    let f = mmsg_dataplane::enrol::files_in(&dir);
+    if let Some(p) = &a.write_config {
+        let setup = rt
+            .block_on(mmsg_dataplane::enrol_setup::fetch(&a.controller, &f, own))
+            .context("enrolled, but fetching the config failed (retry with a new token, or write it by hand)")?;
+        let (text, cfg) = mmsg_dataplane::enrol_setup::config_text(
+            &setup,
+            &a.controller,
+            a.controller_cache.as_deref(),
+            &f,
+            &a.wan_names,
+        )?;
+        cfg.tunnel_security(false)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        mmsg_dataplane::enrol_setup::write_config(p, &text, a.force)?;
+        println!(
+            "enrolled branch {own}: serial {} valid until {} (unix); config written to {} \
+             ({} WAN ports, {} remotes); start it with `mmsg run --config {}` \
+             (or `systemctl enable --now mmsg`)",
+            c.serial,
+            c.not_after,
+            p.display(),
+            cfg.wan.len(),
+            cfg.remote.len(),
+            p.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "enrolled branch {own}: serial {} valid until {} (unix)\n[tls]\nca_file = {:?}\ncert_file = {:?}\nkey_file = {:?}\ncrl_file = {:?}",
         c.serial,

@@ -25,7 +25,8 @@ use crate::status::{ConnState, StatusReport};
 pub use mms_types::exposition::{
     to_prometheus_text, wants_openmetrics, CONTENT_TYPE, TEXT_CONTENT_TYPE,
 };
-use mms_types::exposition::{Exposition, Labels};
+use mms_types::exposition::{Exposition, Histogram, Labels};
+use mpa::queue::SojournHistogram;
 
 /// Counters of [`crate::stats::Counters`] exported as one family with a label instead of one
 /// metric each: `(counter, family, label name, label value)`.
@@ -233,6 +234,31 @@ pub fn render(report: &StatusReport, wan: &[Ipv4Addr]) -> String {
     e.finish()
 }
 
+/// The queue sojourn histograms of the outbound connections summed per class (label `class`
+/// only: 2 values), classes in the order of their first connection.
+fn sojourn_by_class(conns: &[crate::status::ConnStatus]) -> Vec<(Labels, Histogram)> {
+    let mut by_class: Vec<(&str, SojournHistogram)> = Vec::new();
+    for c in conns.iter().filter(|c| c.direction == "out") {
+        match by_class.iter_mut().find(|(k, _)| *k == c.class) {
+            Some((_, h)) => h.merge(&c.queue_sojourn),
+            None => by_class.push((&c.class, c.queue_sojourn)),
+        }
+    }
+    by_class
+        .into_iter()
+        .map(|(class, h)| {
+            (
+                vec![("class", class.to_owned())],
+                Histogram {
+                    sum: h.sum_seconds(),
+                    count: h.count,
+                    buckets: h.buckets_seconds().collect(),
+                },
+            )
+        })
+        .collect()
+}
+
 /// Per tunnel connection and per subflow.
 fn connections(e: &mut Exposition, report: &StatusReport, wan: &[Ipv4Addr]) {
     let conn_labels = |c: &crate::status::ConnStatus| -> Labels {
@@ -304,6 +330,11 @@ fn connections(e: &mut Exposition, report: &StatusReport, wan: &[Ipv4Addr]) {
         "connection_socket_queue_bytes",
         "Bytes the connection's MPTCP socket holds that are not in flight",
         per_conn_g(&|c| c.socket_queued_bytes as f64),
+    );
+    e.histogram(
+        "gateway_queue_sojourn_seconds",
+        "Time packets waited in the gateway's own queues (enqueue to dequeue), per class",
+        sojourn_by_class(conns),
     );
 
     let mut sub_labels: Vec<(Labels, &crate::status::SubflowStatus)> = Vec::new();

@@ -31,7 +31,10 @@ fn parse(text: &str) -> (BTreeMap<String, String>, Vec<Sample>) {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, ty) = rest.split_once(' ').unwrap();
             assert!(valid_name(name), "{line}");
-            assert!(["counter", "gauge", "info"].contains(&ty), "{line}");
+            assert!(
+                ["counter", "gauge", "info", "histogram"].contains(&ty),
+                "{line}"
+            );
             assert!(
                 types.insert(name.to_owned(), ty.to_owned()).is_none(),
                 "twice: {line}"
@@ -68,6 +71,13 @@ fn parse(text: &str) -> (BTreeMap<String, String>, Vec<Sample>) {
         match ty.as_str() {
             "counter" => assert_eq!(name, format!("{family}_total"), "{line}"),
             "info" => assert_eq!(name, format!("{family}_info"), "{line}"),
+            "histogram" => assert!(
+                ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|x| name == format!("{family}{x}"))
+                    && (name.ends_with("_bucket") == set.contains_key("le")),
+                "{line}"
+            ),
             _ => assert_eq!(name, family, "{line}"),
         }
         assert!(
@@ -97,6 +107,13 @@ fn report() -> StatusReport {
             bytes_tx: 5000,
             subflows_wanted: 4,
             queue_bytes: 42,
+            queue_sojourn: {
+                let mut h = mpa::queue::SojournHistogram::default();
+                h.record(std::time::Duration::from_millis(3));
+                h.record(std::time::Duration::from_millis(4));
+                h.record(std::time::Duration::from_millis(30));
+                h
+            },
             subflows: vec![SubflowStatus {
                 local: "198.18.11.2:40000".into(),
                 remote: "198.18.20.2:45057".into(),
@@ -181,6 +198,28 @@ fn names_types_and_labels() {
     assert_eq!(value(&s, "mms_connection_up", &conn), 1.0);
     assert_eq!(value(&s, "mms_connection_sent_bytes_total", &conn), 5000.0);
     assert_eq!(value(&s, "mms_connection_queue_bytes", &conn), 42.0);
+    // Queue sojourn, per class only (cumulative buckets in seconds).
+    assert_eq!(types["mms_gateway_queue_sojourn_seconds"], "histogram");
+    let class = [("class", "type2")];
+    let soj = "mms_gateway_queue_sojourn_seconds";
+    assert_eq!(value(&s, &format!("{soj}_count"), &class), 3.0);
+    assert!((value(&s, &format!("{soj}_sum"), &class) - 0.037).abs() < 1e-9);
+    let bucket = |le: &str| {
+        value(
+            &s,
+            &format!("{soj}_bucket"),
+            &[("class", "type2"), ("le", le)],
+        )
+    };
+    assert_eq!(bucket("0.0025"), 0.0);
+    assert_eq!(bucket("0.005"), 2.0);
+    assert_eq!(bucket("0.025"), 2.0);
+    assert_eq!(bucket("0.05"), 3.0);
+    assert_eq!(bucket("+Inf"), 3.0);
+    assert!(s
+        .iter()
+        .filter(|(n, ..)| n.starts_with(soj))
+        .all(|(_, l, _)| l.keys().all(|k| k == "class" || k == "le")));
     assert_eq!(value(&s, "mms_connection_subflows_wanted", &conn), 4.0);
     let sub = [("remote", "2"), ("wan_port", "1"), ("peer", "198.18.20.2")];
     assert_eq!(value(&s, "mms_subflow_rtt_seconds", &sub), 0.0025);

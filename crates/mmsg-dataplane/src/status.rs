@@ -111,6 +111,10 @@ pub struct ConnStatus {
     /// sampled every second.
     #[serde(default)]
     pub socket_queued_bytes: u64,
+    /// Outbound: how long the packets of the connection's class waited in the gateway's own
+    /// queue (enqueue to dequeue, packets sent so far), sampled every second.
+    #[serde(default)]
+    pub queue_sojourn: mpa::queue::SojournHistogram,
 }
 
 /// What `mmsg status` prints.

@@ -415,6 +415,8 @@ pub struct SubflowTcpInfo {
     pub min_rtt_us: u32,
     /// `tcpi_notsent_bytes`: bytes in the subflow's send queue not sent yet.
     pub notsent_bytes: u32,
+    /// `tcpi_last_ack_recv`: ms since the subflow last received an ACK (fast failover).
+    pub last_ack_recv_ms: u32,
 }
 
 /// `getsockopt(SOL_MPTCP, MPTCP_TCPINFO)`: TCP state of every subflow, in the kernel's subflow
@@ -457,6 +459,8 @@ pub fn mptcp_subflow_tcpinfo(fd: impl AsFd) -> io::Result<Vec<SubflowTcpInfo>> {
             // struct tcp_info offsets 148 and 144 (Linux >= 4.10 / 4.6).
             min_rtt_us: u32_at(t, 148),
             notsent_bytes: u32_at(t, 144),
+            // struct tcp_info offset 56.
+            last_ack_recv_ms: u32_at(t, 56),
         });
     }
     Ok(out)

@@ -15,48 +15,15 @@
     clippy::indexing_slicing
 )]
 
-use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 mod common;
-use common::{cargo_bin, repo_root, run, run_ok, Proc, MMSG};
+use common::ssc::{ssc_bin, start_ssc};
+use common::{repo_root, run, run_ok, MMSG};
 
 const TOKEN: &str = "enrol-cli-test-token-0123456789";
-
-fn ssc_bin() -> &'static Path {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| cargo_bin("controller", "ssc", false))
-}
-
-/// `ssc run`; returns the process, the REST API base URL and the TLS gateway address.
-fn start_ssc(dir: &Path) -> (Proc, String, String) {
-    let log = dir.join("ssc.log");
-    let f = std::fs::File::create(&log).unwrap();
-    let mut child = Command::new(ssc_bin())
-        .args(["run", "--config"])
-        .arg(dir.join("ssc.toml"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(f)
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    let mut api = None;
-    let mut tls = None;
-    for _ in 0..4 {
-        let l = lines.next().unwrap().unwrap();
-        if let Some(a) = l.strip_prefix("ssc: REST API listening on ") {
-            api = Some(a.to_owned());
-        }
-        if let Some(a) = l.strip_prefix("ssc: gateways listening on tls:") {
-            tls = Some(format!("tls:{a}"));
-        }
-    }
-    (Proc { child, log }, api.unwrap(), tls.unwrap())
-}
 
 fn ssc(api: &str, args: &[&str]) -> String {
     run_ok(

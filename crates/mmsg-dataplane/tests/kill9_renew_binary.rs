@@ -16,8 +16,7 @@
     clippy::indexing_slicing
 )]
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,42 +26,11 @@ use mmsg_dataplane::secure::TlsState;
 use mpa::config::{TlsConfig, TlsMode};
 
 mod common;
-use common::{cargo_bin, repo_root, run_ok, Proc, MMSG};
+use common::ssc::{ssc_bin, start_ssc};
+use common::{repo_root, run_ok, MMSG};
 
 const TOKEN: &str = "kill9-renew-test-token-0123456789";
 const KILLS: usize = 20;
-
-fn ssc_bin() -> &'static Path {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| cargo_bin("controller", "ssc", false))
-}
-
-/// `ssc run`; returns the process, the REST API base URL and the TLS gateway address.
-fn start_ssc(dir: &Path) -> (Proc, String, String) {
-    let log = dir.join("ssc.log");
-    let f = std::fs::File::create(&log).unwrap();
-    let mut child = Command::new(ssc_bin())
-        .args(["run", "--config"])
-        .arg(dir.join("ssc.toml"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(f)
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    let (mut api, mut tls) = (None, None);
-    for _ in 0..4 {
-        let l = lines.next().unwrap().unwrap();
-        if let Some(a) = l.strip_prefix("ssc: REST API listening on ") {
-            api = Some(a.to_owned());
-        }
-        if let Some(a) = l.strip_prefix("ssc: gateways listening on tls:") {
-            tls = Some(format!("tls:{a}"));
-        }
-    }
-    (Proc { child, log }, api.unwrap(), tls.unwrap())
-}
 
 fn tls_config(dir: &Path) -> TlsConfig {
     let f = enrol::files_in(dir);

@@ -28,30 +28,31 @@
 //! dropping the consumed prefix after each message. `Err` means the peer broke the protocol: close
 //! the stream. [`decode`] never panics on any input (proptest below). A gateway merges a received
 //! [`GatewayConfig`] into its file config with [`GatewayConfig::merge_into`] and validates the
-//! result with [`Config::validate`] before using it.
-
-use std::collections::BTreeMap;
+//! result with [`crate::config::Config::validate`] before using it.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::{ClassifierConfig, Config, RemoteBranch};
-use crate::Class;
+pub mod pushed;
+pub mod setup;
+pub use pushed::{GatewayConfig, Priorities};
+pub use setup::{GatewaySetup, SetupError, SetupRequest, SETUP_PROTOCOL};
 
 /// The protocol version of this module. Version 2 added enrolment and renewal
 /// ([`GatewayMsg::Enrol`], [`GatewayMsg::Renew`], [`ControllerMsg::Credentials`]); version 3
-/// added the pushed CRL ([`ControllerMsg::Crl`]); version 4 added the learned WAN state
-/// ([`GatewayMsg::WanState`]). The controller accepts gateways of
+/// added the pushed CRL ([`ControllerMsg::Crl`]). The controller accepts gateways of
 /// [`MIN_PROTOCOL_VERSION`]..=[`PROTOCOL_VERSION`] and runs each session at the gateway's
 /// version (version 1 gateways can register but not enrol; only version 3 sessions get CRLs). A
 /// gateway accepts a controller of [`MIN_CONTROLLER_PROTOCOL`]..=[`PROTOCOL_VERSION`]; when a
 /// controller answers with an older version than it announced (a protocol 2 `ssc` refuses 3),
-/// it announces that version on its next connection.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// it announces that version on its next connection. Version 4 added the zero-touch set-up
+/// ([`GatewayMsg::Setup`], [`ControllerMsg::Setup`], [`setup`]); version 5 added the learned WAN
+/// state ([`GatewayMsg::WanState`]).
+pub const PROTOCOL_VERSION: u32 = 5;
 /// The first protocol whose gateways send [`GatewayMsg::WanState`] (a controller never sees one
 /// from an older session; an older controller is never sent one).
-pub const WAN_STATE_PROTOCOL: u32 = 4;
+pub const WAN_STATE_PROTOCOL: u32 = 5;
 /// The oldest gateway protocol the controller still serves (register, report, ack).
 pub const MIN_PROTOCOL_VERSION: u32 = 1;
 /// The oldest controller protocol a gateway still talks to (enrolment needs 2).
@@ -86,12 +87,15 @@ pub enum GatewayMsg {
     /// Instead of a register (protocol 2): a gateway with a valid client certificate asks for a
     /// new one (renewal). Only over mutual TLS.
     Renew(Renew),
-    /// Protocol 4, registered sessions only: the WAN ports' current addresses, next hops and
+    /// Instead of a register (protocol 4, [`setup`]): an enrolled gateway asks for its whole
+    /// config. Only over mutual TLS or a unix socket.
+    Setup(SetupRequest),
+    /// Protocol 5, registered sessions only: the WAN ports' current addresses, next hops and
     /// next-hop MACs as the kernel has them; sent after the registration and on every change.
     WanState(WanState),
 }
 
-/// The learned state of every WAN port of a gateway (protocol 4), in port order.
+/// The learned state of every WAN port of a gateway (protocol 5), in port order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WanState {
@@ -135,6 +139,9 @@ pub enum ControllerMsg {
     /// and again whenever it changes (revocation, periodic re-signing). The gateway writes it
     /// to its `[tls] crl_file` and reloads its credentials.
     Crl(CrlUpdate),
+    /// Protocol 4, the answer to a [`GatewayMsg::Setup`] ([`setup`]); the controller closes
+    /// the stream after it.
+    Setup(GatewaySetup),
 }
 
 /// A pushed CRL (protocol 3).
@@ -388,89 +395,6 @@ pub struct ErrorMsg {
     pub code: String,
     /// A human readable explanation.
     pub message: String,
-}
-
-/// The configuration the controller pushes to one gateway: replaces the file's `remote` (and
-/// `classifier` when present) as a whole.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GatewayConfig {
-    /// Increases with every change the controller makes for this gateway (never reused while
-    /// the controller's database lives: it is derived from a counter plus the start time).
-    pub version: u64,
-    /// The branch this config is for.
-    pub branch_id: u8,
-    /// The other branches: WAN addresses, LAN prefixes, path groups with WRR weights.
-    pub remotes: Vec<RemoteBranch>,
-    /// The TC's rules; `None`: keep the file's.
-    #[serde(default)]
-    pub classifier: Option<ClassifierConfig>,
-    /// DSCP marks per class and WAN hop count (PM, seed 000 §IV), for the egress qdiscs.
-    #[serde(default)]
-    pub priorities: Priorities,
-}
-
-/// The PM's marks: the DSCP a Type I tunnel socket sets, and the DSCP of each (class, WAN hops).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Priorities {
-    /// DSCP on the sockets of Type I connections (0: not set).
-    pub type1_socket_dscp: u8,
-    /// `"type1/1" → 46` etc.: class and WAN hops → DSCP (and its strict-priority band order).
-    pub marks: BTreeMap<String, u8>,
-}
-
-impl Priorities {
-    /// The PM table of this build (`mms_types::dscp`), as the controller pushes it: the socket
-    /// mark of Type I and `"type1/1" → 46` … for every tunnelled class and WAN hop count.
-    pub fn table() -> Self {
-        let mut marks = BTreeMap::new();
-        for class in Class::TUNNELLED {
-            for hops in 1..=mms_types::dscp::MAX_HOPS {
-                marks.insert(
-                    format!("{class}/{hops}"),
-                    mms_types::dscp::mark(class, hops),
-                );
-            }
-        }
-        Priorities {
-            type1_socket_dscp: mms_types::dscp::socket_mark(Class::TypeI).unwrap_or(0),
-            marks,
-        }
-    }
-
-    /// Whether a pushed table is this build's. Both ends take the table from `mms_types`, so a
-    /// difference means the controller and the gateway run different versions: the gateway
-    /// keeps its own marks (its egress qdiscs and socket marks) and says so.
-    pub fn matches_table(&self) -> bool {
-        *self == Self::table()
-    }
-}
-
-impl GatewayConfig {
-    /// `base` with this config's remotes (and classifier, when given). Validate the result with
-    /// [`Config::validate`] before using it.
-    pub fn merge_into(&self, base: &Config) -> Config {
-        let mut c = base.clone();
-        c.remote = self.remotes.clone();
-        if let Some(cl) = &self.classifier {
-            c.classifier = cl.clone();
-        }
-        c
-    }
-
-    /// Checks the merged config: the branch id must be ours and the merge valid.
-    pub fn validate_for(&self, base: &Config) -> Result<Config, String> {
-        if self.branch_id != base.branch_id {
-            return Err(format!(
-                "branch_id: config for branch {}, this gateway is branch {}",
-                self.branch_id, base.branch_id
-            ));
-        }
-        let merged = self.merge_into(base);
-        merged.validate().map_err(|e| e.to_string())?;
-        Ok(merged)
-    }
 }
 
 /// A message could not be encoded (our bug or an absurd config).

@@ -9,9 +9,15 @@
 //!
 //! Two sans-IO parts, time a parameter:
 //! - [`StallDetector`]: fed with samples of each subflow's `tcp_info` (taken every
-//!   ~50 ms by the driver), it declares a subflow dead when it has had data in flight and no
-//!   acknowledgement progress for [`stall_limit`] (max(150 ms, 2 × srtt, srtt + 4 × rttvar)), or
-//!   as soon as its retransmission timer fired with no progress since.
+//!   ~20 ms by the driver), it declares a subflow dead when it has had data in flight and no
+//!   acknowledgement for [`stall_limit`], or as soon as its retransmission timer fired with no
+//!   progress since. The stall is timed from the subflow's last acknowledgement as the kernel
+//!   saw it (`tcpi_last_ack_recv`), not from the first sample that saw no progress (which is up
+//!   to one sample period late), but never from before its data went in flight. The limit is
+//!   max(150 ms, 2 × srtt, srtt + 4 × rttvar) in general; for a subflow whose ACK clock was
+//!   running (cwnd-limited, in flight since before its last acknowledgement) it is
+//!   max(100 ms, srtt + 2 × rttvar): such a subflow's next acknowledgement is due within a
+//!   fraction of an RTT, so a whole RTT without one is already far out of the ordinary.
 //! - [`PathHold`]: the hysteresis per path (local, remote address): after a death the path is
 //!   not probed again (a new subflow requested) for a hold-down that doubles with every death
 //!   within [`FLAP_WINDOW`] (a flapping uplink is left alone longer). The probe itself is a new
@@ -23,6 +29,10 @@ use std::time::{Duration, Instant};
 /// The shortest stall that counts as dead: longer than a delayed ACK (40 ms) plus the RTT of a
 /// short path, so a healthy idle-then-busy subflow is never taken out.
 pub const MIN_STALL: Duration = Duration::from_millis(150);
+
+/// The shortest stall that counts as dead for a subflow whose ACK clock was running
+/// ([`HealthSample::clocked`]).
+pub const MIN_STALL_CLOCKED: Duration = Duration::from_millis(100);
 
 /// First hold-down after a path died before it is probed again.
 pub const HOLD_MIN: Duration = Duration::from_millis(200);
@@ -48,6 +58,26 @@ pub struct HealthSample {
     pub srtt: Duration,
     /// RTT variation (`tcpi_rttvar`).
     pub rttvar: Duration,
+    /// Time since the subflow last received an acknowledgement (`tcpi_last_ack_recv`); `None`:
+    /// unknown, the stall is timed from the first sample that saw no progress.
+    pub last_ack_age: Option<Duration>,
+    /// The subflow was cwnd-limited: as much in flight as its congestion window allows
+    /// (`tcpi_unacked >= tcpi_snd_cwnd`) or data waiting in its send queue
+    /// (`tcpi_notsent_bytes > 0`).
+    pub cwnd_limited: bool,
+}
+
+impl HealthSample {
+    /// Was the subflow's ACK clock running: cwnd-limited, and in flight without a pause since
+    /// before its last acknowledgement (`inflight_since` is when the detector first saw it in
+    /// flight, `now` this sample's time)?
+    pub fn clocked(&self, now: Instant, inflight_since: Instant) -> bool {
+        self.cwnd_limited
+            && self
+                .last_ack_age
+                .and_then(|a| now.checked_sub(a))
+                .is_some_and(|last_ack| last_ack > inflight_since)
+    }
 }
 
 /// How long a subflow with data in flight may go without acknowledgement progress before it
@@ -57,6 +87,15 @@ pub fn stall_limit(s: &HealthSample) -> Duration {
     MIN_STALL
         .max(s.srtt.saturating_mul(2))
         .max(s.srtt.saturating_add(s.rttvar.saturating_mul(4)))
+}
+
+/// The limit for a subflow whose ACK clock was running ([`HealthSample::clocked`]):
+/// max([`MIN_STALL_CLOCKED`], srtt + 2 × rttvar). With data in flight since before its last
+/// acknowledgement, the oldest segment in flight was sent before that acknowledgement arrived,
+/// so its own acknowledgement is due within one RTT of it (much sooner while cwnd-limited: the
+/// segments in flight were sent one after the other over the last RTT).
+pub fn clocked_stall_limit(s: &HealthSample) -> Duration {
+    MIN_STALL_CLOCKED.max(s.srtt.saturating_add(s.rttvar.saturating_mul(2)))
 }
 
 /// What [`StallDetector::handle_sample`] concluded for one subflow.
@@ -75,7 +114,10 @@ pub enum Verdict {
 #[derive(Debug, Clone, Copy)]
 struct Track {
     bytes_acked: u64,
+    /// First sample without progress (while in flight).
     stall_since: Option<Instant>,
+    /// First sample with data in flight since the last one with none.
+    inflight_since: Option<Instant>,
     dead: bool,
 }
 
@@ -100,15 +142,62 @@ impl<K: Ord + Copy> StallDetector<K> {
         }
     }
 
-    /// One sample of subflow `key` taken at `now`.
+    /// One sample of subflow `key` taken at `now`, judged alone: the general [`stall_limit`].
     pub fn handle_sample(&mut self, now: Instant, key: K, s: &HealthSample) -> Verdict {
+        self.judge(now, key, s, None)
+    }
+
+    /// One sample of every subflow of the connection, all taken at `now`; a verdict per
+    /// subflow, in order. A subflow whose ACK clock was running ([`HealthSample::clocked`]) gets
+    /// the shorter [`clocked_stall_limit`] only while another subflow of the connection keeps
+    /// receiving ACKs (one came after half that limit into this one's silence): when every
+    /// subflow goes quiet together, the cause is the peer or this machine (a scheduling stall),
+    /// not one path, and the general limit applies.
+    pub fn handle_connection(
+        &mut self,
+        now: Instant,
+        samples: &[(K, HealthSample)],
+    ) -> Vec<Verdict> {
+        let acked_at = |s: &HealthSample| {
+            s.last_ack_age
+                .filter(|_| s.established)
+                .and_then(|a| now.checked_sub(a))
+        };
+        samples
+            .iter()
+            .map(|(k, s)| {
+                let peer_ack = samples
+                    .iter()
+                    .filter(|(o, _)| o != k)
+                    .filter_map(|(_, o)| acked_at(o))
+                    .max();
+                self.judge(now, *k, s, peer_ack)
+            })
+            .collect()
+    }
+
+    /// One subflow's verdict; `peer_ack`: the latest ACK any other subflow of the connection
+    /// received (`None`: unknown or judged alone).
+    fn judge(
+        &mut self,
+        now: Instant,
+        key: K,
+        s: &HealthSample,
+        peer_ack: Option<Instant>,
+    ) -> Verdict {
         let t = self.subflows.entry(key).or_insert(Track {
             bytes_acked: s.bytes_acked,
             stall_since: None,
+            inflight_since: None,
             dead: false,
         });
         let progress = s.bytes_acked != t.bytes_acked;
         t.bytes_acked = s.bytes_acked;
+        if !s.established || s.unacked == 0 {
+            t.inflight_since = None;
+        } else if t.inflight_since.is_none() {
+            t.inflight_since = Some(now);
+        }
         if !s.established || s.unacked == 0 || progress {
             t.stall_since = None;
             t.dead = false;
@@ -116,13 +205,28 @@ impl<K: Ord + Copy> StallDetector<K> {
         }
         // In flight, no progress since the last sample. The stall began at most one sample
         // period before we first saw it, so measuring from the first sighting never overstates.
-        let since = *t.stall_since.get_or_insert(now);
+        let first_seen = *t.stall_since.get_or_insert(now);
         if t.dead {
             return Verdict::StillDead;
         }
+        let inflight_since = t.inflight_since.unwrap_or(now);
+        // With the kernel's last-ACK age: from that ACK, but never from before the data went in
+        // flight (an idle subflow's last ACK is old; its first segment's ACK is due an RTT
+        // after it was sent, which we saw no earlier than `inflight_since`).
+        let since = s
+            .last_ack_age
+            .and_then(|a| now.checked_sub(a))
+            .map_or(first_seen, |last_ack| last_ack.max(inflight_since));
         let stalled_for = now.saturating_duration_since(since);
-        let rto_fired = s.backoff > 0 && stalled_for > Duration::ZERO;
-        if stalled_for >= stall_limit(s) || rto_fired {
+        let clocked = clocked_stall_limit(s);
+        let others_alive = peer_ack.is_some_and(|p| p >= since + clocked / 2);
+        let limit = if others_alive && s.clocked(now, inflight_since) {
+            clocked
+        } else {
+            stall_limit(s)
+        };
+        let rto_fired = s.backoff > 0 && now > first_seen;
+        if stalled_for >= limit || rto_fired {
             t.dead = true;
             Verdict::Dead
         } else {
@@ -231,6 +335,23 @@ mod tests {
             backoff: 0,
             srtt: MS * srtt_ms as u32,
             rttvar: MS * (srtt_ms as u32 / 4),
+            last_ack_age: None,
+            cwnd_limited: false,
+        }
+    }
+
+    /// A bulk subflow as the driver samples it: cwnd-limited, the kernel's last-ACK age known;
+    /// ACKs every 5 ms until `stop`.
+    fn bulk(now: Duration, stop: Duration, srtt_ms: u64) -> HealthSample {
+        let last_ack = if now < stop {
+            now - Duration::from_nanos(now.as_nanos() as u64 % 5_000_000)
+        } else {
+            stop
+        };
+        HealthSample {
+            last_ack_age: Some(now - last_ack),
+            cwnd_limited: true,
+            ..busy(last_ack.as_millis() as u64 * 100, srtt_ms)
         }
     }
 
@@ -330,6 +451,111 @@ mod tests {
             s
         });
         assert_eq!(got, Some((MS * 400, Verdict::Dead)));
+    }
+
+    /// Samples every `tick` from `t0` (= time 0) to 3 s with `f(time)`, beside a second
+    /// subflow that is ACKed throughout if `peer`; when subflow 1 was first declared Dead.
+    fn dead_at(
+        tick: Duration,
+        peer: bool,
+        f: impl Fn(Duration) -> HealthSample,
+    ) -> Option<Duration> {
+        let mut d = StallDetector::new();
+        let t0 = Instant::now();
+        let mut at = Duration::ZERO;
+        while at < MS * 3000 {
+            let mut samples = vec![(1u8, f(at))];
+            if peer {
+                samples.push((2u8, bulk(at, MS * 9999, 50)));
+            }
+            let v = d.handle_connection(t0 + at, &samples);
+            assert_eq!(v.len(), samples.len());
+            assert_ne!(v.get(1), Some(&Verdict::Dead), "the healthy peer at {at:?}");
+            if v[0] == Verdict::Dead {
+                return Some(at);
+            }
+            at += tick;
+        }
+        None
+    }
+
+    #[test]
+    fn a_clocked_subflow_is_dead_one_rtt_after_its_last_ack() {
+        // srtt 100 ms (a queue in the WAN), rttvar 25: the limit is 150 ms, timed from the
+        // kernel's last ACK (at 1,000 ms), not from the first sample that saw no progress.
+        let s = bulk(MS * 1000, MS * 1000, 100);
+        assert!(s.clocked(Instant::now() + MS * 1000, Instant::now()));
+        assert_eq!(clocked_stall_limit(&s), MS * 150);
+        assert_eq!(stall_limit(&s), MS * 200);
+        let at = dead_at(MS * 20, true, |t| bulk(t, MS * 1000, 100)).unwrap();
+        assert_eq!(at, MS * 1160, "the first sample >= 1,000 + 150 ms");
+        // The same subflow judged from the samples alone (the old detector): 2 × srtt after
+        // the first sample without progress.
+        let old = dead_at(MS * 20, true, |t| HealthSample {
+            last_ack_age: None,
+            cwnd_limited: false,
+            ..bulk(t, MS * 1000, 100)
+        })
+        .unwrap();
+        assert_eq!(old, MS * 1220);
+        // A short path: never below MIN_STALL_CLOCKED.
+        assert_eq!(
+            dead_at(MS * 20, true, |t| bulk(t, MS * 1000, 20)),
+            Some(MS * 1100)
+        );
+        // ACKs that keep coming (every 5 ms) never look dead, however long the srtt.
+        assert_eq!(dead_at(MS * 20, true, |t| bulk(t, MS * 9999, 20)), None);
+    }
+
+    #[test]
+    fn when_every_subflow_goes_quiet_the_general_limit_applies() {
+        // Alone (or with every other subflow as quiet): 2 × srtt from the last ACK.
+        assert_eq!(
+            dead_at(MS * 20, false, |t| bulk(t, MS * 1000, 100)),
+            Some(MS * 1200)
+        );
+        let mut d = StallDetector::new();
+        let t0 = Instant::now();
+        let mut first_dead = None;
+        for i in 0..150u32 {
+            let at = MS * 20 * i;
+            let v = d.handle_connection(
+                t0 + at,
+                &[
+                    (1u8, bulk(at, MS * 1000, 100)),
+                    (2, bulk(at, MS * 1000, 100)),
+                ],
+            );
+            if first_dead.is_none() && v.contains(&Verdict::Dead) {
+                first_dead = Some(at);
+            }
+        }
+        assert_eq!(first_dead, Some(MS * 1200));
+    }
+
+    #[test]
+    fn an_idle_subflow_that_starts_sending_is_given_the_full_limit() {
+        // Last ACK 10 s ago (idle); data goes in flight at 1,000 ms and is never acknowledged.
+        // The stall is timed from when it went in flight, with the general limit (not clocked).
+        let s = |t: Duration| HealthSample {
+            unacked: if t >= MS * 1000 { 3 } else { 0 },
+            last_ack_age: Some(MS * 10_000 + t),
+            cwnd_limited: true,
+            ..busy(0, 100)
+        };
+        assert_eq!(dead_at(MS * 20, true, s), Some(MS * 1200));
+        // Its ACK arriving after one RTT (at 1,100 ms) is no death.
+        let acked = |t: Duration| HealthSample {
+            unacked: if t >= MS * 1100 { 0 } else { s(t).unacked },
+            bytes_acked: u64::from(t >= MS * 1100),
+            last_ack_age: Some(if t >= MS * 1100 {
+                t - MS * 1100
+            } else {
+                MS * 10_000 + t
+            }),
+            ..s(t)
+        };
+        assert_eq!(dead_at(MS * 20, true, acked), None);
     }
 
     #[test]

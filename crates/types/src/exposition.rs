@@ -4,7 +4,7 @@
 //! OpenMetrics. `mmsg`'s and `ssc`'s `metrics` modules fill an [`Exposition`] from their own
 //! reports; nothing here counts or keeps state between scrapes.
 
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -63,6 +63,19 @@ pub struct Exposition {
 enum Samples {
     Counter(Vec<(Labels, u64)>),
     Gauge(Vec<(Labels, f64)>),
+    Histogram(Vec<(Labels, Histogram)>),
+}
+
+/// One histogram sample set (a value read at scrape time, like the counters).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Histogram {
+    /// Sum of the observations.
+    pub sum: f64,
+    /// Observations.
+    pub count: u64,
+    /// (upper bound, observations in that bucket, **not** cumulative), bounds ascending, the
+    /// last one `f64::INFINITY` (`le="+Inf"`).
+    pub buckets: Vec<(f64, u64)>,
 }
 
 impl prometheus_client::collector::Collector for Exposition {
@@ -79,6 +92,20 @@ impl prometheus_client::collector::Collector for Exposition {
                     let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
                     for (labels, v) in s {
                         ConstGauge::new(*v).encode(m.encode_family(labels)?)?;
+                    }
+                }
+                Samples::Histogram(s) if !s.is_empty() => {
+                    let mut m =
+                        encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+                    for (labels, h) in s {
+                        // prometheus-client writes the bound f64::MAX as "+Inf".
+                        let buckets: Vec<(f64, u64)> = h
+                            .buckets
+                            .iter()
+                            .map(|&(le, n)| (if le.is_finite() { le } else { f64::MAX }, n))
+                            .collect();
+                        m.encode_family(labels)?
+                            .encode_histogram::<NoLabelSet>(h.sum, h.count, &buckets, None)?;
                     }
                 }
                 _ => {}
@@ -112,6 +139,18 @@ impl Exposition {
         self.families.push((name.to_owned(), help.to_owned(), s));
     }
 
+    /// A histogram family (`_bucket` with `le`, `_sum`, `_count`). A family without samples
+    /// is left out of the text.
+    pub fn histogram(
+        &mut self,
+        name: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = (Labels, Histogram)>,
+    ) {
+        let s = Samples::Histogram(samples.into_iter().collect());
+        self.families.push((name.to_owned(), help.to_owned(), s));
+    }
+
     /// The OpenMetrics text, every name prefixed `mms_`.
     pub fn finish(self) -> String {
         let mut registry = Registry::with_prefix("mms");
@@ -133,6 +172,18 @@ mod tests {
         e.gauge("b_seconds", "a gauge", [(vec![("x", "1".to_owned())], 2.5)]);
         e.counter("a_bytes", "a counter", [(Labels::new(), 7)]);
         e.counter("empty", "no samples", []);
+        e.histogram(
+            "wait_seconds",
+            "a histogram",
+            [(
+                vec![("class", "type1".to_owned())],
+                Histogram {
+                    sum: 0.25,
+                    count: 3,
+                    buckets: vec![(0.1, 2), (1.0, 0), (f64::INFINITY, 1)],
+                },
+            )],
+        );
         let om = e.finish();
         let g = om.find("# TYPE mms_b_seconds gauge");
         let c = om.find("# TYPE mms_a_bytes counter");
@@ -141,6 +192,28 @@ mod tests {
         assert!(om.contains("mms_a_bytes_total{} 7"), "{om}");
         assert!(!om.contains("empty"), "{om}");
         assert!(om.ends_with("# EOF\n"), "{om}");
+        assert!(om.contains("# TYPE mms_wait_seconds histogram"), "{om}");
+        assert!(
+            om.contains("mms_wait_seconds_sum{class=\"type1\"} 0.25"),
+            "{om}"
+        );
+        assert!(
+            om.contains("mms_wait_seconds_count{class=\"type1\"} 3"),
+            "{om}"
+        );
+        // Cumulative buckets (prometheus-client writes `le` first).
+        assert!(
+            om.contains("mms_wait_seconds_bucket{le=\"0.1\",class=\"type1\"} 2"),
+            "{om}"
+        );
+        assert!(
+            om.contains("mms_wait_seconds_bucket{le=\"1.0\",class=\"type1\"} 2"),
+            "{om}"
+        );
+        assert!(
+            om.contains("mms_wait_seconds_bucket{le=\"+Inf\",class=\"type1\"} 3"),
+            "{om}"
+        );
         let text = to_prometheus_text(&om);
         assert!(text.contains("# TYPE mms_a_bytes_total counter"), "{text}");
         assert!(!text.contains("# EOF"), "{text}");

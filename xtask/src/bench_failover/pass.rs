@@ -33,6 +33,14 @@ pub struct Event {
     pub tcp_gap_ms: f64,
     /// Longest time between two voice packets at the receiver, in the event's window.
     pub udp_gap_ms: f64,
+    /// The longest gap (TCP or voice) in the 2 s before the event: the noise floor.
+    pub before_gap_ms: f64,
+    /// When the event began (Unix seconds; to line up with the gateways' logs).
+    pub at_unix: f64,
+    /// When the TCP flow's longest gap began, ms after the event (negative: before it).
+    pub tcp_gap_from_ms: f64,
+    /// When the voice stream's longest gap began, ms after the event.
+    pub udp_gap_from_ms: f64,
     /// Voice packets sent in the window.
     pub udp_sent: u64,
     /// Of those, never received.
@@ -104,6 +112,15 @@ pub struct Step {
 /// A duration in ms with one decimal.
 pub fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e4).round() / 10.0
+}
+
+/// `t` relative to `origin`, ms (negative when earlier).
+fn offset_ms(origin: Instant, t: Instant) -> f64 {
+    if t >= origin {
+        ms(t - origin)
+    } else {
+        -ms(origin - t)
+    }
 }
 
 /// Runs the flows from host 1 (`h1`) to host 2 (`h2`, address `dst`) and the `steps` on
@@ -181,8 +198,8 @@ pub fn run_pass(
         .iter()
         .zip(tunnels_up.iter().chain(std::iter::repeat(&None)))
         .map(|(w, &tunnels_up_ms)| {
-            let tcp_gap = probe::longest_gap(&tcp_times, w.from, w.to);
-            let udp_gap = probe::longest_gap(&voice_times, w.from, w.to);
+            let (tcp_gap, tcp_from) = probe::longest_gap_span(&tcp_times, w.from, w.to);
+            let (udp_gap, udp_from) = probe::longest_gap_span(&voice_times, w.from, w.to);
             let (udp_sent, udp_lost) = probe::lost_in(&rec.voice, w.from, w.to);
             let (ping_sent, ping_lost, ping_max_ms) =
                 probe::ping_in(&replies, w.from_unix, w.to_unix);
@@ -193,6 +210,19 @@ pub fn run_pass(
                 gap_ms: ms(tcp_gap.max(udp_gap)),
                 tcp_gap_ms: ms(tcp_gap),
                 udp_gap_ms: ms(udp_gap),
+                before_gap_ms: {
+                    let quiet = w.from.checked_sub(RATE_WINDOW).unwrap_or(w.from);
+                    ms(
+                        probe::longest_gap(&tcp_times, quiet, w.from).max(probe::longest_gap(
+                            &voice_times,
+                            quiet,
+                            w.from,
+                        )),
+                    )
+                },
+                at_unix: w.from_unix,
+                tcp_gap_from_ms: offset_ms(w.from, tcp_from),
+                udp_gap_from_ms: offset_ms(w.from, udp_from),
                 udp_sent,
                 udp_lost,
                 ping_sent,
@@ -269,7 +299,7 @@ pub fn print_run(r: &ModeRun) {
             .map_or("survived".to_owned(), |e| format!("LOST ({e})"))
     );
     println!(
-        "{:<17} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "{:<17} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "event",
         "gap ms",
         "tcp gap",
@@ -279,11 +309,12 @@ pub fn print_run(r: &ModeRun) {
         "ping max",
         "before",
         "recov.",
-        "tun. up"
+        "tun. up",
+        "tcp gap@"
     );
     for e in &r.events {
         println!(
-            "{:<17} {:>8.0} {:>8.0} {:>8.0} {:>5}/{:<3} {:>6}/{:<3} {:>9.0} {:>9.1} {:>9.1} {:>9}",
+            "{:<17} {:>8.0} {:>8.0} {:>8.0} {:>5}/{:<3} {:>6}/{:<3} {:>9.0} {:>9.1} {:>9.1} {:>9} {:>9.0}",
             format!("{} {}", e.kind, e.port),
             e.gap_ms,
             e.tcp_gap_ms,
@@ -296,7 +327,8 @@ pub fn print_run(r: &ModeRun) {
             e.before_mbps,
             e.recovered_mbps,
             e.tunnels_up_ms
-                .map_or("-".to_owned(), |t| format!("{t:.0}"))
+                .map_or("-".to_owned(), |t| format!("{t:.0}")),
+            e.tcp_gap_from_ms
         );
     }
 }

@@ -288,17 +288,27 @@ fn voice_receive(sock: &UdpSocket, stop: &AtomicBool) -> Vec<(u64, Instant)> {
 /// is still waiting when the next event starts, counts up to the window's end). `times` must be
 /// sorted.
 pub fn longest_gap(times: &[Instant], from: Instant, to: Instant) -> Duration {
+    longest_gap_span(times, from, to).0
+}
+
+/// [`longest_gap`] and the arrival (or `from`) it starts at.
+pub fn longest_gap_span(times: &[Instant], from: Instant, to: Instant) -> (Duration, Instant) {
     let first_in = times.partition_point(|t| *t <= from);
     let end = times.partition_point(|t| *t <= to);
     let prev = first_in.checked_sub(1).and_then(|i| times.get(i)).copied();
     let inside = times.get(first_in..end).unwrap_or_default();
-    let mut gap = Duration::ZERO;
+    let mut gap = (Duration::ZERO, from);
     let mut last = prev.unwrap_or(from);
     for &t in inside {
-        gap = gap.max(t.saturating_duration_since(last));
+        if t.saturating_duration_since(last) > gap.0 {
+            gap = (t.saturating_duration_since(last), last);
+        }
         last = t;
     }
-    gap.max(to.saturating_duration_since(last))
+    if to.saturating_duration_since(last) > gap.0 {
+        gap = (to.saturating_duration_since(last), last);
+    }
+    gap
 }
 
 /// Packets sent in `[from, to)` that never arrived (each sequence number counted once).

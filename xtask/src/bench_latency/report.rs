@@ -127,6 +127,10 @@ pub struct Fairness {
     pub jain_fairness: f64,
     /// Slowest flow's goodput over the fair share (total / flows).
     pub min_flow_share: f64,
+    /// Growth of gw1's watched counters during the case (drops, marks; only those that grew).
+    pub mmsg_counters: BTreeMap<String, u64>,
+    /// What the sending gateway held mid-way.
+    pub queues: Option<QueueSample>,
 }
 
 /// One variant: `mmsg` with one set of levers, every load, the fairness case.

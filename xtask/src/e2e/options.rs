@@ -44,6 +44,9 @@ pub struct Options {
     /// `[tls] mode = "clear"` plus `mmsg run --insecure-clear-tunnels` (`mmsg` warns
     /// `TUNNELS IN CLEAR TEXT`).
     pub tls: bool,
+    /// `Some(ADDR)`: every `mmsg` runs with `--metrics-listen ADDR` (inside its own namespace,
+    /// so one loopback address serves all five; docs/metrics.md). `None` (default): off.
+    pub metrics_listen: Option<String>,
 }
 
 impl Options {
@@ -59,6 +62,7 @@ impl Options {
             paths: None,
             striping: None,
             tls: true,
+            metrics_listen: None,
         }
     }
 }

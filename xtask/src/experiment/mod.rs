@@ -16,6 +16,7 @@
 //!
 //! Results go to `results/<name>.json`, `results/<name>.md` and one SVG per figure.
 
+pub mod all;
 pub mod background;
 pub mod def;
 pub mod plot;
@@ -382,6 +383,13 @@ fn fmt_duration(secs: u64) -> String {
     }
 }
 
+/// Estimated seconds of one case: `reps` × (IPoMP, baseline and, with `udp`, UDP over IPoMP)
+/// measurements of `secs` + `omit` each, plus their overhead and the bottleneck change.
+fn case_estimate_secs(secs: u32, omit: u32, reps: u32, udp: bool) -> u64 {
+    let per_measure = u64::from(secs + omit) + MEASURE_OVERHEAD_SECS;
+    u64::from(reps) * (2 + u64::from(udp)) * per_measure + 1
+}
+
 /// Runs experiment `name`; writes the JSON, markdown and SVGs; returns the report.
 pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
     crate::deps::ensure()?;
@@ -423,19 +431,17 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
     if n_cases == 0 {
         bail!("no case selected (check --figures / --cases)");
     }
-    let per_measure = u64::from(secs + omit) + MEASURE_OVERHEAD_SECS;
-    let measures_per_case = |fi: usize| {
-        2 + u64::from(
-            exp.figures
-                .get(fi)
-                .is_some_and(|f| f.udp_offered_mbit.is_some()),
-        )
-    };
     let estimate: u64 = plan.len() as u64 * SYSTEM_UP_SECS
         + plan
             .iter()
             .flat_map(|(_, v)| v.iter())
-            .map(|(fi, _)| u64::from(reps) * measures_per_case(*fi) * per_measure + 1)
+            .map(|(fi, _)| {
+                let udp = exp
+                    .figures
+                    .get(*fi)
+                    .is_some_and(|f| f.udp_offered_mbit.is_some());
+                case_estimate_secs(secs, omit, reps, udp)
+            })
             .sum::<u64>();
     println!(
         "experiment {name}: {n_cases} cases, {reps} rep(s) of {secs} s (+{omit} s warm-up) each for \

@@ -71,6 +71,11 @@ pub struct GatewayList {
     /// Pre-auth caps, deadlines and refusals of the TCP listeners ([`crate::preauth`]).
     #[serde(default)]
     pub preauth: crate::preauth::Refusals,
+    /// Reports of gateways registered over clear TCP (unauthenticated): shown in
+    /// `last_report`, never fed into the capacity estimates, WRR weights or adaptive
+    /// decisions (docs/security.md, issue #17).
+    #[serde(default)]
+    pub unauthenticated_reports: u64,
 }
 
 #[derive(Debug)]
@@ -83,6 +88,9 @@ struct SessionSlot {
 struct Inner {
     /// Per branch in the inventory: the current config (watched by that branch's session).
     configs: BTreeMap<u8, watch::Sender<Option<Arc<GatewayConfig>>>>,
+    /// Per branch in the inventory: its own part of a zero-touch set-up (LAN prefixes, WAN
+    /// ports as the gateway file names them).
+    own: BTreeMap<u8, OwnPart>,
     sessions: BTreeMap<u8, SessionSlot>,
     views: BTreeMap<u8, (GatewayView, Option<Instant>)>,
     next_version: u64,
@@ -91,6 +99,34 @@ struct Inner {
     rejected_other: u64,
     rejected_auth: u64,
     replaced: u64,
+    unauthenticated_reports: u64,
+}
+
+/// A branch's own part of its [`mpa::gwchan::GatewaySetup`].
+#[derive(Debug, Clone, PartialEq)]
+struct OwnPart {
+    lan_prefixes: Vec<ipnet::IpNet>,
+    wan: Vec<mpa::config::WanPort>,
+}
+
+/// The inventory's `branch` as the gateway file wants it: WAN port k named `wan{k}`, no rate
+/// (shaping is the gateway operator's choice), the MPA MAC when the inventory has one.
+fn own_part(branch: &crate::inventory::Branch) -> OwnPart {
+    OwnPart {
+        lan_prefixes: branch.lan.iter().map(|n| ipnet::IpNet::V4(*n)).collect(),
+        wan: branch
+            .wan
+            .iter()
+            .map(|p| mpa::config::WanPort {
+                name: format!("wan{}", p.port.get()),
+                address: p.address,
+                gateway: p.gateway,
+                kind: p.kind,
+                mac: p.mac,
+                rate_mbit: None,
+            })
+            .collect(),
+    }
 }
 
 /// A session just opened: its id, the branch's config (watched), and the signal that a newer
@@ -131,6 +167,7 @@ impl Registry {
         Self {
             inner: Mutex::new(Inner {
                 configs: BTreeMap::new(),
+                own: BTreeMap::new(),
                 sessions: BTreeMap::new(),
                 views: BTreeMap::new(),
                 next_version: start,
@@ -139,6 +176,7 @@ impl Registry {
                 rejected_other: 0,
                 rejected_auth: 0,
                 replaced: 0,
+                unauthenticated_reports: 0,
             }),
             capacity: std::sync::OnceLock::new(),
             authority: std::sync::OnceLock::new(),
@@ -185,7 +223,7 @@ impl Registry {
         changed.notify_one();
     }
 
-    /// Commits the WAN states gateways learn (protocol 4) into `store`'s inventory; without
+    /// Commits the WAN states gateways learn (protocol 5) into `store`'s inventory; without
     /// it they are only shown. Only the first call counts.
     pub fn learn_into(&self, store: Arc<crate::store::Store>) {
         let _ = self.store.set(store);
@@ -222,6 +260,12 @@ impl Registry {
         }
     }
 
+    /// A report of an unauthenticated (clear TCP) session: counted, never fed into the
+    /// capacity estimates (like OpenFlow statistics of an unauthenticated switch).
+    pub(super) fn ignore_unauthenticated_report(&self) {
+        self.lock().unauthenticated_reports += 1;
+    }
+
     /// Gives the gateway channel the CA: enrolment, renewal and the TLS listener need it.
     /// Only the first call counts.
     pub fn set_authority(&self, authority: Arc<Authority>) {
@@ -252,6 +296,11 @@ impl Registry {
             }
             keep
         });
+        inner.own = catalog
+            .inventory()
+            .branches()
+            .map(|b| (b.id.get(), own_part(b)))
+            .collect();
         for b in catalog.inventory().branches() {
             let remotes = build_remotes(catalog, weights, b.id);
             let id = b.id.get();
@@ -295,6 +344,20 @@ impl Registry {
             .and_then(|tx| tx.borrow().clone())
     }
 
+    /// The zero-touch set-up of `branch` (protocol 4): its own part of the inventory and its
+    /// current config; `None` when the branch is not in the inventory.
+    pub fn setup(&self, branch: u8) -> Option<mpa::gwchan::GatewaySetup> {
+        let inner = self.lock();
+        let own = inner.own.get(&branch)?.clone();
+        let config = inner.configs.get(&branch)?.borrow().as_deref().cloned()?;
+        Some(mpa::gwchan::GatewaySetup {
+            branch_id: branch,
+            lan_prefixes: own.lan_prefixes,
+            wan: own.wan,
+            config,
+        })
+    }
+
     /// What the REST API shows.
     pub fn list(&self) -> GatewayList {
         let inner = self.lock();
@@ -316,6 +379,7 @@ impl Registry {
             rejected_auth: inner.rejected_auth,
             enrolment: self.authority.get().map(|a| a.counters()),
             preauth: self.preauth.counters(),
+            unauthenticated_reports: inner.unauthenticated_reports,
         }
     }
 

@@ -128,6 +128,18 @@ pub(super) enum Transport {
     Tls(Option<(mpa::BranchId, u64)>),
 }
 
+impl Transport {
+    /// Whether a session on it proves its branch: a client certificate, or a unix socket
+    /// (filesystem permissions). Only such sessions' reports feed capacity, WRR and adaptive
+    /// decisions; a clear TCP registration is believed for its config only.
+    pub(super) fn authenticated(self) -> bool {
+        match self {
+            Transport::Tcp | Transport::Tls(None) => false,
+            Transport::Unix | Transport::Tls(Some(_)) => true,
+        }
+    }
+}
+
 /// The TLS handshake on the gateway listener, then [`session`].
 pub(super) async fn tls_session(
     stream: tokio::net::TcpStream,
@@ -189,16 +201,64 @@ enum Opening {
     Register(Register),
     Enrol(mpa::gwchan::Enrol),
     Renew(mpa::gwchan::Renew),
+    Setup(mpa::gwchan::SetupRequest),
 }
 
-/// The answer to an enrol or renew: credentials, or the error code and text for the peer.
-/// Blocking (a database commit and a signature): run it off the async threads.
+/// The answer to a zero-touch set-up request (protocol 4): the branch's whole config, only
+/// for the branch of the client certificate (or over the unix socket).
+fn setup_outcome(
+    transport: Transport,
+    protocol: u32,
+    req: &mpa::gwchan::SetupRequest,
+    registry: &Registry,
+) -> Result<ControllerMsg, (&'static str, String)> {
+    if protocol < mpa::gwchan::SETUP_PROTOCOL {
+        return Err(("version", "setup needs protocol 4".into()));
+    }
+    match transport {
+        Transport::Tls(Some((b, _))) if b.get() == req.branch_id => {}
+        Transport::Unix => {}
+        Transport::Tls(Some((b, _))) => {
+            registry.reject_auth();
+            return Err((
+                "wrong_branch",
+                format!(
+                    "the certificate is branch {b}'s, the setup request branch {}'s",
+                    req.branch_id
+                ),
+            ));
+        }
+        Transport::Tls(None) | Transport::Tcp => {
+            registry.reject_auth();
+            return Err((
+                "no_certificate",
+                "setup needs mutual TLS with the branch's certificate (enrol first)".into(),
+            ));
+        }
+    }
+    registry
+        .setup(req.branch_id)
+        .map(ControllerMsg::Setup)
+        .ok_or_else(|| {
+            (
+                "unknown_branch",
+                format!("branch {} is not in the inventory", req.branch_id),
+            )
+        })
+}
+
+/// The answer to an enrol, renew or setup: credentials (or the setup), or the error code and
+/// text for the peer. Blocking (a database commit and a signature): run it off the async
+/// threads.
 fn credentials_outcome(
     transport: Transport,
     protocol: u32,
     opening: Opening,
     registry: &Registry,
-) -> Result<mpa::gwchan::Credentials, (&'static str, String)> {
+) -> Result<ControllerMsg, (&'static str, String)> {
+    if let Opening::Setup(req) = &opening {
+        return setup_outcome(transport, protocol, req, registry);
+    }
     if protocol < 2 {
         return Err(("version", "enrol and renew need protocol 2".into()));
     }
@@ -217,9 +277,11 @@ fn credentials_outcome(
         }
         (Opening::Enrol(req), _) => authority
             .enrol(&req)
+            .map(ControllerMsg::Credentials)
             .map_err(|e| ("enrol_refused", e.to_string())),
         (Opening::Renew(req), Transport::Tls(Some((b, serial)))) => authority
             .renew(b, serial, &req)
+            .map(ControllerMsg::Credentials)
             .map_err(|e| ("renew_refused", e.to_string())),
         (Opening::Renew(_), _) => {
             registry.reject_auth();
@@ -228,7 +290,9 @@ fn credentials_outcome(
                 "renewal needs mutual TLS with the current certificate".into(),
             ))
         }
-        (Opening::Register(_), _) => Err(("protocol", "expected enrol or renew".into())),
+        (Opening::Register(_) | Opening::Setup(_), _) => {
+            Err(("protocol", "expected enrol or renew".into()))
+        }
     }
 }
 
@@ -272,8 +336,9 @@ pub(super) async fn session<S>(
             GatewayMsg::Register(reg) => Ok((hello.protocol, Opening::Register(reg))),
             GatewayMsg::Enrol(req) => Ok((hello.protocol, Opening::Enrol(req))),
             GatewayMsg::Renew(req) => Ok((hello.protocol, Opening::Renew(req))),
+            GatewayMsg::Setup(req) => Ok((hello.protocol, Opening::Setup(req))),
             other => Err(SessionEnd::Protocol(format!(
-                "expected register, enrol or renew, got {other:?}"
+                "expected register, enrol, renew or setup, got {other:?}"
             ))),
         }
     };
@@ -288,8 +353,8 @@ pub(super) async fn session<S>(
             .await
             .unwrap_or_else(|_| Err(("unavailable", "internal error".into())));
             match outcome {
-                Ok(c) => {
-                    let _ = send(&mut w, &ControllerMsg::Credentials(c)).await;
+                Ok(answer) => {
+                    let _ = send(&mut w, &answer).await;
                 }
                 Err((code, why)) => {
                     info!(%peer, code, "credentials request refused: {why}");
@@ -367,6 +432,14 @@ pub(super) async fn session<S>(
     // Registered: its place among the unauthenticated connections is free again.
     pre.permit = None;
     info!(%peer, branch, version = %reg.software_version, protocol, "gateway registered");
+    if !transport.authenticated() {
+        warn!(
+            %peer,
+            branch,
+            "gateway registered over clear TCP (unauthenticated): its reports are shown but never \
+             feed capacity estimates, WRR weights or adaptive decisions; use tls_listen"
+        );
+    }
     // Protocol 3 with a CA: the current CRL at once, then every new one (revocation,
     // re-signing). Without, a receiver that never changes.
     let authority = registry.authority().cloned();
@@ -423,7 +496,11 @@ pub(super) async fn session<S>(
                         Err(_) => return Err(SessionEnd::Silent(SESSION_TIMEOUT)),
                         Ok(Err(e)) => return Err(e),
                         Ok(Ok(GatewayMsg::Report(rep))) => {
-                            registry.feed_report(branch, Instant::now(), &rep);
+                            if transport.authenticated() {
+                                registry.feed_report(branch, Instant::now(), &rep);
+                            } else {
+                                registry.ignore_unauthenticated_report();
+                            }
                             registry.with_view(branch, id, |v, at| {
                                 v.last_report = Some(rep);
                                 *at = Some(Instant::now());

@@ -59,6 +59,15 @@ impl Client {
         }
     }
 
+    /// [`Client::new`] with a prepared `agent` (its timeout, its TLS connector for https://).
+    pub fn with_agent(agent: ureq::Agent, base: &str, token: Option<&str>) -> Self {
+        Self {
+            agent,
+            base: base.trim_end_matches('/').to_owned(),
+            auth: token.map(|t| format!("Bearer {t}")),
+        }
+    }
+
     /// `GET path`, the JSON answer.
     pub fn get(&self, path: &str) -> Result<Value, ClientError> {
         self.call("GET", path, None)

@@ -226,6 +226,7 @@ fn stats_schemas(branch_id: &Value) -> Value {
             "rejected_other": {"type": "integer"},
             "replaced": {"type": "integer"},
             "rejected_auth": {"type": "integer", "description": "TLS listener: no client certificate, a certificate of another branch, or an enrolment over clear TCP"},
+            "unauthenticated_reports": {"type": "integer", "description": "reports of sessions registered over clear TCP: shown, never fed into capacity, WRR or adaptive decisions"},
             "enrolment": {"type": "object", "nullable": true, "properties": {
                 "enrolled": {"type": "integer"}, "renewed": {"type": "integer"},
                 "refused_unknown": {"type": "integer"}, "refused_used": {"type": "integer"},

@@ -48,10 +48,10 @@ pub(super) const SUBFLOW_CHECK: Duration = Duration::from_secs(1);
 const SUBFLOW_RETRY_MIN: Duration = Duration::from_secs(3);
 /// Cap of the per-pair subflow retry backoff.
 const SUBFLOW_RETRY_MAX: Duration = Duration::from_secs(30);
-/// Subflow health sample period while data is in flight: with the detector's 150 ms minimum
-/// stall, a dead subflow is taken out 150–200 ms after its last acknowledgement. Two
-/// getsockopt calls per tick and connection.
-pub(super) const HEALTH_TICK: Duration = Duration::from_millis(50);
+/// Subflow health sample period while data is in flight: a dead subflow is taken out at most
+/// one tick after the detector's limit (100–150 ms after its last acknowledgement under load).
+/// Two getsockopt calls per tick and connection.
+pub(super) const HEALTH_TICK: Duration = Duration::from_millis(20);
 /// Sample period when nothing is in flight (nothing to judge; probes are watched).
 const IDLE_TICK: Duration = Duration::from_millis(250);
 /// The environment variable that turns fast failover off (`off`).
@@ -83,6 +83,8 @@ fn health_sample(t: &sys::SubflowTcpInfo) -> HealthSample {
         backoff: t.backoff,
         srtt: Duration::from_micros(u64::from(t.rtt_us)),
         rttvar: Duration::from_micros(u64::from(t.rttvar_us)),
+        last_ack_age: Some(Duration::from_millis(u64::from(t.last_ack_recv_ms))),
+        cwnd_limited: t.unacked >= t.cwnd || t.notsent_bytes > 0,
     }
 }
 
@@ -126,6 +128,10 @@ pub(super) async fn run(
     let time_budget = sh.opts.send_time_budget;
     let mut budget =
         (!time_budget.is_zero()).then(|| InflightBudget::new(time_budget, sh.opts.send_time_gain));
+    // The budget's delivery-rate samples stay [`inflight::SAMPLE_PERIOD`] apart whatever the
+    // health tick (20 ms while busy): shorter windows made the rate noisy, and the writers'
+    // budget waits, the "saturated" signal ssc's weights read, disappeared (e2e_congestion).
+    let mut next_budget_sample = Instant::now();
     loop {
         let mut tick = SUBFLOW_CHECK;
         if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
@@ -133,8 +139,12 @@ pub(super) async fn run(
             tick = if busy { HEALTH_TICK } else { IDLE_TICK };
         }
         if let Some(b) = budget.as_mut() {
-            sample_budget(fd, b, oq);
-            tick = tick.min(inflight::SAMPLE_PERIOD);
+            let now = Instant::now();
+            if now >= next_budget_sample {
+                sample_budget(fd, b, oq);
+                next_budget_sample = now + inflight::SAMPLE_PERIOD;
+            }
+            tick = tick.min(next_budget_sample.saturating_duration_since(now));
         }
         let now = Instant::now();
         if now < next_round {
@@ -169,7 +179,10 @@ pub(super) async fn run(
         let socket_unacked = sys::outq_bytes(fd).unwrap_or(0);
         let socket_queued = conn_report::queued_bytes(socket_unacked, &samples);
         oq.queued_bytes.store(socket_queued, Ordering::Relaxed);
-        let queue_bytes = oq.core.lock().map_or(0, |core| core.queued_bytes() as u64);
+        let (queue_bytes, queue_sojourn) = oq.core.lock().map_or_else(
+            |_| (0, mpa::queue::SojournHistogram::default()),
+            |core| (core.queued_bytes() as u64, core.queue_sojourn()),
+        );
         let subflows = subflow_status(fd, &present);
         let mut before = Vec::new();
         sh.stats.update_conn(name, |c| {
@@ -182,6 +195,7 @@ pub(super) async fn run(
             c.frames_rx = cc.frames_rx.load(Ordering::Relaxed);
             c.bytes_rx = cc.bytes_rx.load(Ordering::Relaxed);
             c.queue_bytes = queue_bytes;
+            c.queue_sojourn = queue_sojourn;
             c.socket_queued_bytes = socket_queued;
         });
         log_subflow_changes(name, &before, &subflows);
@@ -259,16 +273,23 @@ async fn check_health(sh: &Shared, name: &str, fd: &OwnedFd, token: u32, f: &mut
         return true;
     }
     let now = Instant::now();
-    let mut busy = false;
+    let busy = infos
+        .iter()
+        .any(|t| t.state == sys::TCP_ESTABLISHED && t.unacked > 0);
+    let samples: Vec<(SubflowKey, HealthSample)> = present
+        .iter()
+        .zip(&infos)
+        .map(|(&k, t)| (k, health_sample(t)))
+        .collect();
+    let verdicts = f.stalls.handle_connection(now, &samples);
     let mut doomed: Vec<SubflowKey> = Vec::new();
-    for (&(l, r), t) in present.iter().zip(&infos) {
-        let path = (*l.ip(), *r.ip());
-        busy |= t.state == sys::TCP_ESTABLISHED && t.unacked > 0;
-        if f.stalls.handle_sample(now, (l, r), &health_sample(t)) == Verdict::Dead {
-            f.hold.on_dead(now, path);
+    for ((&(l, r), t), v) in present.iter().zip(&infos).zip(verdicts) {
+        if v == Verdict::Dead {
+            f.hold.on_dead(now, (*l.ip(), *r.ip()));
             info!(
                 conn = name, local = %l, remote = %r, unacked = t.unacked,
-                srtt_us = t.rtt_us, backoff = t.backoff,
+                srtt_us = t.rtt_us, rttvar_us = t.rttvar_us, backoff = t.backoff,
+                last_ack_ms = t.last_ack_recv_ms, cwnd = t.cwnd, notsent = t.notsent_bytes,
                 "subflow dead (no acknowledgement progress): destroying it"
             );
             doomed.push((l, r));

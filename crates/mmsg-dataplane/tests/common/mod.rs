@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod sec;
+pub mod ssc;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -187,12 +188,35 @@ impl Drop for Proc {
 
 /// `mmsg run --config CONFIG --control CONTROL` in namespace `ns`, output into `log`.
 pub fn start_mmsg(ns: &str, config: &Path, control: &Path, log: PathBuf) -> Proc {
+    start_mmsg_bin(Path::new(MMSG), ns, config, control, log, &[])
+}
+
+/// The release `mmsg` (built on first use; the same build the xtask testbed tests use): for
+/// tests that measure performance (goodput under a flood), which a debug build's CPU cost
+/// would measure instead of the gateway's behaviour.
+pub fn mmsg_release() -> &'static Path {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| cargo_bin("mmsg-dataplane", "mmsg", true))
+}
+
+/// `BIN run --config CONFIG --control CONTROL EXTRA...` in namespace `ns`, output into `log`.
+pub fn start_mmsg_bin(
+    bin: &Path,
+    ns: &str,
+    config: &Path,
+    control: &Path,
+    log: PathBuf,
+    extra: &[&str],
+) -> Proc {
     let f = std::fs::File::create(&log).unwrap();
     let child = Command::new("ip")
-        .args(["netns", "exec", ns, MMSG, "run", "--config"])
+        .args(["netns", "exec", ns])
+        .arg(bin)
+        .args(["run", "--config"])
         .arg(config)
         .arg("--control")
         .arg(control)
+        .args(extra)
         .env("MMSG_LOG", "info")
         .stdout(f.try_clone().unwrap())
         .stderr(f)
@@ -220,19 +244,7 @@ pub fn start_mmsg_with(
     log: PathBuf,
     extra: &[&str],
 ) -> Proc {
-    let f = std::fs::File::create(&log).unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns, MMSG, "run", "--config"])
-        .arg(config)
-        .arg("--control")
-        .arg(control)
-        .args(extra)
-        .env("MMSG_LOG", "info")
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .spawn()
-        .unwrap();
-    Proc { child, log }
+    start_mmsg_bin(Path::new(MMSG), ns, config, control, log, extra)
 }
 
 pub mod tls;

@@ -9,7 +9,9 @@ use bytes::BytesMut;
 use crate::classifier::mark_ce;
 use crate::framing::{encode_frame, Frame, FrameType, FRAME_HEADER_LEN};
 use crate::keepalive::{Liveness, LivenessEvent};
-use crate::queue::{AqmConfig, Arrival, ClassStats, Dequeued, DropReason, FairQueue, FlowStats};
+use crate::queue::{
+    AqmConfig, Arrival, ClassStats, Dequeued, DropReason, FairQueue, FlowStats, SojournHistogram,
+};
 
 use super::{ConnId, Counters, Direction, Event, PacketDrop, QueuedPacket};
 
@@ -281,6 +283,16 @@ impl ConnCore {
         self.queue
             .as_ref()
             .map_or(FlowStats::default(), |q| q.flow_stats(class))
+    }
+
+    /// Sojourn times in the queue of the packets of this connection's own class sent so far
+    /// (empty for an inbound connection).
+    pub fn queue_sojourn(&self) -> SojournHistogram {
+        self.queue
+            .as_ref()
+            .map_or(SojournHistogram::default(), |q| {
+                q.sojourn(self.id.key.class)
+            })
     }
 
     /// Counters of this connection.

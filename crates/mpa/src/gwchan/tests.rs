@@ -2,7 +2,7 @@
 //! and (proptest) no panic on any bytes, `decode(encode(m)) == m`, split input.
 
 use super::*;
-use crate::config::{PathGroupConfig, PortRange, Rule};
+use crate::config::{ClassifierConfig, Config, PathGroupConfig, PortRange, Rule};
 use crate::Class;
 use proptest::prelude::*;
 
@@ -19,7 +19,7 @@ fn base() -> Config {
 fn golden_hello() {
     let mut out = Vec::new();
     encode(&GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")), &mut out).unwrap();
-    let body = br#"{"type":"hello","protocol":4,"software":"mmsg 0.1.0"}"#;
+    let body = br#"{"type":"hello","protocol":5,"software":"mmsg 0.1.0"}"#;
     // u32 big-endian length, then the JSON body.
     let mut want = (body.len() as u32).to_be_bytes().to_vec();
     want.extend_from_slice(body);
@@ -29,21 +29,22 @@ fn golden_hello() {
     assert_eq!(m, GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")));
     assert!(Hello::ours("x").check().is_ok());
     let e = Hello {
-        protocol: 5,
+        protocol: 6,
         software: String::new(),
     }
     .check()
     .unwrap_err();
-    assert!(e.contains("protocol version 5"), "{e}");
+    assert!(e.contains("protocol version 6"), "{e}");
     // The controller still serves version 1 and 2 gateways (1 cannot enrol, 2 gets no CRL) and
-    // runs their sessions at their version; a gateway talks to controllers of 2 and 3.
+    // runs their sessions at their version; a gateway talks to controllers of 2..=5.
     for (v, serves, talks, session) in [
-        (0, false, false, 4),
+        (0, false, false, 5),
         (1, true, false, 1),
         (2, true, true, 2),
         (3, true, true, 3),
         (4, true, true, 4),
-        (5, false, false, 4),
+        (5, true, true, 5),
+        (6, false, false, 5),
     ] {
         let h = Hello::with_protocol(v, "");
         assert_eq!(h.check_gateway().is_ok(), serves, "{v}");
@@ -273,6 +274,7 @@ fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
         ),
         ("[0-9a-f]{0,130}", "[0-9a-f]{0,144}")
             .prop_map(|(public_key, proof)| GatewayMsg::Renew(Renew { public_key, proof })),
+        any::<u8>().prop_map(|branch_id| GatewayMsg::Setup(SetupRequest { branch_id })),
     ]
 }
 
@@ -369,4 +371,59 @@ fn golden_wan_state() {
     framed.extend_from_slice(body);
     let (d, _): (GatewayMsg, usize) = decode(&framed).unwrap().unwrap();
     assert!(matches!(d, GatewayMsg::WanState(s) if s.ports[0].address.is_none()));
+}
+
+/// Zero-touch set-up (protocol 4): the request and the answer round-trip, and the answer makes
+/// a valid config with `[controller]` and `[tls]` that parses back from its TOML.
+#[test]
+fn setup_round_trip_and_config() {
+    let b = base();
+    let cfg = GatewayConfig {
+        version: 7,
+        branch_id: 1,
+        remotes: b.remote.clone(),
+        classifier: None,
+        priorities: Priorities::table(),
+    };
+    let setup = GatewaySetup {
+        branch_id: 1,
+        lan_prefixes: b.lan_prefixes.clone(),
+        wan: b.wan.clone(),
+        config: cfg,
+    };
+    let mut out = Vec::new();
+    encode(&GatewayMsg::Setup(SetupRequest { branch_id: 1 }), &mut out).unwrap();
+    assert_eq!(&out[4..], br#"{"type":"setup","branch_id":1}"#);
+    encode(&ControllerMsg::Setup(setup.clone()), &mut out).unwrap();
+    let (m, n): (GatewayMsg, usize) = decode(&out).unwrap().unwrap();
+    assert_eq!(m, GatewayMsg::Setup(SetupRequest { branch_id: 1 }));
+    let (m, _): (ControllerMsg, usize) = decode(&out[n..]).unwrap().unwrap();
+    assert_eq!(m, ControllerMsg::Setup(setup.clone()));
+
+    let ctl: crate::config::ControllerConfig =
+        toml::from_str("address = \"tls:198.18.10.1:6691\"").unwrap();
+    let tls: crate::config::TlsConfig = toml::from_str(
+        "ca_file = \"/t/ca.pem\"\ncert_file = \"/t/gw.pem\"\nkey_file = \"/t/gw.key\"\ncrl_file = \"/t/crl.pem\"",
+    )
+    .unwrap();
+    let c = setup.to_config(ctl.clone(), tls.clone(), &[]).unwrap();
+    assert_eq!(c.branch_id, 1);
+    assert_eq!(c.wan, b.wan);
+    assert_eq!(c.remote, b.remote);
+    assert_eq!(c.controller.as_ref(), Some(&ctl));
+    assert!(c.tls_enabled().is_some());
+    let back = Config::parse(&toml::to_string(&c).unwrap()).unwrap();
+    assert_eq!(back, c);
+
+    let names = ["eth1".to_owned(), "eth2".to_owned()];
+    let c = setup.to_config(ctl.clone(), tls.clone(), &names).unwrap();
+    assert_eq!(c.wan[1].name, "eth2");
+    let e = setup
+        .to_config(ctl.clone(), tls.clone(), &names[..1])
+        .unwrap_err();
+    assert!(matches!(e, SetupError::WanNames(1, 2)), "{e}");
+    let mut empty = setup.clone();
+    empty.wan.clear();
+    let e = empty.to_config(ctl, tls, &[]).unwrap_err().to_string();
+    assert!(e.contains("wan"), "{e}");
 }

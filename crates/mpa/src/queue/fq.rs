@@ -43,6 +43,7 @@ use std::time::Instant;
 use super::aqm::{AqmConfig, ClassStats, Dequeued, DropReason, MAX_QUEUE_BYTES, MAX_QUEUE_PACKETS};
 use super::codel::{Codel, Verdict};
 use super::flow_hash::FlowHash;
+use super::sojourn::SojournHistogram;
 use crate::Class;
 
 /// Flow buckets per class. fq_codel's default: with [`SET_WAYS`]-way sets, 200 concurrent flows of a
@@ -187,6 +188,8 @@ struct FqClass<T> {
     bytes: usize,
     stats: ClassStats,
     flow_stats: FlowStats,
+    /// Sojourn times of the packets handed out to send (sent or CE-marked).
+    sojourn: SojournHistogram,
 }
 
 /// A bounded two-class strict-priority queue with per-flow fair queueing and CoDel per flow inside
@@ -219,6 +222,7 @@ impl<T> FqClass<T> {
             bytes: 0,
             stats: ClassStats::default(),
             flow_stats: FlowStats::default(),
+            sojourn: SojournHistogram::default(),
         }
     }
 
@@ -596,6 +600,7 @@ impl<T> FqClass<T> {
             let sent = verdict == Verdict::Send || (aqm.ecn && item.ect);
             if sent {
                 flow.deficit = flow.deficit.saturating_sub(item.len as i32);
+                self.sojourn.record(sojourn);
                 if which == List::New {
                     self.flow_stats.new_flow_dequeues += 1;
                 }
@@ -689,6 +694,13 @@ impl<T> FairQueue<T> {
     /// The counters of `class` (zero for Type III).
     pub fn stats(&self, class: Class) -> ClassStats {
         self.class(class).map_or(ClassStats::default(), |q| q.stats)
+    }
+
+    /// Sojourn times (enqueue to dequeue) of the packets of `class` handed out to send (sent or
+    /// CE-marked; CoDel's drops are counted in [`ClassStats::codel_drops`]). Empty for Type III.
+    pub fn sojourn(&self, class: Class) -> SojournHistogram {
+        self.class(class)
+            .map_or(SojournHistogram::default(), |q| q.sojourn)
     }
 
     /// The flow scheduler's counters of `class` (zero for Type III).

@@ -22,6 +22,8 @@
 //! header) and never allocate per packet: all storage is allocated by `new`. Dropped packets are handed
 //! back so the caller can count them and reuse their buffers.
 //!
+//! - [`SojournHistogram`]: how long the packets each class hands out waited (enqueue to dequeue),
+//!   for `mmsg`'s `mms_gateway_queue_sojourn_seconds`.
 //! - [`inflight`]: how much of the queue a connection may hand to its MPTCP socket at a time (a budget
 //!   in time, from the subflows' delivery rate and minimum RTT), so that the standing queue stays here.
 //!
@@ -36,6 +38,7 @@ mod fifo;
 mod flow_hash;
 mod fq;
 pub mod inflight;
+mod sojourn;
 
 pub use aqm::{
     AqmConfig, ClassStats, Dequeued, DropReason, DEFAULT_INTERVAL, DEFAULT_TARGET, MAX_QUEUE_BYTES,
@@ -47,3 +50,4 @@ pub use fq::{
     Arrival, FairQueue, FlowStats, FLOW_BUCKETS, OVERFLOW_BATCH_PACKETS, QUANTUM_BYTES, SET_WAYS,
 };
 pub use inflight::{write_gate, DeliverySample, Gate, InflightBudget};
+pub use sojourn::{SojournHistogram, SOJOURN_BOUNDS_NS, SOJOURN_BUCKETS};

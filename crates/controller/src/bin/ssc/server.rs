@@ -1,7 +1,8 @@
 //! `ssc run` and `ssc check`: the daemon's wiring. [`run`] opens the database and the gateway CA,
 //! binds the REST API, the OpenFlow server and the gateway channel, and spawns the tasks that
 //! drive the pure cores: the SDC's rates into the WRR ([`Wrr::observe_stats`]) and the gateways'
-//! reports into the adaptive path groups ([`Adaptive::round`]).
+//! reports into the adaptive path groups ([`Adaptive::round`]), and both into the automatic path
+//! configuration (`crate::auto`).
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -228,6 +229,12 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             Arc::clone(&adaptive),
             controller::adaptive::INTERVAL,
         ));
+        // Automatic path configuration live (issue #20): idle unless `auto` is on for a pair.
+        let auto_task = tokio::spawn(crate::auto::auto_configure(
+            Arc::clone(&store),
+            Arc::clone(&sdc),
+            Arc::clone(&wrr),
+        ));
         let mut gwc_stop = stop_rx.clone();
         let gwc_task = tokio::spawn(gwc.run(
             store.subscribe(),
@@ -271,6 +278,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         let _ = gwc_task.await;
         wrr_task.abort();
         adaptive_task.abort();
+        auto_task.abort();
         history_task.abort();
         for p in unix.iter().chain(&gw.unix) {
             let _ = std::fs::remove_file(p);

@@ -348,6 +348,67 @@ fn codel_signals_the_flow_that_builds_the_queue() {
     assert_eq!(drops[2], 0, "{drops:?}");
 }
 
+/// The sojourn histogram counts what is handed out to send, per class, with the time passed in:
+/// enqueue at t0, dequeue 3 ms later lands in `le = 5 ms`; CoDel's drops are not in it.
+#[test]
+fn sojourn_is_measured_at_dequeue_per_class() {
+    let t0 = Instant::now();
+    let mut q = FairQueue::new(AqmConfig::default());
+    q.enqueue(t0, meta(Class::TypeI, 1, 100), (1, 0), no_drops)
+        .unwrap();
+    q.enqueue(t0, meta(Class::TypeII, 2, 100), (2, 0), no_drops)
+        .unwrap();
+    q.enqueue(t0, meta(Class::TypeII, 2, 100), (2, 1), no_drops)
+        .unwrap();
+    sent(q.poll_dequeue(t0 + Duration::from_millis(3)));
+    sent(q.poll_dequeue(t0 + Duration::from_millis(3)));
+    sent(q.poll_dequeue(t0 + Duration::from_millis(40)));
+    let (s1, s2) = (q.sojourn(Class::TypeI), q.sojourn(Class::TypeII));
+    assert_eq!((s1.count, s1.buckets[5]), (1, 1), "{s1:?}");
+    assert_eq!(
+        (s2.count, s2.buckets[5], s2.buckets[8]),
+        (2, 1, 1),
+        "{s2:?}"
+    );
+    assert_eq!(s2.sum_ns, 43_000_000);
+    assert_eq!(q.sojourn(Class::TypeIII).count, 0);
+
+    // A standing queue: CoDel drops some packets; only the sent ones are in the histogram.
+    let aqm = AqmConfig {
+        ecn: false,
+        ..AqmConfig::default()
+    };
+    let mut q = FairQueue::new(aqm);
+    let (mut sends, mut drops) = (0u64, 0u64);
+    for ms in 0..1_000u32 {
+        let now = t0 + Duration::from_millis(u64::from(ms));
+        for i in 0..2 {
+            let _ = q.enqueue(
+                now,
+                meta(Class::TypeII, spread(1), 1_500),
+                (1, ms * 2 + i),
+                |_, _, _| {},
+            );
+        }
+        loop {
+            match q.poll_dequeue(now) {
+                Some(Dequeued::Drop(..)) => drops += 1,
+                Some(_) => {
+                    sends += 1;
+                    break;
+                }
+                None => break,
+            }
+        }
+    }
+    let h = q.sojourn(Class::TypeII);
+    assert!(drops > 0, "CoDel dropped nothing");
+    assert_eq!(h.count, sends);
+    assert_eq!(h.count, q.stats(Class::TypeII).sent);
+    let slow: u64 = h.buckets[6..].iter().sum();
+    assert!(slow > 0, "a standing queue waits more than 5 ms: {h:?}");
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Enqueue {

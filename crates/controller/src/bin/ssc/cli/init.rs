@@ -1,4 +1,4 @@
-//! `ssc init`: the first run of a controller (docs/install.md §3). Works offline; never
+//! `ssc init`: the first run of a controller (docs/ops.md §3). Works offline; never
 //! overwrites anything. In order: a commented starter config (the packaged
 //! `packaging/mms-controller/ssc.toml` with the state directory filled in) unless the file
 //! exists, the gateway CA ([`controller::authority::init`]), the bootstrap admin token
@@ -105,7 +105,8 @@ pub(crate) fn init(a: InitArgs) -> anyhow::Result<()> {
          (ssc import / ssc branch add), then enrol gateway N with two commands:\n  \
          on the controller: SSC_TOKEN=$(cat TOKEN_FILE) ssc enrol-token --branch N\n  \
          on the gateway (copy {ca} there as ca.pem):\n    \
-         MMSG_ENROL_TOKEN=<token> mmsg enrol --controller tls:{public} --branch N --ca ca.pem --ca-fingerprint {fingerprint}",
+         MMSG_ENROL_TOKEN=<token> mmsg enrol --controller tls:{public} --branch N --ca ca.pem --ca-fingerprint {fingerprint} \\\n      \
+         --write-config /etc/mms/mmsg.toml --force   # zero-touch: writes the whole gateway config (docs/ops.md)",
         cfg = a.config.display(),
         ca = ca_pem.display(),
     );

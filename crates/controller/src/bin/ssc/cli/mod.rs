@@ -11,6 +11,7 @@ use controller::ui::client::Client;
 use serde_json::Value;
 
 pub(crate) mod credentials;
+pub(crate) mod https;
 pub(crate) mod init;
 pub(crate) mod inventory;
 pub(crate) mod overview;
@@ -26,9 +27,14 @@ pub(crate) fn utc(unix: u64) -> String {
 /// How to reach a running `ssc run`.
 #[derive(Debug, Args)]
 pub(crate) struct ClientArgs {
-    /// Base URL of the `ssc` REST API.
+    /// Base URL of the `ssc` REST API: http://HOST:PORT, or https://HOST:PORT when `ssc`
+    /// serves `api.rest_tls` (then also --ca-file; the certificate must name HOST).
     #[arg(long, env = "SSC_API", default_value = "http://127.0.0.1:8080")]
     pub(crate) api: axum::http::Uri,
+    /// The CA certificate (PEM) that signed `ssc`'s `api.rest_tls` certificate: the only
+    /// certificates an https:// API is trusted with (no system roots).
+    #[arg(long, env = "SSC_CA_FILE", value_name = "FILE")]
+    pub(crate) ca_file: Option<std::path::PathBuf>,
     /// Bearer token of the API (every /api/v1 route needs it).
     #[arg(long, env = "SSC_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
@@ -42,11 +48,13 @@ pub(crate) struct ClientArgs {
 
 impl ClientArgs {
     pub(crate) fn client(&self) -> Client {
-        Client::new(
-            &self.api.to_string(),
-            self.token.as_deref(),
-            self.timeout.into(),
-        )
+        let agent = ureq::AgentBuilder::new()
+            .timeout(self.timeout.into())
+            .tls_connector(std::sync::Arc::new(https::Connector::new(
+                self.ca_file.as_deref(),
+            )))
+            .build();
+        Client::with_agent(agent, &self.api.to_string(), self.token.as_deref())
     }
 }
 

@@ -39,6 +39,19 @@ pub(crate) enum SettingsCommand {
         /// Seconds a pair must not need its highest group before it is retired.
         #[arg(long)]
         retire_after: Option<f64>,
+        /// Automatic path configuration live for every ordered pair: every `--auto-period`
+        /// seconds the groups' members are recomputed from the SDC's measurements and a group
+        /// is replaced when a member died or a better one has `--replace-margin` more capacity
+        /// (docs/ssc.md "Automatic path configuration").
+        #[arg(long)]
+        auto: Option<bool>,
+        /// Automatic path configuration for these ordered pairs only, `A-B` separated by commas
+        /// (`1-2,2-1`); an empty string clears the list.
+        #[arg(long)]
+        auto_pairs: Option<String>,
+        /// Seconds between two rounds of the automatic path configuration (default 10).
+        #[arg(long)]
+        auto_period: Option<f64>,
     },
 }
 
@@ -57,6 +70,9 @@ pub(crate) fn settings(cmd: SettingsCommand) -> anyhow::Result<()> {
             lambda,
             min_groups,
             retire_after,
+            auto,
+            auto_pairs,
+            auto_period,
         } => {
             let mut s: Settings = serde_json::from_value(client.client().get("/api/v1/settings")?)
                 .context("settings from the API")?;
@@ -84,7 +100,33 @@ pub(crate) fn settings(cmd: SettingsCommand) -> anyhow::Result<()> {
             if let Some(v) = retire_after {
                 s.adaptive.retire_after_s = v;
             }
+            if let Some(v) = auto {
+                s.auto.all_pairs = v;
+            }
+            if let Some(v) = auto_pairs {
+                s.auto.pairs = parse_pairs(&v)?;
+            }
+            if let Some(v) = auto_period {
+                s.auto.period_s = v;
+            }
             print_json(&send(&client, "PUT", "/api/v1/settings", &s)?)
         }
     }
+}
+
+/// `1-2,2-1` → `[[1, 2], [2, 1]]`; empty → none.
+fn parse_pairs(text: &str) -> anyhow::Result<Vec<[u8; 2]>> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (a, b) = p
+                .split_once('-')
+                .with_context(|| format!("pair {p:?}: expected A-B, e.g. 1-2"))?;
+            Ok([
+                a.trim().parse().with_context(|| format!("pair {p:?}"))?,
+                b.trim().parse().with_context(|| format!("pair {p:?}"))?,
+            ])
+        })
+        .collect()
 }
