@@ -1,5 +1,5 @@
 //! Learned WAN addresses (issue #20, "Real WANs"), the controller's part, pure: a gateway's
-//! [`WanState`] report (protocol 4, `docs/gwchan.md`) against the inventory → the port changes
+//! [`WanState`] report (protocol 5, `docs/gwchan.md`) against the inventory → the port changes
 //! to commit. The inventory's `address`, `gateway` and `gateway_mac` of a port are hints until
 //! its gateway reports: a learned value replaces the stored one (and stays after the gateway
 //! disconnects, as the last known state); what is not learned (`None`: no address, no route,

@@ -611,6 +611,7 @@ async fn a_learned_wan_state_updates_the_inventory_and_the_peers() {
     registry.learn_into(Arc::clone(&store));
     let gwc = GwChan::bind(
         &GwChanConfig {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
             unix: vec![sock.clone()],
             ..GwChanConfig::default()
         },
@@ -618,6 +619,7 @@ async fn a_learned_wan_state_updates_the_inventory_and_the_peers() {
     )
     .await
     .unwrap();
+    let tcp = gwc.local_addr().unwrap();
     let wrr = Arc::new(Mutex::new(Wrr::default()));
     tokio::spawn(gwc.run(
         store.subscribe(),
@@ -685,4 +687,36 @@ async fn a_learned_wan_state_updates_the_inventory_and_the_peers() {
     .await;
     let again = tokio::time::timeout(Duration::from_millis(500), g1.recv()).await;
     assert!(again.is_err(), "unexpected push: {again:?}");
+    // Branch 2 again over clear TCP (unauthenticated: anyone who reaches the port can claim
+    // it): its state is shown, never committed, and gateway 1 keeps its remote address.
+    let mut g2t = Peer::new(TcpStream::connect(tcp).await.unwrap());
+    let _ = config(g2t.register(2).await);
+    g2t.send(&GatewayMsg::WanState(gwchan::WanState {
+        ports: vec![gwchan::WanLearned {
+            port: 0,
+            name: "wan0".into(),
+            address: Some("198.18.20.99/24".parse().unwrap()),
+            next_hop: None,
+            next_hop_mac: None,
+        }],
+    }))
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let v = get(&app, "/api/v1/gateways").await;
+        let shown = v["gateways"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["branch"] == 2 && g["wan_learned"]["ports"][0]["address"] == "198.18.20.99/24");
+        if shown {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{v:#}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let again = tokio::time::timeout(Duration::from_millis(500), g1.recv()).await;
+    assert!(again.is_err(), "a clear TCP wan_state was pushed: {again:?}");
+    let b = get(&app, "/api/v1/branches/2").await;
+    assert_eq!(b["wan"][0]["address"], "198.18.20.77/24", "{b:#}");
 }

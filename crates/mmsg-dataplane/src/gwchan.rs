@@ -543,7 +543,7 @@ async fn session(
         }
         Ok(Ok(other)) => anyhow::bail!("expected the controller's hello, got {other:?}"),
     }
-    // Protocol 4 sessions: the learned WAN state now and on every change.
+    // Protocol 5 sessions: the learned WAN state now and on every change.
     let mut wan = wan.filter(|_| session_protocol >= gwchan::WAN_STATE_PROTOCOL);
     if let Some(rx) = &mut wan {
         let s = rx.borrow_and_update().clone();

@@ -6,7 +6,7 @@
 //! least every [`REFRESH`] (a missed event costs at most that).
 //!
 //! The daemon applies a changed local address to its own config (policy routing, outbound
-//! connections) and the controller session reports it (`GatewayMsg::WanState`, protocol 4).
+//! connections) and the controller session reports it (`GatewayMsg::WanState`, protocol 5).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};

@@ -1,17 +1,23 @@
-//! netns test of learned WAN addresses (issue #20, docs/mmsg.md "Learned WAN addresses") on the
-//! 2x2 testbed with `ssc` and the mutual-TLS gateway channel (the set-up of `netns_enrol.rs`:
-//! `ssc` in the routers' namespace `inet`, both gateways enrolled with one-time tokens). gw2
-//! reaches `ssc` through its port b (`198.18.21.1`), so its channel stays up while port a
-//! changes.
+//! netns test of learned WAN addresses (issue #20 Must show, docs/mmsg.md "Learned WAN
+//! addresses") on the 2x2 testbed with `ssc` and the mutual-TLS gateway channel (the set-up of
+//! `netns_enrol.rs`: `ssc` in the routers' namespace `inet`, both gateways enrolled with
+//! one-time tokens). gw2 reaches `ssc` through its port b (`198.18.21.1`), so its channel stays
+//! up while port a changes.
 //!
-//! While a ping h1 → h2 runs (10 per second), port a of gw2 gets a new address in its network
+//! While a TCP transfer h2 → h1 (iperf3 `-R`, 8 Mbit/s, 0.1 s intervals at the receiver) and a
+//! ping h1 → h2 (10 per second) run, port a of gw2 gets a new address in its network
 //! (`198.18.20.2/24` deleted, `198.18.20.77/24` added) and a new next hop (`198.18.20.254`, a
 //! second address of the router's interface; main default route replaced) — `ip` only, no
-//! config edited, nothing restarted. Proves: gw2 learns the state from the kernel (rtnetlink),
-//! reports it (protocol 4 `wan_state`); `ssc`'s inventory (`ssc export`, the REST API) shows
-//! the new address and next hop; gw1 re-dials gw2's new address (established subflows to
-//! `198.18.20.77`); every tunnel connection is up again; the ping recovers, with one gap of
-//! at most 5 s, and its last 3 s lose nothing. Needs root; fails, never skips.
+//! config edited, nothing restarted. Proves: gw2 learns the state from the kernel (rtnetlink)
+//! and reports it (protocol 5 `wan_state`); `ssc`'s inventory (`GET /api/v1/branches/2`) shows
+//! the new address and next hop, and the flows it compiles for the gateways' OVS (`GET
+//! /api/v1/branches/{1,2}/flows`, what it pushes to an `[ovs]` gateway; this test runs no OVS)
+//! name the new address and no longer the old one; gw1 re-dials gw2's new address
+//! (established subflows to `198.18.20.77`, none to the old one); every tunnel connection is up
+//! again; the transfer survives (iperf3 completes, its longest stall is at most 5 s, its last
+//! 2 s carry at least half the rate), the ping's longest gap is at most 5 s; both gateways'
+//! config files are byte for byte unchanged and both `mmsg` still run. Needs root; fails,
+//! never skips.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -30,9 +36,17 @@ use common::{
 };
 
 const TOKEN: &str = "netns-learned-test-token-01234";
-/// The ping's interval and length: 25 s at 10 per second.
+/// The transfer's and the ping's length: 2 s before the change, then room for the re-dial and
+/// a recovered tail.
+const TRANSFER_S: u32 = 14;
+/// The ping's interval and count (10 per second over the transfer).
 const PING_INTERVAL_S: f64 = 0.1;
-const PING_COUNT: u32 = 250;
+const PING_COUNT: u32 = TRANSFER_S * 10;
+/// The transfer's rate (iperf3 `-b`): well below every port (20..40 Mbit/s) and cheap for the
+/// debug `mmsg`.
+const TRANSFER_BPS: f64 = 8e6;
+/// iperf3's report interval at the receiver (its minimum).
+const INTERVAL_S: f64 = 0.1;
 
 fn ssc_bin() -> &'static Path {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
@@ -114,8 +128,8 @@ fn config(branch: u8, ctl: &str, tls_dir: &Path, cache: &Path, out: &Path) {
     std::fs::write(out, toml::to_string(&v).unwrap()).unwrap();
 }
 
-/// The longest run of unanswered pings (in seconds) and whether the last `tail` were answered.
-fn ping_gaps(out: &str, count: u32, tail: u32) -> (f64, bool) {
+/// The longest run of unanswered pings, in seconds.
+fn ping_gap(out: &str, count: u32) -> f64 {
     let got: std::collections::BTreeSet<u32> = out
         .lines()
         .filter_map(|l| l.split("icmp_seq=").nth(1))
@@ -130,20 +144,82 @@ fn ping_gaps(out: &str, count: u32, tail: u32) -> (f64, bool) {
             longest = longest.max(run);
         }
     }
-    let tail_ok = (count - tail + 1..=count).all(|s| got.contains(&s));
-    (f64::from(longest) * PING_INTERVAL_S, tail_ok)
+    f64::from(longest) * PING_INTERVAL_S
+}
+
+/// `GET {api}{path}` with the admin token, from inside `ns` (the REST API listens on the
+/// loopback of `ssc`'s namespace).
+fn rest(ns: &str, api: &str, path: &str) -> serde_json::Value {
+    let out = run_ok(&mut netns(
+        ns,
+        &[
+            "curl",
+            "-sf",
+            "-H",
+            &format!("Authorization: Bearer {TOKEN}"),
+            &format!("{api}{path}"),
+        ],
+    ));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{path}: {e}: {out}"))
+}
+
+/// How many of the flows `ssc` compiled for `branch` name the IPv4 address `ip` (as a whole
+/// token of their `ovs-ofctl` text, so `198.18.20.2` does not match `198.18.20.254`).
+fn flows_naming(ns: &str, api: &str, branch: u8, ip: &str) -> usize {
+    let v = rest(ns, api, &format!("/api/v1/branches/{branch}/flows"));
+    v["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["ofctl"]
+                .as_str()
+                .unwrap()
+                .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .any(|t| t == ip)
+        })
+        .count()
+}
+
+/// The longest stall of an iperf3 `--json` receiver (seconds of consecutive intervals that
+/// carried under 5 % of `bps`), the received total in bytes, and the rate of the last 2 s.
+fn transfer_stall(json: &serde_json::Value, bps: f64) -> (f64, f64, f64) {
+    let iv: Vec<(f64, f64)> = json["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let s = &i["sum"];
+            (s["seconds"].as_f64().unwrap(), s["bits_per_second"].as_f64().unwrap())
+        })
+        .collect();
+    let (mut longest, mut run) = (0.0f64, 0.0f64);
+    for &(secs, rate) in &iv {
+        if rate < 0.05 * bps {
+            run += secs;
+            longest = longest.max(run);
+        } else {
+            run = 0.0;
+        }
+    }
+    let tail: Vec<&(f64, f64)> = iv.iter().rev().take((2.0 / INTERVAL_S) as usize).collect();
+    let tail_bps = tail.iter().map(|(s, r)| s * r).sum::<f64>()
+        / tail.iter().map(|(s, _)| s).sum::<f64>().max(1e-9);
+    let bytes = json["end"]["sum_received"]["bytes"].as_f64().unwrap_or(0.0);
+    (longest, bytes, tail_bps)
 }
 
 #[test]
 fn a_wan_address_change_is_learned_reported_and_redialled() {
-    require_root_and(&["ip", "ping"]);
+    require_root_and(&["ip", "ping", "iperf3", "curl"]);
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let root = repo_root();
     let prefix = format!("adx{}", std::process::id() % 1000);
     let tb = Testbed::up(&prefix);
-    let (inet, gw1, gw2, h1) = (tb.ns("inet"), tb.ns("gw1"), tb.ns("gw2"), tb.ns("h1"));
+    let (inet, gw1, gw2) = (tb.ns("inet"), tb.ns("gw1"), tb.ns("gw2"));
+    let (h1, h2) = (tb.ns("h1"), tb.ns("h2"));
     // The controller's own addresses route normally (not into the WAN emulator).
     for a in ["198.18.10.1", "198.18.21.1"] {
         run_ok(Command::new("ip").args([
@@ -240,6 +316,11 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
     );
     assert!(subflows_to(&status(&ctl1), "198.18.20.2") > 0);
     eprintln!("tunnels up after {:?}", started.elapsed());
+    // The compiled flows name gw2's configured port a address before the change.
+    for b in [1u8, 2] {
+        assert!(flows_naming(&inet, &api, b, "198.18.20.2") > 0, "branch {b}");
+    }
+    let files_before: Vec<Vec<u8>> = cfgs.iter().map(|c| std::fs::read(c).unwrap()).collect();
 
     // The router's interface towards gw2's port a gets the new next hop's address.
     let inet_addrs = run_ok(Command::new("ip").args(["-n", &inet, "-4", "-o", "addr", "show"]));
@@ -259,6 +340,43 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
         &router_if,
     ]));
 
+    // The transfer h2 → h1 (the receiver's intervals are the client's with -R) and the ping.
+    let _server = Proc {
+        child: netns(&h2, &["iperf3", "-s", "-1", "-p", "5301"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+        log: dir.join("iperf3-server.log"),
+    };
+    wait_for(
+        "the iperf3 server listens",
+        Duration::from_secs(5),
+        || run_ok(&mut netns(&h2, &["ss", "-ltnH", "sport = :5301"])).contains("5301"),
+        &logs,
+    );
+    let transfer = netns(
+        &h1,
+        &[
+            "iperf3",
+            "-c",
+            "198.19.2.10",
+            "-p",
+            "5301",
+            "-R",
+            "-t",
+            &TRANSFER_S.to_string(),
+            "-i",
+            &INTERVAL_S.to_string(),
+            "-b",
+            &format!("{TRANSFER_BPS}"),
+            "--json",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let ping = netns(
         &h1,
         &[
@@ -275,6 +393,7 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
     .stdout(Stdio::piped())
     .spawn()
     .unwrap();
+    // Two seconds of the transfer before the change (a measurement window, not a wait).
     std::thread::sleep(Duration::from_secs(2));
     // The change: a new address in the same network and a new next hop, by `ip` alone.
     let t0 = Instant::now();
@@ -293,17 +412,23 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
     ] {
         run_ok(Command::new("ip").args(["-n", &gw2]).args(args));
     }
-    let export = || ssc(&inet, &api, &["export"]);
     wait_for(
-        "ssc's inventory shows gw2's learned address and next hop",
+        "ssc's inventory (REST) shows gw2's learned address and next hop",
         Duration::from_secs(10),
         || {
-            let e = export();
-            e.contains("\"198.18.20.77/24\"") && e.contains("\"198.18.20.254\"")
+            let b = rest(&inet, &api, "/api/v1/branches/2");
+            b["wan"][0]["address"] == "198.18.20.77/24" && b["wan"][0]["gateway"] == "198.18.20.254"
         },
         &logs,
     );
     let learned_in = t0.elapsed();
+    let b2 = rest(&inet, &api, "/api/v1/branches/2");
+    assert_eq!(b2["wan"][1]["address"], "198.18.21.2/24", "{b2:#}");
+    // The flows ssc compiles for the OVSs follow the inventory.
+    for b in [1u8, 2] {
+        assert!(flows_naming(&inet, &api, b, "198.18.20.77") > 0, "branch {b}");
+        assert_eq!(flows_naming(&inet, &api, b, "198.18.20.2"), 0, "branch {b}");
+    }
     wait_for(
         "gw1 re-dialled gw2's new address and every connection is up",
         Duration::from_secs(20),
@@ -316,8 +441,7 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
     let redialled_in = t0.elapsed();
     let s1 = status(&ctl1);
     assert_eq!(subflows_to(&s1, "198.18.20.2"), 0, "{s1:#}");
-    let g: serde_json::Value =
-        serde_json::from_str(&ssc(&inet, &api, &["gateways", "--json"])).unwrap();
+    let g = rest(&inet, &api, "/api/v1/gateways");
     let gw2_view = g["gateways"]
         .as_array()
         .unwrap()
@@ -333,19 +457,41 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
         "{g:#}"
     );
 
-    let out = ping.wait_with_output().unwrap();
+    let out = transfer.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let (gap, tail_ok) = ping_gaps(&text, PING_COUNT, 30);
+    let ping_out = ping.wait_with_output().unwrap();
+    let ping_text = String::from_utf8_lossy(&ping_out.stdout).to_string();
+    let ping_gap = ping_gap(&ping_text, PING_COUNT);
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+        logs();
+        panic!("iperf3 output: {e}: {text} {}", String::from_utf8_lossy(&out.stderr))
+    });
+    let (stall, bytes, tail_bps) = transfer_stall(&json, TRANSFER_BPS);
     eprintln!(
         "address change: ssc inventory updated in {learned_in:?}, gw1 re-dialled in \
-         {redialled_in:?}; longest ping gap {gap:.1} s; whole test {:?}",
+         {redialled_in:?}; transfer: longest stall {stall:.1} s, {:.1} MB received, last 2 s \
+         {:.1} Mbit/s; longest ping gap {ping_gap:.1} s; whole test {:?}",
+        bytes / 1e6,
+        tail_bps / 1e6,
         started.elapsed()
     );
-    if gap > 5.0 || !tail_ok {
+    if !out.status.success() || stall > 5.0 || ping_gap > 5.0 || tail_bps < 0.5 * TRANSFER_BPS {
         logs();
     }
-    assert!(gap <= 5.0, "longest gap {gap} s:\n{text}");
-    assert!(tail_ok, "the last 3 s of the ping lost packets:\n{text}");
+    assert!(out.status.success(), "iperf3 failed: {text}");
+    assert!(stall <= 5.0, "the transfer stalled {stall} s:\n{text}");
+    assert!(
+        tail_bps >= 0.5 * TRANSFER_BPS,
+        "the transfer's last 2 s: {tail_bps} bit/s:\n{text}"
+    );
+    assert!(ping_gap <= 5.0, "longest ping gap {ping_gap} s:\n{ping_text}");
+    // No config edited, nothing restarted.
+    for (c, before) in cfgs.iter().zip(&files_before) {
+        assert_eq!(&std::fs::read(c).unwrap(), before, "{} changed", c.display());
+    }
+    let (mut p1, mut p2) = (p1, p2);
+    assert!(p1.child.try_wait().unwrap().is_none(), "gw1's mmsg exited");
+    assert!(p2.child.try_wait().unwrap().is_none(), "gw2's mmsg exited");
     drop(p1);
     drop(p2);
     drop(ssc_proc);

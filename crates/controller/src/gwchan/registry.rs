@@ -44,8 +44,9 @@ pub struct GatewayView {
     pub last_report_age_ms: Option<u64>,
     /// Sessions opened so far (a replaced or reconnecting gateway counts again).
     pub sessions: u64,
-    /// The WAN state it learned from its kernel, last reported (protocol 4 gateways; `None`:
-    /// none yet). What differed from the inventory was committed to it (`docs/ssc.md`).
+    /// The WAN state it learned from its kernel, last reported (protocol 5 gateways; `None`:
+    /// none yet). What differed from the inventory was committed to it (`docs/ssc.md`), for
+    /// authenticated sessions only (mutual TLS, unix socket); a clear TCP session's is shown only.
     #[serde(default)]
     pub wan_learned: Option<mpa::gwchan::WanState>,
 }
