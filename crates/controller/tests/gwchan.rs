@@ -704,11 +704,9 @@ async fn a_learned_wan_state_updates_the_inventory_and_the_peers() {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let v = get(&app, "/api/v1/gateways").await;
-        let shown = v["gateways"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|g| g["branch"] == 2 && g["wan_learned"]["ports"][0]["address"] == "198.18.20.99/24");
+        let shown = v["gateways"].as_array().unwrap().iter().any(|g| {
+            g["branch"] == 2 && g["wan_learned"]["ports"][0]["address"] == "198.18.20.99/24"
+        });
         if shown {
             break;
         }
@@ -716,7 +714,10 @@ async fn a_learned_wan_state_updates_the_inventory_and_the_peers() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let again = tokio::time::timeout(Duration::from_millis(500), g1.recv()).await;
-    assert!(again.is_err(), "a clear TCP wan_state was pushed: {again:?}");
+    assert!(
+        again.is_err(),
+        "a clear TCP wan_state was pushed: {again:?}"
+    );
     let b = get(&app, "/api/v1/branches/2").await;
     assert_eq!(b["wan"][0]["address"], "198.18.20.77/24", "{b:#}");
 }

@@ -190,7 +190,10 @@ fn transfer_stall(json: &serde_json::Value, bps: f64) -> (f64, f64, f64) {
         .iter()
         .map(|i| {
             let s = &i["sum"];
-            (s["seconds"].as_f64().unwrap(), s["bits_per_second"].as_f64().unwrap())
+            (
+                s["seconds"].as_f64().unwrap(),
+                s["bits_per_second"].as_f64().unwrap(),
+            )
         })
         .collect();
     let (mut longest, mut run) = (0.0f64, 0.0f64);
@@ -318,7 +321,10 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
     eprintln!("tunnels up after {:?}", started.elapsed());
     // The compiled flows name gw2's configured port a address before the change.
     for b in [1u8, 2] {
-        assert!(flows_naming(&inet, &api, b, "198.18.20.2") > 0, "branch {b}");
+        assert!(
+            flows_naming(&inet, &api, b, "198.18.20.2") > 0,
+            "branch {b}"
+        );
     }
     let files_before: Vec<Vec<u8>> = cfgs.iter().map(|c| std::fs::read(c).unwrap()).collect();
 
@@ -426,7 +432,10 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
     assert_eq!(b2["wan"][1]["address"], "198.18.21.2/24", "{b2:#}");
     // The flows ssc compiles for the OVSs follow the inventory.
     for b in [1u8, 2] {
-        assert!(flows_naming(&inet, &api, b, "198.18.20.77") > 0, "branch {b}");
+        assert!(
+            flows_naming(&inet, &api, b, "198.18.20.77") > 0,
+            "branch {b}"
+        );
         assert_eq!(flows_naming(&inet, &api, b, "198.18.20.2"), 0, "branch {b}");
     }
     wait_for(
@@ -464,7 +473,10 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
     let ping_gap = ping_gap(&ping_text, PING_COUNT);
     let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| {
         logs();
-        panic!("iperf3 output: {e}: {text} {}", String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "iperf3 output: {e}: {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
     });
     let (stall, bytes, tail_bps) = transfer_stall(&json, TRANSFER_BPS);
     eprintln!(
@@ -484,10 +496,18 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
         tail_bps >= 0.5 * TRANSFER_BPS,
         "the transfer's last 2 s: {tail_bps} bit/s:\n{text}"
     );
-    assert!(ping_gap <= 5.0, "longest ping gap {ping_gap} s:\n{ping_text}");
+    assert!(
+        ping_gap <= 5.0,
+        "longest ping gap {ping_gap} s:\n{ping_text}"
+    );
     // No config edited, nothing restarted.
     for (c, before) in cfgs.iter().zip(&files_before) {
-        assert_eq!(&std::fs::read(c).unwrap(), before, "{} changed", c.display());
+        assert_eq!(
+            &std::fs::read(c).unwrap(),
+            before,
+            "{} changed",
+            c.display()
+        );
     }
     let (mut p1, mut p2) = (p1, p2);
     assert!(p1.child.try_wait().unwrap().is_none(), "gw1's mmsg exited");
