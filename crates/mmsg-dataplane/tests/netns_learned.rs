@@ -90,8 +90,8 @@ fn all_up(s: &serde_json::Value) -> bool {
         })
 }
 
-/// Established outbound subflows of `s` whose remote address is `ip`.
-fn subflows_to(s: &serde_json::Value, ip: &str) -> usize {
+/// Established outbound subflows of `s` whose `end` ("remote" or "local") address is `ip`.
+fn subflows_at(s: &serde_json::Value, end: &str, ip: &str) -> usize {
     s["connections"]
         .as_array()
         .unwrap()
@@ -99,13 +99,14 @@ fn subflows_to(s: &serde_json::Value, ip: &str) -> usize {
         .filter(|c| c["direction"] == "out")
         .flat_map(|c| c["subflows"].as_array().unwrap().iter())
         .filter(|sf| {
-            sf["state"] == "established"
-                && sf["remote"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with(&format!("{ip}:"))
+            sf["state"] == "established" && sf[end].as_str().unwrap().starts_with(&format!("{ip}:"))
         })
         .count()
+}
+
+/// Established outbound subflows of `s` to the remote address `ip`.
+fn subflows_to(s: &serde_json::Value, ip: &str) -> usize {
+    subflows_at(s, "remote", ip)
 }
 
 /// The example config of `branch` without remotes, `[controller]` over TLS at `ctl`, `[tls]`
@@ -450,6 +451,10 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
     let redialled_in = t0.elapsed();
     let s1 = status(&ctl1);
     assert_eq!(subflows_to(&s1, "198.18.20.2"), 0, "{s1:#}");
+    // gw2 re-dialled its own connections from the new address.
+    let s2 = status(&ctl2);
+    assert!(subflows_at(&s2, "local", "198.18.20.77") > 0, "{s2:#}");
+    assert_eq!(subflows_at(&s2, "local", "198.18.20.2"), 0, "{s2:#}");
     let g = rest(&inet, &api, "/api/v1/gateways");
     let gw2_view = g["gateways"]
         .as_array()
