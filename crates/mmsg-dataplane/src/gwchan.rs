@@ -28,10 +28,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use mpa::config::Config;
-use mpa::gwchan::{self, Ack, ControllerMsg, GatewayConfig, GatewayMsg, Hello, Register, Report};
+use mpa::gwchan::{
+    self, Ack, ControllerMsg, GatewayConfig, GatewayMsg, Hello, Register, Report, WanState,
+};
 use mpa::{BranchId, PathGroupId};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 use tracing::{debug, info, warn};
 
@@ -322,13 +324,24 @@ impl Topology {
             }
         }
         let wanted = wanted_outbound(&new);
+        // A local WAN address changed (learned, `crate::wan_watch`): every outbound connection
+        // is re-dialled from the new addresses (the old subflows' source is gone).
+        // A next hop alone changes only the policy routes.
+        let own_changed = old
+            .wan
+            .iter()
+            .map(|w| w.address)
+            .ne(new.wan.iter().map(|w| w.address));
+        if old.wan != new.wan && !no_setup {
+            setup::update_policy_routing(undo, &old, &new).context("policy routing")?;
+        }
         sh.replace_config(new);
         sh.send(TunEvent::Reload);
         // Stop what went away or changed its addresses; start what is new.
         let stale: Vec<ConnKey> = self
             .outbound
             .iter()
-            .filter(|(k, (addrs, _))| wanted.get(*k) != Some(addrs))
+            .filter(|(k, (addrs, _))| own_changed || wanted.get(*k) != Some(addrs))
             .map(|(k, _)| *k)
             .collect();
         for k in stale {
@@ -405,6 +418,7 @@ pub async fn run_client(
     version: u64,
     updates: mpsc::Sender<Update>,
     reload: Arc<tokio::sync::Notify>,
+    wan: Option<watch::Receiver<WanState>>,
 ) {
     let mut st = ClientState {
         version,
@@ -423,7 +437,16 @@ pub async fn run_client(
     });
     let mut backoff = BACKOFF_MIN;
     loop {
-        let r = session(&sh, &ctl, &mut st, &updates, &reload, &mut backoff).await;
+        let r = session(
+            &sh,
+            &ctl,
+            &mut st,
+            &updates,
+            &reload,
+            &mut backoff,
+            wan.clone(),
+        )
+        .await;
         let was_connected = sh.stats.controller().is_some_and(|c| c.connected);
         let waiting = st.source == Source::None;
         sh.stats.update_controller(|c| {
@@ -457,6 +480,7 @@ async fn session(
     updates: &mpsc::Sender<Update>,
     reload: &tokio::sync::Notify,
     backoff: &mut Duration,
+    wan: Option<watch::Receiver<WanState>>,
 ) -> anyhow::Result<()> {
     let tls = if ctl.address.starts_with("tls:") {
         let state = sh
@@ -472,6 +496,7 @@ async fn session(
         .map_err(|_| anyhow::anyhow!("connect to {}: timed out", ctl.address))??;
     let (mut r, mut w) = tokio::io::split(stream);
     let mut buf = Vec::new();
+    let session_protocol: u32;
     let config = sh.config();
     send(
         &mut w,
@@ -502,6 +527,7 @@ async fn session(
         Err(_) => anyhow::bail!("no hello from the controller in {CONNECT_TIMEOUT:?}"),
         Ok(Err(e)) => return Err(e),
         Ok(Ok(ControllerMsg::Hello(h))) => {
+            session_protocol = h.protocol.min(st.protocol);
             let next = announce_after(st.protocol, &h).map_err(|e| anyhow::anyhow!("{e}"))?;
             if next != st.protocol {
                 info!(
@@ -517,6 +543,12 @@ async fn session(
         }
         Ok(Ok(other)) => anyhow::bail!("expected the controller's hello, got {other:?}"),
     }
+    // Protocol 5 sessions: the learned WAN state now and on every change.
+    let mut wan = wan.filter(|_| session_protocol >= gwchan::WAN_STATE_PROTOCOL);
+    if let Some(rx) = &mut wan {
+        let s = rx.borrow_and_update().clone();
+        send(&mut w, &GatewayMsg::WanState(s)).await?;
+    }
     info!(address = %ctl.address, "controller connected");
     *backoff = BACKOFF_MIN;
     sh.stats.update_controller(|c| {
@@ -529,6 +561,9 @@ async fn session(
         tokio::select! {
             _ = tick.tick() => {
                 send(&mut w, &GatewayMsg::Report(report(sh, st))).await?;
+            }
+            Some(s) = crate::wan_watch::next(&mut wan) => {
+                send(&mut w, &GatewayMsg::WanState(s)).await?;
             }
             m = recv(&mut r, &mut buf) => match m? {
                 ControllerMsg::Config(cfg) => {
@@ -759,16 +794,18 @@ mod tests {
     fn an_older_controller_makes_the_next_hello_older() {
         let h = |v| Hello::with_protocol(v, "ssc");
         // Protocol 2 ssc: announce 2 from now on (enrolment-era features only, no crl).
-        assert_eq!(announce_after(4, &h(2)), Ok(2));
+        assert_eq!(announce_after(5, &h(2)), Ok(2));
         // Protocol 3 ssc (before the zero-touch setup): announce 3.
-        assert_eq!(announce_after(4, &h(3)), Ok(3));
-        assert_eq!(announce_after(4, &h(4)), Ok(4));
+        assert_eq!(announce_after(5, &h(3)), Ok(3));
         assert_eq!(announce_after(3, &h(3)), Ok(3));
         // Once at 2, a hello 2 keeps it there.
         assert_eq!(announce_after(2, &h(2)), Ok(2));
         // Versions a gateway cannot talk to.
-        assert!(announce_after(4, &h(1)).is_err());
-        assert!(announce_after(4, &h(5)).is_err());
+        assert!(announce_after(5, &h(1)).is_err());
+        assert!(announce_after(5, &h(6)).is_err());
+        // Protocol 4 ssc (zero-touch setup, no wan_state): announce 4 from now on.
+        assert_eq!(announce_after(5, &h(4)), Ok(4));
+        assert_eq!(announce_after(5, &h(5)), Ok(5));
     }
 
     #[test]

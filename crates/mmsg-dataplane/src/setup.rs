@@ -405,6 +405,45 @@ pub fn ensure_policy_routing(undo: &mut Undo, config: &Config) -> anyhow::Result
     Ok(())
 }
 
+/// A WAN port's address or next hop changed (learned from the kernel, `crate::wan_watch`):
+/// its policy rule follows the new address (the old rule is deleted, the new one added and
+/// undone at exit like the others) and its table's default route the new next hop.
+pub fn update_policy_routing(undo: &mut Undo, old: &Config, new: &Config) -> anyhow::Result<()> {
+    for (k, (o, n)) in old.wan.iter().zip(&new.wan).enumerate() {
+        if o.address == n.address && o.gateway == n.gateway {
+            continue;
+        }
+        let k = u32::try_from(k).unwrap_or(0);
+        let t = (TABLE_BASE + k).to_string();
+        let gw = n.gateway.to_string();
+        ip(&[
+            "-4", "route", "replace", "default", "via", &gw, "dev", &n.name, "table", &t,
+        ])?;
+        if o.address.addr() != n.address.addr() {
+            let old_src = format!("{}/32", o.address.addr());
+            if let Err(e) = ip(&["rule", "del", "from", &old_src, "lookup", &t]) {
+                debug!(src = %old_src, error = %e, "old policy rule already gone");
+            }
+            undo.rules
+                .retain(|r| !(r.get(3) == Some(&old_src) && r.get(5) == Some(&t)));
+            let args: Vec<String> = vec![
+                "rule".into(),
+                "add".into(),
+                "from".into(),
+                format!("{}/32", n.address.addr()),
+                "lookup".into(),
+                t.clone(),
+                "pref".into(),
+                (RULE_PREF_BASE + k).to_string(),
+            ];
+            ip(&args)?;
+            undo.rules.push(args);
+        }
+        info!(port = k, address = %n.address, gateway = %gw, dev = %n.name, "policy routing follows the learned address");
+    }
+    Ok(())
+}
+
 /// The main table's default route via WAN port 0's gateway, by the interface that carries its
 /// address (`mpa0` with `[ovs]`): Type III and everything not tunnelled leaves there. Replaced
 /// only when it does not already leave by that interface.
