@@ -63,6 +63,7 @@ pub mod inventory;
 pub mod listen;
 pub mod measure;
 pub mod metrics;
+pub mod nat;
 pub mod ofc;
 pub mod path_config;
 pub mod path_group;
