@@ -27,13 +27,17 @@ pub fn ruleset(ports: &[ResolvedPort]) -> Option<String> {
         return None;
     }
     let mut s = format!("table ip {NAT_TABLE} {{\n");
-    s.push_str(" chain zone {\n  type filter hook prerouting priority raw; policy accept;\n");
+    s.push_str(
+        " chain from_emulator {\n  type filter hook prerouting priority raw; policy accept;\n",
+    );
     let _ = writeln!(s, "  iifname \"{EMU_TUN}\" ct zone set 1");
     s.push_str(" }\n chain refuse {\n  type filter hook forward priority 0; policy accept;\n");
     for p in &nat {
         let _ = writeln!(s, "  ct zone 0 ip daddr {} ct state new drop", p.addr);
     }
-    s.push_str(" }\n chain snat {\n  type nat hook postrouting priority srcnat; policy accept;\n");
+    s.push_str(
+        " }\n chain translate {\n  type nat hook postrouting priority srcnat; policy accept;\n",
+    );
     for p in &nat {
         let _ = writeln!(s, "  ct zone 0 ip saddr {} snat to {}", p.addr, p.next_hop);
     }
