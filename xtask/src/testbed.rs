@@ -264,7 +264,7 @@ fn build(topo: &Topology, opts: &UpOptions) -> anyhow::Result<State> {
     nft.push_str(" }\n}\n");
     sh::nft(&inet, &nft)?;
     // Ports behind NAT: the carrier translates and refuses (`nat`).
-    if let Some(rules) = nat::ruleset(&ports) {
+    if let Some(rules) = nat::ruleset(&ports, EMU_TUN) {
         sh::nft(&inet, &rules)?;
         sh::ns(&inet, "sysctl", &["-qw", nat::CONNTRACK_LIBERAL])?;
     }

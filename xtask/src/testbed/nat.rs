@@ -13,15 +13,14 @@
 
 use std::fmt::Write as _;
 
-use super::EMU_TUN;
 use crate::topology::ResolvedPort;
 
 /// The nftables table of the NAT (one per testbed, in `inet`).
 pub const NAT_TABLE: &str = "mmsnat";
 
-/// The ruleset for the ports of `ports` marked `nat`; `None` when there is none (no table, no
-/// conntrack in `inet`).
-pub fn ruleset(ports: &[ResolvedPort]) -> Option<String> {
+/// The ruleset for the ports of `ports` marked `nat`, with the emulator's TUN device `emu_tun`;
+/// `None` when there is none (no table, no conntrack in `inet`).
+pub fn ruleset(ports: &[ResolvedPort], emu_tun: &str) -> Option<String> {
     let nat: Vec<&ResolvedPort> = ports.iter().filter(|p| p.nat).collect();
     if nat.is_empty() {
         return None;
@@ -30,7 +29,7 @@ pub fn ruleset(ports: &[ResolvedPort]) -> Option<String> {
     s.push_str(
         " chain from_emulator {\n  type filter hook prerouting priority raw; policy accept;\n",
     );
-    let _ = writeln!(s, "  iifname \"{EMU_TUN}\" ct zone set 1");
+    let _ = writeln!(s, "  iifname \"{emu_tun}\" ct zone set 1");
     s.push_str(" }\n chain refuse {\n  type filter hook forward priority 0; policy accept;\n");
     for p in &nat {
         let _ = writeln!(s, "  ct zone 0 ip daddr {} ct state new drop", p.addr);
@@ -59,7 +58,7 @@ mod tests {
             "name = \"n\"\n[[branch]]\nid = 1\nwan = [{}]\n[[branch]]\nid = 2\nwan = [{ nat = true }, {}]\n",
         )
         .unwrap();
-        let r = ruleset(&t.ports()).unwrap();
+        let r = ruleset(&t.ports(), "emu0").unwrap();
         assert!(
             r.contains("ct zone 0 ip daddr 198.18.20.2 ct state new drop"),
             "{r}"
@@ -74,6 +73,6 @@ mod tests {
             "{r}"
         );
         let t = crate::topology::parse("name = \"n\"\n[[branch]]\nid = 1\nwan = [{}]\n").unwrap();
-        assert_eq!(ruleset(&t.ports()), None);
+        assert_eq!(ruleset(&t.ports(), "emu0"), None);
     }
 }
