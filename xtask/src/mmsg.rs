@@ -208,6 +208,7 @@ pub fn wan_port(name: &str, addr: Ipv4Addr, prefix_len: u8, gateway: Ipv4Addr) -
         kind: mms_types::WanKind::default(),
         mac: None,
         rate_mbit: None,
+        nat: false,
     }
 }
 

@@ -183,6 +183,10 @@ pub struct WanPort {
     /// Overrides for the internet → gateway direction.
     #[serde(default)]
     pub down: Impairment,
+    /// Behind NAT (issue #20): the carrier source-NATs this port's connections and refuses
+    /// connections towards it (`testbed::nat`, docs/testbed.md "Ports behind NAT").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nat: bool,
 }
 
 impl WanPort {
@@ -364,6 +368,9 @@ pub struct ResolvedPort {
     pub down: Impairment,
     /// For a leased end: the index of the line.
     pub leased_line: Option<usize>,
+    /// Behind NAT ([`WanPort::nat`]; leased ends never are).
+    #[serde(default)]
+    pub nat: bool,
 }
 
 impl ResolvedPort {
@@ -494,6 +501,7 @@ impl Topology {
                     up: w.up_impairment(),
                     down: w.down_impairment(),
                     leased_line: None,
+                    nat: w.nat,
                 });
                 k += 1;
             }
@@ -523,6 +531,7 @@ impl Topology {
                     up: imp.clone(),
                     down: imp,
                     leased_line: Some(i),
+                    nat: false,
                 });
                 k += 1;
             }

@@ -68,6 +68,9 @@ pub struct NewPort {
     pub kind: WanKind,
     /// Capacity in Mbit/s.
     pub capacity_mbps: u32,
+    /// Behind NAT: cannot be dialled (docs/nat.md). Default: `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nat: bool,
 }
 
 /// Changes to one WAN port. Absent fields stay; MACs can be set but not cleared here (remove and
@@ -160,6 +163,9 @@ pub enum CatalogError {
     /// The flows cannot be compiled (e.g. a transit egress without MACs).
     #[error("the flows cannot be compiled: {0}")]
     Compile(CompileError),
+    /// A pair of branches behind NAT cannot be routed as configured ([`crate::nat`]).
+    #[error("cannot route: {0}")]
+    Nat(crate::nat::NatError),
     /// A setting out of range.
     #[error("settings.{field}: {reason}")]
     Setting {
@@ -236,6 +242,8 @@ impl Catalog {
         settings: Settings,
     ) -> Result<Self, CatalogError> {
         let inventory = Inventory::new(branches)?;
+        // Before the hop checks: a NAT-only pair gets an error naming the pair.
+        crate::nat::check_groups(&inventory, &groups).map_err(CatalogError::Nat)?;
         let groups = PathGroups::new(&inventory, groups)?;
         validate_settings(&settings)?;
         let flows = swap::compile(&inventory, &groups)?;
@@ -395,6 +403,7 @@ impl Catalog {
                 mac: port.mac,
                 kind: port.kind,
                 capacity_mbps: port.capacity_mbps,
+                nat: port.nat,
             });
         }
         self.with(branches, self.group_list(), self.settings.clone())

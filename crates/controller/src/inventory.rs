@@ -25,6 +25,7 @@
 //! mac = "02:00:c6:12:0a:02"           # optional: MAC of mpa0 (needed where the port is a transit egress)
 //! kind = "internet"                   # or "leased"; default "internet"
 //! capacity_mbps = 40
+//! nat = true                          # optional: behind NAT, cannot be dialled (docs/nat.md)
 //! ```
 use std::collections::BTreeMap;
 use std::fmt;
@@ -187,6 +188,12 @@ pub struct WanPort {
     pub kind: WanKind,
     /// Access capacity in Mbit/s (both directions).
     pub capacity_mbps: u32,
+    /// Behind NAT (carrier NAT, LTE): it can dial out but cannot be dialled (docs/nat.md).
+    /// Gateways never dial it; a branch whose ports are all behind NAT is reached on the
+    /// connections it dials, and [`crate::nat::check_routable`] refuses a pair that no side can
+    /// dial. Default: `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nat: bool,
 }
 
 impl WanPort {
@@ -579,12 +586,14 @@ impl Inventory {
 
     /// Whether one WAN hop can go from port `from` to port `to` of another branch: internet to
     /// internet always; a leased line only to the port at its other end (each one's gateway is the
-    /// other's address); never internet to leased.
+    /// other's address); never internet to leased; never between two ports behind NAT (neither
+    /// can dial the other, [`crate::nat`]).
     pub fn can_hop(&self, from: PortRef, to: PortRef) -> bool {
         if from.branch == to.branch {
             return false;
         }
         match (self.port(from), self.port(to)) {
+            (Some(a), Some(b)) if a.nat && b.nat => false,
             (Some(a), Some(b)) => match (a.kind, b.kind) {
                 (WanKind::Internet, WanKind::Internet) => true,
                 (WanKind::Leased, WanKind::Leased) => a.gateway == b.ip() && b.gateway == a.ip(),

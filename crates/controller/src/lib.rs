@@ -66,6 +66,7 @@ pub mod learned;
 pub mod listen;
 pub mod measure;
 pub mod metrics;
+pub mod nat;
 pub mod ofc;
 pub mod path_config;
 pub mod path_group;

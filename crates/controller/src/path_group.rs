@@ -380,7 +380,7 @@ pub enum GroupError {
     },
     /// A WAN hop that cannot exist (internet to leased line, or a leased line to a port that is
     /// not its other end).
-    #[error("member path {path}: hop {from}>{to} is impossible (internet and leased ports do not mix; a leased line reaches only its far end)")]
+    #[error("member path {path}: hop {from}>{to} is impossible (internet and leased ports do not mix; a leased line reaches only its far end; two ports behind NAT cannot dial each other)")]
     ImpossibleHop {
         /// The member path.
         path: MemberPath,

@@ -657,6 +657,7 @@ mod tests {
                         mac: None,
                         kind: WanKind::Internet,
                         capacity_mbps: 1,
+                        nat: false,
                     },
                 )
             })

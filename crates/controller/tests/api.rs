@@ -1062,6 +1062,7 @@ async fn derived_schemas_match_serialized_examples() {
         mac: Some(mac),
         kind: controller::inventory::WanKind::Leased,
         capacity_mbps: 5,
+        nat: true,
     };
     assert_schema_matches(&doc, "NewPort", &serde_json::to_value(&new_port).unwrap());
     let port_patch = controller::store::PortPatch {

@@ -56,6 +56,7 @@ fn inventory(ids: &[u8], ports: &[u8]) -> Inventory {
                         mac: Some(MacAddr::from_ipv4(addr)),
                         kind: WanKind::Internet,
                         capacity_mbps: 40,
+                        nat: false,
                     }
                 })
                 .collect(),

@@ -184,7 +184,9 @@ pub struct Topology {
 
 fn wanted_outbound(config: &Config) -> BTreeMap<ConnKey, Vec<Ipv4Addr>> {
     let mut out = BTreeMap::new();
-    for r in &config.remote {
+    // A remote behind NAT cannot be dialled: it dials us, and we send on those connections
+    // (`tunnel::reverse`, docs/nat.md).
+    for r in config.remote.iter().filter(|r| !r.nat) {
         let Some(b) = BranchId::new(r.id).ok() else {
             continue;
         };
@@ -1012,5 +1014,20 @@ mod tests {
         let (_d, own, _ca, _rogue, cfg) = crl_fixture(true);
         let e = crate::secure::TlsState::load(&cfg, own, Arc::default()).unwrap_err();
         assert!(e.to_string().contains("not signed by our CA"), "{e}");
+    }
+
+    #[test]
+    fn a_remote_behind_nat_is_never_dialled() {
+        let mut c = file();
+        let all = wanted_outbound(&c);
+        assert!(!all.is_empty());
+        let id = c.remote[0].id;
+        c.remote[0].nat = true;
+        let now = wanted_outbound(&c);
+        assert!(now.keys().all(|(b, _, _)| b.get() != id), "{now:?}");
+        assert_eq!(
+            now.len(),
+            all.keys().filter(|(b, _, _)| b.get() != id).count()
+        );
     }
 }

@@ -125,6 +125,7 @@ fn own_part(branch: &crate::inventory::Branch) -> OwnPart {
                 kind: p.kind,
                 mac: p.mac,
                 rate_mbit: None,
+                nat: p.nat,
             })
             .collect(),
     }

@@ -36,7 +36,7 @@ use super::preauth::{Permit, PREAUTH_BUF, PREAUTH_DEADLINE};
 use super::shared::core_key;
 use super::socket::{apply_lowat, check_fallback, mark_class, mptcp_socket};
 use super::subflows::{subflow_status, SUBFLOW_CHECK};
-use super::{conn_name, Shared};
+use super::{conn_name, reverse, Shared};
 use crate::secure::{self, Rekey};
 use crate::stats::{ConnState, ConnStatus, Stats};
 use crate::sys;
@@ -344,9 +344,13 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         );
         return;
     }
+    let key = (hello.src_branch, hello.path_group, hello.class);
+    // A remote behind NAT: this connection carries our traffic to it too (`reverse`).
+    let ours = reverse::carries_our_traffic(&config, key)
+        .then(|| sh.queue(&key))
+        .flatten();
     drop((config, permit));
     Stats::inc(&st.accepts);
-    let key = (hello.src_branch, hello.path_group, hello.class);
     mark_class(&fd, hello.class);
     let name = format!("{} from {peer}", conn_name("in", key));
     info!(conn = %name, "inbound tunnel connection up");
@@ -369,6 +373,23 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let peer_check = peer_id
         .as_ref()
         .map(|(_, _, c)| (c.clone(), pki::tls::PeerRole::Client));
+    if let Some(oq) = ours {
+        let c = reverse::Accepted {
+            r,
+            w,
+            rekey,
+            decoder: ic,
+            buf,
+            fd,
+        };
+        let end = reverse::carry(&sh, &name, key, &oq, c, peer_check.as_ref(), reported).await;
+        if matches!(end, ConnEnd::Dead(_)) {
+            Stats::inc(&st.conn_dead);
+        }
+        info!(conn = %name, reason = %end, "inbound tunnel connection (carrying our traffic) closed");
+        sh.stats.remove_conn(&name);
+        return;
+    }
     let cc = ConnCounters::new(&sh);
     // Liveness and keepalives: the core of an inbound connection (no queue).
     let core = Mutex::new(ConnCore::inbound(core_key(key)));

@@ -109,6 +109,11 @@ pub struct OutQueue {
     pub(super) inflight_budget: AtomicU64,
     /// The delivery rate that budget was made of, bytes/s (the writer's drain-time estimate).
     pub(super) delivery_rate: AtomicU64,
+    /// Held by the accepted connection that carries this queue's traffic to a remote behind NAT
+    /// (`reverse`): one at a time.
+    pub(super) attach: tokio::sync::Mutex<()>,
+    /// Tells the accepted connection holding `attach` that a newer one takes over.
+    pub(super) takeover: Notify,
 }
 
 impl OutQueue {
@@ -126,6 +131,8 @@ impl OutQueue {
             queued_bytes: AtomicU64::new(0),
             inflight_budget: AtomicU64::new(0),
             delivery_rate: AtomicU64::new(0),
+            attach: tokio::sync::Mutex::new(()),
+            takeover: Notify::new(),
         }
     }
 }

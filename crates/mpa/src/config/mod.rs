@@ -41,7 +41,7 @@ pub use remote::{PathGroupConfig, RemoteBranch, SelectionPolicy, MAX_WEIGHT};
 pub use security::{TlsPolicyError, TunnelSecurity, INSECURE_CLEAR_FLAG};
 pub use striping::{Auto, StripingConfig};
 pub use tls::{TlsConfig, TlsMode};
-pub use wan::{WanPort, MAX_WAN_PORTS, MAX_WAN_RATE_MBIT};
+pub use wan::{nat_only, WanPort, MAX_WAN_PORTS, MAX_WAN_RATE_MBIT};
 
 use std::time::Duration;
 

@@ -29,6 +29,13 @@ pub struct RemoteBranch {
     /// The path groups to it (one MPTCP connection per group and class). Default: group 0, weight 1.
     #[serde(default = "default_path_groups")]
     pub path_groups: Vec<PathGroupConfig>,
+    /// Every WAN port of that branch is behind NAT (docs/nat.md): it cannot be dialled. We never
+    /// dial it; it dials us, and we send our traffic to it on the connections it dialled (each
+    /// accepted only after TLS proved its branch). Its `wan_addresses` are then only the
+    /// addresses its connections may come from (the NAT's outside addresses; clear mode checks
+    /// them). Default: `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nat: bool,
 }
 
 fn default_path_groups() -> Vec<PathGroupConfig> {
@@ -143,6 +150,16 @@ pub(super) fn check_remotes(
                 }
             }
             remote_prefixes.push((k, r, remote.id, *net));
+        }
+        if remote.nat && super::wan::nat_only(wan) {
+            p.push(
+                format!("{key}.nat"),
+                format!(
+                    "branch {} and this gateway are both behind NAT only: neither can dial the \
+                     other (reach it through a transit branch with a public port, docs/nat.md)",
+                    remote.id
+                ),
+            );
         }
         if remote.path_groups.is_empty() {
             p.push(

@@ -95,6 +95,7 @@ fn config_round_trip_and_merge() {
                 PathGroupConfig { id: 0, weight: 700 },
                 PathGroupConfig { id: 1, weight: 300 },
             ],
+            nat: false,
         }],
         classifier: Some(ClassifierConfig {
             default_class: Class::TypeII,
