@@ -814,6 +814,7 @@ mod tests {
             remotes: remotes.clone(),
             classifier: None,
             priorities: Default::default(),
+            ports: None,
         };
         // The plain merge validates the renamed ports as if they were the file's.
         assert!(cfg.validate_for(&running).is_err());
@@ -826,6 +827,7 @@ mod tests {
         let other = GatewayConfig {
             branch_id: running.branch_id + 1,
             ..cfg
+            ports: None,
         };
         assert!(merge_validated(&other, &running).is_err());
     }
@@ -852,6 +854,7 @@ mod tests {
             remotes,
             classifier: None,
             priorities: Default::default(),
+            ports: None,
         };
         write_cache(&path, &cfg).unwrap();
         use std::os::unix::fs::PermissionsExt;
