@@ -827,7 +827,6 @@ mod tests {
         let other = GatewayConfig {
             branch_id: running.branch_id + 1,
             ..cfg
-            ports: None,
         };
         assert!(merge_validated(&other, &running).is_err());
     }
