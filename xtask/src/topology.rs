@@ -394,7 +394,10 @@ pub fn wan_net(b: u8, k: u8, host: u8) -> (Ipv4Addr, u8) {
     }
     let i = 2 * (u32::from(b) - 26) + u32::from(k);
     let off = 4 * i + u32::from(host);
-    (Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + off), 30)
+    (
+        Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + off),
+        30,
+    )
 }
 
 /// Address of internet WAN port `k` of branch `b` ([`wan_net`] without the prefix length).
@@ -443,7 +446,10 @@ impl Topology {
             if b.id >= 200 && !self.leased.is_empty() {
                 return Err(invalid(
                     format!("{key}.id"),
-                    format!("LAN 198.19.{}.0/24 would overlap the leased lines' 198.19.200+", b.id),
+                    format!(
+                        "LAN 198.19.{}.0/24 would overlap the leased lines' 198.19.200+",
+                        b.id
+                    ),
                 ));
             }
             if !seen.insert(b.id) {

@@ -338,11 +338,19 @@ fn seventeen_branches_with_the_extended_port_plan() {
     )
     .unwrap();
     assert!((16400..=32767).contains(&code), "{g}");
-    assert_eq!(sys.tunnels().unwrap(), 4 * 3 * 2, "2 classes per ordered hub pair");
+    assert_eq!(
+        sys.tunnels().unwrap(),
+        4 * 3 * 2,
+        "2 classes per ordered hub pair"
+    );
     // Pings between hubs, both ids above 15 among them: each crosses its pair's transit.
     for (a, b) in [(17, 16), (1, 17), (16, 2)] {
         let before = sys.transit_packets(a, b).unwrap();
-        assert!(sys.ping(a, b), "ping {a} -> {b} (through {})", sys.transit[&(a, b)]);
+        assert!(
+            sys.ping(a, b),
+            "ping {a} -> {b} (through {})",
+            sys.transit[&(a, b)]
+        );
         let after = sys.transit_packets(a, b).unwrap();
         println!(
             "MEASURE scale17 ping {a} -> {b} via {}: transit entries counted {} packets",
@@ -355,5 +363,8 @@ fn seventeen_branches_with_the_extended_port_plan() {
     assert_eq!(codes, 12);
     assert_eq!(flows, 17 * 2 + 12 * 8);
     drop(sys);
-    println!("MEASURE scale17 test took {:.1} s", t.elapsed().as_secs_f64());
+    println!(
+        "MEASURE scale17 test took {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
 }

@@ -9,6 +9,7 @@
 //! persists catalogs (it imports this module, never the reverse).
 use serde::{Deserialize, Serialize};
 
+use crate::codes::{self, CodeError, CodeTable};
 use crate::inventory::{
     Branch, BranchId, Inventory, InventoryError, InventoryFile, MacAddr, PortIndex, PortRef,
     WanKind, WanPort, MAX_WAN_PORTS,
@@ -17,7 +18,6 @@ use crate::path_config::Settings;
 use crate::path_group::{
     GroupError, GroupsFile, MemberPath, PathGroup, PathGroupId, PathGroups, MAX_GROUP_ID,
 };
-use crate::codes::{self, CodeError, CodeTable};
 use crate::swap::{self, CompileError, FlowTables, Ports};
 use mms_types::{PathCode, PortPlan};
 use std::collections::{BTreeMap, BTreeSet};

@@ -69,7 +69,10 @@ fn a_full_mesh_of_250_branches_fits_the_default_range() {
     check_unique(&t, &paths, range);
     let highest = t.iter().map(|(_, p)| p).max().unwrap();
     // First fit never needs more than the paths on both ends: 2 x 1,992.
-    assert!(highest < 16400 + 2 * 1992, "first fit stays compact: {highest}");
+    assert!(
+        highest < 16400 + 2 * 1992,
+        "first fit stays compact: {highest}"
+    );
 }
 
 #[test]
@@ -103,8 +106,12 @@ fn a_removed_path_frees_its_code_and_nothing_else_moves() {
 #[test]
 fn codes_outside_a_new_range_are_allocated_again() {
     let paths = mesh(4);
-    let t1 = allocate(&CodeTable::default(), CodeRange::new(20000, 21000).unwrap(), &paths)
-        .unwrap();
+    let t1 = allocate(
+        &CodeTable::default(),
+        CodeRange::new(20000, 21000).unwrap(),
+        &paths,
+    )
+    .unwrap();
     let range = CodeRange::new(30000, 31000).unwrap();
     let t2 = allocate(&t1, range, &paths).unwrap();
     check_unique(&t2, &paths, range);
@@ -138,7 +145,13 @@ fn arb_paths() -> impl Strategy<Value = BTreeMap<PathCode, BTreeSet<BranchId>>> 
     // Up to 120 member paths among branches 1..=40 (ids beyond 15 included), each direct or
     // through one transit.
     proptest::collection::vec(
-        (1u8..=40, 1u8..=40, 0u8..=15, 1u8..=15, proptest::option::of(1u8..=40)),
+        (
+            1u8..=40,
+            1u8..=40,
+            0u8..=15,
+            1u8..=15,
+            proptest::option::of(1u8..=40),
+        ),
         0..120,
     )
     .prop_map(|v| {

@@ -372,14 +372,16 @@ impl Cookie {
                     variant,
                 })
             }
-            Self::KIND_PATCH if (v >> 16) & 0xFF_FFFF == 0 && role == 0 => Some(CookieInfo::Patch {
-                port: PortIndex::new(variant).ok()?,
-                to_wan: match dir {
-                    1 => true,
-                    2 => false,
-                    _ => return None,
-                },
-            }),
+            Self::KIND_PATCH if (v >> 16) & 0xFF_FFFF == 0 && role == 0 => {
+                Some(CookieInfo::Patch {
+                    port: PortIndex::new(variant).ok()?,
+                    to_wan: match dir {
+                        1 => true,
+                        2 => false,
+                        _ => return None,
+                    },
+                })
+            }
             _ => None,
         }
     }

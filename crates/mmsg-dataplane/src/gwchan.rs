@@ -262,7 +262,8 @@ impl Topology {
             if self.listeners.contains_key(g) {
                 continue;
             }
-            let l = tunnel::listen(sh, *g, plan).with_context(|| format!("listen for path group {g}"))?;
+            let l = tunnel::listen(sh, *g, plan)
+                .with_context(|| format!("listen for path group {g}"))?;
             bound.push((*g, l));
         }
         for (g, l) in bound {

@@ -42,7 +42,9 @@ pub struct CodeRange {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PortPlanError {
     /// Not `paper` and not `FIRST-LAST`.
-    #[error("port plan {0:?} is neither \"paper\" nor a range \"FIRST-LAST\" (e.g. \"16384-32767\")")]
+    #[error(
+        "port plan {0:?} is neither \"paper\" nor a range \"FIRST-LAST\" (e.g. \"16384-32767\")"
+    )]
     Syntax(String),
     /// A range that starts below 1024 or leaves no member path code after the listen ports.
     #[error("port range {first}-{last} must start at 1024 or above and hold more than 16 ports (16 listen ports, then the member path codes)")]
@@ -124,7 +126,10 @@ impl PortPlan {
     /// The port ranges a gateway reserves (`net.ipv4.ip_local_reserved_ports`) when it talks to
     /// `branches` (its own included): `0xB000..=0xBFFF` per branch in the paper's plan, the
     /// one range in the extended plan.
-    pub fn reserved(self, branches: impl IntoIterator<Item = BranchId>) -> Vec<RangeInclusive<u16>> {
+    pub fn reserved(
+        self,
+        branches: impl IntoIterator<Item = BranchId>,
+    ) -> Vec<RangeInclusive<u16>> {
         match self {
             PortPlan::Paper => {
                 let mut ids: Vec<BranchId> =
@@ -316,7 +321,10 @@ mod tests {
         );
         let err = "1000-2000".parse::<PortPlan>().unwrap_err().to_string();
         assert!(err.contains("1000-2000 must start at 1024"), "{err}");
-        assert!("2000-2010".parse::<PortPlan>().is_err(), "no code after the listen ports");
+        assert!(
+            "2000-2010".parse::<PortPlan>().is_err(),
+            "no code after the listen ports"
+        );
         assert!("extended".parse::<PortPlan>().is_err());
         let json = serde_json::to_string(&p).unwrap();
         assert_eq!(json, "\"16384-32767\"");

@@ -266,11 +266,9 @@ impl Registry {
             let remotes = build_remotes(catalog, weights, b.id);
             let id = b.id.get();
             let same = inner.configs.get(&id).is_some_and(|tx| {
-                tx.borrow()
-                    .as_ref()
-                    .is_some_and(|c| {
-                        c.remotes == remotes && c.priorities == prio && c.ports == ports
-                    })
+                tx.borrow().as_ref().is_some_and(|c| {
+                    c.remotes == remotes && c.priorities == prio && c.ports == ports
+                })
             });
             if same {
                 continue;

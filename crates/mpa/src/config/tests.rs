@@ -480,7 +480,8 @@ fn branch_ids_above_15_need_the_extended_port_plan() {
     let c = Config::parse(&format!("ports = \"16384-32767\"\n{text}")).unwrap();
     assert_eq!(c.ports.to_string(), "16384-32767");
     assert_eq!(
-        c.ports.listen_port(c.branch().unwrap(), crate::PathGroupId::new(2).unwrap()),
+        c.ports
+            .listen_port(c.branch().unwrap(), crate::PathGroupId::new(2).unwrap()),
         Some(16386)
     );
     let e = Config::parse(&format!("ports = \"100-200\"\n{text}"))
