@@ -351,7 +351,13 @@ fn seventeen_branches_with_the_extended_port_plan() {
             "ping {a} -> {b} (through {})",
             sys.transit[&(a, b)]
         );
-        let after = sys.transit_packets(a, b).unwrap();
+        // OVS folds datapath counters into its rules every ~0.5 s: poll a few seconds.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut after = sys.transit_packets(a, b).unwrap();
+        while after < before + 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(250));
+            after = sys.transit_packets(a, b).unwrap();
+        }
         println!(
             "MEASURE scale17 ping {a} -> {b} via {}: transit entries counted {} packets",
             sys.transit[&(a, b)],
