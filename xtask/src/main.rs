@@ -297,6 +297,28 @@ enum BenchCmd {
         #[arg(long)]
         prefix: Option<String>,
     },
+    /// More than 15 branches (issue #20): N gateways with the extended port plan, a full mesh of
+    /// tunnels between hubs, every member through a transit (see xtask/src/scale.rs).
+    Scale {
+        /// Branches (3..=250).
+        #[arg(long, default_value_t = 17)]
+        branches: u8,
+        /// Hubs of the full mesh of tunnels.
+        #[arg(long, default_value_t = 8)]
+        hubs: u8,
+        /// Hub pairs pinged (each through its transit).
+        #[arg(long, default_value_t = 12)]
+        sample: usize,
+        /// Also write the report as JSON to this file (e.g. results/bench-scale.json).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Seconds the tunnels may take to come up after the push.
+        #[arg(long, default_value_t = 180)]
+        up_timeout_s: u64,
+        /// Testbed name prefix (default `sc<pid>`).
+        #[arg(long)]
+        prefix: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -702,6 +724,26 @@ fn main() -> anyhow::Result<()> {
             if let Some(path) = json {
                 write_json(&path, &report)?;
             }
+            Ok(())
+        }
+        Cmd::Bench(BenchCmd::Scale {
+            branches,
+            hubs,
+            sample,
+            json,
+            up_timeout_s,
+            prefix,
+        }) => {
+            deps::ensure()?;
+            let opts = xtask::scale::Options {
+                root: repo_root(),
+                prefix: prefix.unwrap_or_else(|| format!("sc{}", std::process::id() % 1_000_000)),
+                branches,
+                hubs,
+                xtask: None,
+                up_timeout: std::time::Duration::from_secs(up_timeout_s),
+            };
+            xtask::scale::bench(&opts, sample, json.as_deref())?;
             Ok(())
         }
         Cmd::Bench(BenchCmd::Controller {

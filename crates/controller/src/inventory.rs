@@ -1,7 +1,7 @@
 //! The inventory: the UI module's data model (seed 000 §IV, "User Interface").
 //!
 //! Through the UI an operator adds, removes and modifies branches: branch ids (1..=15, one nibble
-//! of the path code `0xBASG`), LAN prefixes, and WAN ports with their public address, next-hop
+//! of the path code `0xBASG`, or 1..=250 with the extended port plan, `crate::codes`), LAN prefixes, and WAN ports with their public address, next-hop
 //! gateway, kind (public internet or leased line) and capacity. [`Inventory`] is always valid:
 //! every constructor runs [`Inventory::new`], which checks the whole set and names the first
 //! problem with a clear [`InventoryError`].
@@ -129,11 +129,11 @@ impl fmt::Display for PortRef {
 
 impl FromStr for PortRef {
     type Err = IdError;
-    /// Parses `1a`, `15c`: a branch number 1..=15 followed by one port letter.
+    /// Parses `1a`, `15c`, `250b`: a branch number 1..=250 followed by one port letter.
     fn from_str(s: &str) -> Result<Self, IdError> {
         let digits = s.bytes().take_while(u8::is_ascii_digit).count();
         let (num, rest) = s.split_at(digits);
-        if num.is_empty() || num.len() > 2 {
+        if num.is_empty() || num.len() > 3 {
             return Err(IdError::PortName(s.to_owned()));
         }
         let id: u8 = num.parse().map_err(|_| IdError::PortName(s.to_owned()))?;
@@ -149,7 +149,7 @@ impl FromStr for PortRef {
 /// A bad branch id, port letter or port name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
-    /// A branch id out of range (1..=15, one nibble of `0xBASG`).
+    /// A branch id out of range (1..=250; 1..=15 in the paper's port plan `0xBASG`).
     #[error(transparent)]
     Id(#[from] mms_types::IdError),
     /// Port index beyond [`MAX_WAN_PORTS`].
@@ -159,7 +159,7 @@ pub enum IdError {
     #[error("port letter {0:?} is not one of a..=h")]
     PortLetter(char),
     /// A port name that is not a branch number followed by one letter.
-    #[error("{0:?} is not a port name like `1a` (branch 1..=15, then a port letter a..=h)")]
+    #[error("{0:?} is not a port name like `1a` (branch 1..=250, then a port letter a..=h)")]
     PortName(String),
 }
 
@@ -208,7 +208,7 @@ impl WanPort {
 #[serde(deny_unknown_fields)]
 #[derive(utoipa::ToSchema)]
 pub struct Branch {
-    /// The branch id, 1..=15.
+    /// The branch id, 1..=250 (1..=15 with the paper's port plan).
     pub id: BranchId,
     /// A unique name: ASCII letters, digits, `-`, `_`, `.`; at most [`MAX_NAME_LEN`] bytes.
     pub name: String,
@@ -644,13 +644,14 @@ mod tests {
             Err(IdError::Id(mms_types::IdError::Branch(0)))
         );
         assert_eq!(
-            "16a".parse::<PortRef>(),
-            Err(IdError::Id(mms_types::IdError::Branch(16)))
+            "251a".parse::<PortRef>(),
+            Err(IdError::Id(mms_types::IdError::Branch(251)))
         );
+        assert_eq!("250b".parse::<PortRef>().unwrap().to_string(), "250b");
         assert_eq!("1i".parse::<PortRef>(), Err(IdError::PortLetter('i')));
         assert!("1".parse::<PortRef>().is_err());
         assert!("a".parse::<PortRef>().is_err());
         assert!("1ab".parse::<PortRef>().is_err());
-        assert!("123a".parse::<PortRef>().is_err());
+        assert!("1234a".parse::<PortRef>().is_err());
     }
 }

@@ -59,6 +59,7 @@ pub mod authority;
 pub mod auto_config;
 pub mod capacity;
 pub mod catalog;
+pub mod codes;
 pub mod gwchan;
 pub mod history;
 pub mod inventory;

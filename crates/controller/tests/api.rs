@@ -628,8 +628,11 @@ async fn bad_input_is_4xx_with_a_clear_message_and_nothing_is_stored() {
     let mut zero = base(json!(6));
     zero["wan"][0]["capacity_mbps"] = json!(0);
     let cases = [
-        (base(json!(0)), "branch id 0 is out of range 1..=15"),
-        (base(json!(16)), "branch id 16 is out of range 1..=15"),
+        (base(json!(0)), "branch id 0 is out of range 1..=250"),
+        (
+            base(json!(16)),
+            "branch 16 does not fit the paper's port plan 0xBASG (branch ids 1..=15)",
+        ),
         (
             overlap,
             "LAN prefix 198.19.1.0/24 of branch 1 overlaps 198.19.0.0/16 of branch 6",

@@ -247,7 +247,7 @@ impl Topology {
     pub fn start(sh: &Arc<Shared>) -> anyhow::Result<Self> {
         let mut t = Topology::default();
         let config = sh.config();
-        t.start_listeners(sh, &wanted_groups(&config))?;
+        t.start_listeners(sh, &wanted_groups(&config), config.ports)?;
         for (key, addrs) in wanted_outbound(&config) {
             t.spawn_outbound(sh, key, addrs);
         }
@@ -258,6 +258,7 @@ impl Topology {
         &mut self,
         sh: &Arc<Shared>,
         groups: &BTreeSet<PathGroupId>,
+        plan: mms_types::PortPlan,
     ) -> anyhow::Result<()> {
         // Bind all first: a failure changes nothing.
         let mut bound = Vec::new();
@@ -265,7 +266,8 @@ impl Topology {
             if self.listeners.contains_key(g) {
                 continue;
             }
-            let l = tunnel::listen(sh, *g).with_context(|| format!("listen for path group {g}"))?;
+            let l = tunnel::listen(sh, *g, plan)
+                .with_context(|| format!("listen for path group {g}"))?;
             bound.push((*g, l));
         }
         for (g, l) in bound {
@@ -305,7 +307,15 @@ impl Topology {
             setup::reserve_ports(undo, &new).context("reserve the MPA port ranges")?;
         }
         let groups = wanted_groups(&new);
-        self.start_listeners(sh, &groups)?;
+        // A new port plan moves every listen port and every remote's: start over.
+        let replan = old.ports != new.ports;
+        if replan {
+            for (g, h) in std::mem::take(&mut self.listeners) {
+                h.abort();
+                info!(pg = g.get(), plan = %new.ports, "listener stopped for the new port plan");
+            }
+        }
+        self.start_listeners(sh, &groups, new.ports)?;
         setup::configure_tun(sh.tun.name(), tun_mtu, &new).context("TUN routes")?;
         let new_prefixes: BTreeSet<_> = new
             .remote
@@ -343,7 +353,7 @@ impl Topology {
         let stale: Vec<ConnKey> = self
             .outbound
             .iter()
-            .filter(|(k, (addrs, _))| own_changed || wanted.get(*k) != Some(addrs))
+            .filter(|(k, (addrs, _))| own_changed || replan || wanted.get(*k) != Some(addrs))
             .map(|(k, _)| *k)
             .collect();
         for k in stale {
@@ -844,6 +854,7 @@ mod tests {
             remotes: remotes.clone(),
             classifier: None,
             priorities: Default::default(),
+            ports: None,
         };
         // The plain merge validates the renamed ports as if they were the file's.
         assert!(cfg.validate_for(&running).is_err());
@@ -882,6 +893,7 @@ mod tests {
             remotes,
             classifier: None,
             priorities: Default::default(),
+            ports: None,
         };
         write_cache(&path, &cfg).unwrap();
         use std::os::unix::fs::PermissionsExt;

@@ -283,17 +283,16 @@ pub fn format_port_ranges(mut r: Vec<(u16, u16)>) -> String {
 }
 
 /// The MPA port ranges to reserve: `0xB000-0xBFFF` for our branch and every configured remote,
-/// because after a swap any `0xBASG` of those branches appears as a local port (DESIGN §3.1).
+/// because after a swap any `0xBASG` of those branches appears as a local port (DESIGN §3.1);
+/// with an extended port plan its one range (issue #20).
 pub fn mpa_port_ranges(config: &Config) -> Vec<(u16, u16)> {
     let mut branches: BTreeSet<u8> = config.remote.iter().map(|r| r.id).collect();
     branches.insert(config.branch_id);
-    branches
+    config
+        .ports
+        .reserved(branches.into_iter().filter_map(|b| BranchId::new(b).ok()))
         .into_iter()
-        .filter_map(|b| BranchId::new(b).ok())
-        .map(|b| {
-            let range = mms_types::branch_port_range(b);
-            (*range.start(), *range.end())
-        })
+        .map(|range| (*range.start(), *range.end()))
         .collect()
 }
 

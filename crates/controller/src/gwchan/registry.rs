@@ -303,13 +303,18 @@ impl Registry {
             .branches()
             .map(|b| (b.id.get(), own_part(b)))
             .collect();
+        // The paper's plan is the gateways' default: sent only when extended.
+        let ports = match catalog.settings().ports {
+            mms_types::PortPlan::Paper => None,
+            p => Some(p),
+        };
         for b in catalog.inventory().branches() {
             let remotes = build_remotes(catalog, weights, b.id);
             let id = b.id.get();
             let same = inner.configs.get(&id).is_some_and(|tx| {
-                tx.borrow()
-                    .as_ref()
-                    .is_some_and(|c| c.remotes == remotes && c.priorities == prio)
+                tx.borrow().as_ref().is_some_and(|c| {
+                    c.remotes == remotes && c.priorities == prio && c.ports == ports
+                })
             });
             if same {
                 continue;
@@ -321,6 +326,7 @@ impl Registry {
                 remotes,
                 classifier: None,
                 priorities: prio.clone(),
+                ports,
             });
             if let Some((v, _)) = inner.views.get_mut(&id) {
                 v.config_version = cfg.version;

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use bytes::BytesMut;
 use mpa::config::Config;
 use mpa::framing::{Hello, Inbound, InboundConnection, InboundError};
@@ -79,9 +80,16 @@ fn clear_source_allowed(config: &Config, peer: IpAddr, branch: Option<BranchId>)
         .any(|r| r.wan_addresses.contains(&a))
 }
 
-/// Opens the MPTCP listener of path group `group` on our port `0xA00G`.
-pub fn listen(sh: &Shared, group: PathGroupId) -> anyhow::Result<TcpListener> {
-    let port = mms_types::listen_port(sh.own, group);
+/// Opens the MPTCP listener of path group `group` on our port: `0xA00G` in the paper's port
+/// plan, `first + G` in the extended one (`Config::ports`).
+pub fn listen(
+    sh: &Shared,
+    group: PathGroupId,
+    plan: mms_types::PortPlan,
+) -> anyhow::Result<TcpListener> {
+    let port = plan
+        .listen_port(sh.own, group)
+        .with_context(|| format!("branch {} has no listen port in port plan {plan}", sh.own))?;
     let s = mptcp_socket(&sh.opts)?;
     s.set_reuse_address(true)?;
     s.bind(&SockAddr::from(SocketAddrV4::new(

@@ -88,7 +88,11 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
         return;
     };
     let (branch, group, class) = key;
-    let port = mms_types::listen_port(branch, group);
+    let plan = sh.config().ports;
+    let Some(port) = plan.listen_port(branch, group) else {
+        warn!(conn = %name, %plan, "the port plan has no listen port for this branch");
+        return;
+    };
     let pairs = wanted_pairs(&sh.config(), class, &remote_addrs);
     if pairs.is_empty() {
         warn!(conn = %name, "no (uplink, remote address) pair for this connection");

@@ -20,7 +20,7 @@ pub const MAX_WEIGHT: u32 = 1_000;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RemoteBranch {
-    /// Its branch id, 1..=15, not ours.
+    /// Its branch id, 1..=15 (1..=250 with an extended `ports` plan), not ours.
     pub id: u8,
     /// The public addresses of its WAN ports (the MPTCP subflow destinations), in port order.
     pub wan_addresses: Vec<Ipv4Addr>,
@@ -79,6 +79,7 @@ pub(super) fn check_remotes(
     branch_id: u8,
     lan_prefixes: &[IpNet],
     wan: &[WanPort],
+    max_id: u8,
 ) {
     let addrs: BTreeSet<Ipv4Addr> = wan.iter().map(|w| w.address.addr()).collect();
     let mut ids = BTreeSet::new();
@@ -86,10 +87,10 @@ pub(super) fn check_remotes(
     let mut remote_prefixes: Vec<(String, usize, u8, IpNet)> = Vec::new();
     for (r, remote) in remotes.iter().enumerate() {
         let key = format!("remote[{r}]");
-        if BranchId::new(remote.id).is_err() {
+        if BranchId::new(remote.id).is_err() || remote.id > max_id {
             p.push(
                 format!("{key}.id"),
-                format!("{} is out of range 1..=15", remote.id),
+                format!("{} is out of range 1..={max_id}", remote.id),
             );
         } else if remote.id == branch_id {
             p.push(

@@ -497,3 +497,34 @@ fn nat_marks_parse_and_a_pair_behind_nat_on_both_sides_is_refused() {
         "{p:?}"
     );
 }
+
+#[test]
+fn branch_ids_above_15_need_the_extended_port_plan() {
+    let text = MINIMAL.replace("branch_id = 1", "branch_id = 200");
+    assert_eq!(
+        problems(&text),
+        vec!["branch_id: 200 is out of range 1..=15"]
+    );
+    let c = Config::parse(&format!("ports = \"16384-32767\"\n{text}")).unwrap();
+    assert_eq!(c.ports.to_string(), "16384-32767");
+    assert_eq!(
+        c.ports
+            .listen_port(c.branch().unwrap(), crate::PathGroupId::new(2).unwrap()),
+        Some(16386)
+    );
+    let e = Config::parse(&format!("ports = \"100-200\"\n{text}"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("must start at 1024"), "{e}");
+    // A pushed plan replaces the file's.
+    let pushed = crate::gwchan::GatewayConfig {
+        version: 1,
+        branch_id: 200,
+        remotes: Vec::new(),
+        classifier: None,
+        priorities: Default::default(),
+        ports: Some("20000-21000".parse().unwrap()),
+    };
+    let merged = pushed.validate_for(&c).unwrap();
+    assert_eq!(merged.ports.to_string(), "20000-21000");
+}

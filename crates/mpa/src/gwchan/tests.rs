@@ -114,6 +114,7 @@ fn config_round_trip_and_merge() {
             type1_socket_dscp: 46,
             marks: [("type1/1".to_owned(), 46)].into_iter().collect(),
         },
+        ports: None,
     };
     let mut out = Vec::new();
     encode(&ControllerMsg::Config(cfg.clone()), &mut out).unwrap();
@@ -385,6 +386,7 @@ fn setup_round_trip_and_config() {
         remotes: b.remote.clone(),
         classifier: None,
         priorities: Priorities::table(),
+        ports: None,
     };
     let setup = GatewaySetup {
         branch_id: 1,
