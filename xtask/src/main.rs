@@ -123,6 +123,10 @@ enum Cmd {
         /// With `all`: print the plan and its time estimate, run nothing.
         #[arg(long)]
         dry_run: bool,
+        /// With `mdi`: also run the sender without RACK (`net.ipv4.tcp_recovery = 0`), like
+        /// the paper's 2015 hosts.
+        #[arg(long)]
+        no_rack: bool,
         /// With `all`: forget which runner experiments (congestion, adaptive, mdi, uplink-lb)
         /// this campaign finished (results/all-progress.json) and run them again.
         #[arg(long)]
@@ -490,6 +494,7 @@ fn main() -> anyhow::Result<()> {
             prefix,
             dry_run,
             restart,
+            no_rack,
         } => {
             anyhow::ensure!(
                 name == "all" || !(dry_run || restart),
@@ -539,7 +544,16 @@ fn main() -> anyhow::Result<()> {
                 .map(|_| ());
             }
             if name == "mdi" {
-                return xtask::mdi::cmd(&repo_root(), &prefix, &out, secs, reps, cases, replot);
+                return xtask::mdi::cmd(
+                    &repo_root(),
+                    &prefix,
+                    &out,
+                    secs,
+                    reps,
+                    cases,
+                    replot,
+                    no_rack,
+                );
             }
             if replot {
                 return experiment::replot(&name, &out).map(|_| ());

@@ -727,10 +727,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             let buf = &flow.buf;
             flow.arrivals.retain(|(_, e)| buf.contains_key(e));
         }
-        let want = flow
-            .arrivals
-            .front()
-            .map(|(t, _)| *t + self.eff.hold);
+        let want = flow.arrivals.front().map(|(t, _)| *t + self.eff.hold);
         if want != flow.deadline {
             if let Some(old) = flow.deadline {
                 self.deadlines.remove(&(old, key.clone()));

@@ -74,7 +74,10 @@ impl SkewMax {
         s.roll(now);
         match (s.cur, s.prev) {
             (None, None) => None,
-            (cur, prev) => Some(cur.map_or(Duration::ZERO, |c| c.1).max(prev.unwrap_or_default())),
+            (cur, prev) => Some(
+                cur.map_or(Duration::ZERO, |c| c.1)
+                    .max(prev.unwrap_or_default()),
+            ),
         }
     }
 }
