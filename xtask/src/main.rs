@@ -127,6 +127,16 @@ enum Cmd {
         /// the paper's 2015 hosts.
         #[arg(long)]
         no_rack: bool,
+        /// With `mdi`: run the striping gateway with `mmsg run --send-time-budget` this
+        /// (e.g. `5ms`; default off).
+        #[arg(long)]
+        gw1_send_time_budget: Option<String>,
+        /// With `mdi`: `net.ipv4.tcp_slow_start_after_idle = 0` in the gateways.
+        #[arg(long)]
+        no_idle_restart: bool,
+        /// With `mdi`: gw2's path-group weights 1000:1, so the inner TCP's ACKs take path A.
+        #[arg(long)]
+        acks_on_a: bool,
         /// With `all`: forget which runner experiments (congestion, adaptive, mdi, uplink-lb)
         /// this campaign finished (results/all-progress.json) and run them again.
         #[arg(long)]
@@ -495,6 +505,9 @@ fn main() -> anyhow::Result<()> {
             dry_run,
             restart,
             no_rack,
+            gw1_send_time_budget,
+            no_idle_restart,
+            acks_on_a,
         } => {
             anyhow::ensure!(
                 name == "all" || !(dry_run || restart),
@@ -548,11 +561,16 @@ fn main() -> anyhow::Result<()> {
                     &repo_root(),
                     &prefix,
                     &out,
-                    secs,
-                    reps,
-                    cases,
                     replot,
-                    no_rack,
+                    xtask::mdi::Overrides {
+                        secs,
+                        reps,
+                        cases,
+                        no_rack,
+                        gw1_send_time_budget,
+                        no_idle_restart,
+                        acks_on_a,
+                    },
                 );
             }
             if replot {

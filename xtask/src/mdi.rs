@@ -94,6 +94,18 @@ pub struct Settings {
     /// Also measure [`Receiver::NO_RACK`] (h1 without RACK, like the paper's 2015 hosts).
     #[serde(default)]
     pub no_rack: bool,
+    /// `mmsg run --send-time-budget` of the striping gw1 (`None`: the default, off): keeps the
+    /// tunnel sockets' unsent bytes near zero, so each path's delay is its own, not its queue's.
+    #[serde(default)]
+    pub gw1_send_time_budget: Option<String>,
+    /// `net.ipv4.tcp_slow_start_after_idle = 0` in both gateways: the tunnel connections keep
+    /// their congestion windows over the idle seconds between runs.
+    #[serde(default)]
+    pub no_idle_restart: bool,
+    /// gw2's path-group weights 1000:1, so its new flows (the inner TCP's ACKs) take path A;
+    /// by default (1:1) they took B in almost every run.
+    #[serde(default)]
+    pub acks_on_a: bool,
 }
 
 impl Default for Settings {
@@ -106,6 +118,9 @@ impl Default for Settings {
             mdis: PAPER_MDIS.to_vec(),
             threshold_kbit: 1000,
             no_rack: false,
+            gw1_send_time_budget: None,
+            no_idle_restart: false,
+            acks_on_a: false,
         }
     }
 }
@@ -386,6 +401,8 @@ struct Bed {
     port: u16,
     /// Gateway starts so far (each gets its own control socket and log).
     starts: u32,
+    /// Extra `mmsg run` arguments of gw1.
+    gw1_args: Vec<String>,
 }
 
 impl Bed {
@@ -406,6 +423,7 @@ impl Bed {
             .arg(config)
             .arg("--control")
             .arg(&control)
+            .args(if b == 1 { &self.gw1_args[..] } else { &[] })
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -565,9 +583,10 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Report> {
         None => mmsg::build_mmsg(&opts.root, Profile::Release)?,
     };
     println!(
-        "MDI experiment: {} points × {} rep(s) × (with, without resequencer) + single path, {} s each; expected ~{} s",
+        "MDI experiment: {} points × {} rep(s) × {} receiver variants + single path, {} s each; expected ~{} s",
         settings.mdis.len(),
         settings.reps,
+        settings.variants().len(),
         settings.secs,
         settings.expected_s()
     );
@@ -596,12 +615,30 @@ fn phases(
 ) -> anyhow::Result<(Vec<Run>, Vec<Point>)> {
     let dir = testbed::state_dir(&opts.prefix);
     sh::nft(&testbed::ns_inet(&opts.prefix), &pin_ruleset()?)?;
+    if settings.no_idle_restart {
+        for b in [1u8, 2] {
+            sh::ns(
+                &testbed::ns_gw(&opts.prefix, b),
+                "sysctl",
+                &["-qw", "net.ipv4.tcp_slow_start_after_idle=0"],
+            )?;
+        }
+    }
     let mut configs = BTreeMap::new();
     // Mutual TLS with a CA made for the run (TLS is the default, issue #17).
     let tls = mmsg::provision_tls(&dir.join("mdi-tls"), "MMS mdi CA", &[1, 2])?;
     for b in [1u8, 2] {
         let mut base = mmsg::example(&opts.root, b)?;
         base.tls = tls.get(&b).cloned();
+        if b == 2 && settings.acks_on_a {
+            for pg in base
+                .remote
+                .iter_mut()
+                .flat_map(|r| r.path_groups.iter_mut())
+            {
+                pg.weight = if pg.id == 0 { 1000 } else { 1 };
+            }
+        }
         for variant in Receiver::ALL {
             let p = dir.join(format!("mdi-gw{b}-{}.toml", variant.tag()));
             let stripe = variant != Receiver::Plain;
@@ -621,6 +658,11 @@ fn phases(
         configs,
         port: BASE_PORT,
         starts: 0,
+        gw1_args: settings
+            .gw1_send_time_budget
+            .iter()
+            .flat_map(|d| ["--send-time-budget".to_owned(), d.clone()])
+            .collect(),
     };
     let variants = settings.variants();
     let total = settings.reps * (1 + variants.len() as u32 * settings.mdis.len() as u32);
@@ -801,10 +843,22 @@ pub fn markdown(r: &Report) -> String {
          the MDI; path group 0 pinned to A, group 1 to B. One TCP iperf3 flow h1 → h2 for {} s, \
          striped 1:1 over the two groups; gw2 without the resequencer, with it and the hold time \
          sized from the paths, and with the hold following the measured skew; the median (min–max) \
-         of {} run(s) per point. Single path (unstriped, {} ms): **{single:.2} Mbit/s**.\n\n\
+         of {} run(s) per point. gw1's send time budget: {}; slow start after idle in the \
+         gateways: {}; gw2's weights (its new flows: the ACKs) {}. Single path (unstriped, {} ms): \
+         **{single:.2} Mbit/s**.\n\n\
          | MDI | path B delay (ms) | without resequencer (Mbit/s) | hold from paths | measured hold | without, no RACK at h1 | measured hold, no RACK |\n\
          |---:|---:|---:|---:|---:|---:|---:|\n",
-        r.started, r.load, r.wall_s, s.rate_mbit, s.base_ms, s.secs, s.reps, s.base_ms
+        r.started,
+        r.load,
+        r.wall_s,
+        s.rate_mbit,
+        s.base_ms,
+        s.secs,
+        s.reps,
+        s.gw1_send_time_budget.as_deref().unwrap_or("off (default)"),
+        if s.no_idle_restart { "off" } else { "on (default)" },
+        if s.acks_on_a { "1000:1 (ACKs on A)" } else { "1:1 (default)" },
+        s.base_ms
     );
     for p in &r.points {
         out.push_str(&format!(
@@ -979,31 +1033,49 @@ pub fn replot_dir(out_dir: &Path) -> anyhow::Result<()> {
     write(&r, out_dir)
 }
 
-/// `cargo xtask experiment mdi [--secs S] [--reps N] [--cases LIST] [--replot] [--no-rack]`:
-/// `--cases` picks MDI points by 1-based index into [`PAPER_MDIS`] (e.g. `1,5,9` for a quick
-/// run); `--no-rack` adds [`Receiver::NO_RACK`].
+/// The command line's choices for `experiment mdi` (`None` / `false`: the default).
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--secs`.
+    pub secs: Option<u32>,
+    /// `--reps`.
+    pub reps: Option<u32>,
+    /// `--cases`: MDI points by 1-based index into [`PAPER_MDIS`] (e.g. `1,5,9`).
+    pub cases: Option<String>,
+    /// `--no-rack`: also [`Receiver::NO_RACK`].
+    pub no_rack: bool,
+    /// `--gw1-send-time-budget D`: the sender runs `mmsg run --send-time-budget D`.
+    pub gw1_send_time_budget: Option<String>,
+    /// `--no-idle-restart`: `tcp_slow_start_after_idle = 0` in the gateways.
+    pub no_idle_restart: bool,
+    /// `--acks-on-a`: gw2's flows (the ACKs) over path A.
+    pub acks_on_a: bool,
+}
+
+/// `cargo xtask experiment mdi [--secs S] [--reps N] [--cases LIST] [--replot] [--no-rack]
+/// [--gw1-send-time-budget D] [--no-idle-restart] [--acks-on-a]` ([`Overrides`]).
 pub fn cmd(
     root: &Path,
     prefix: &str,
     out: &Path,
-    secs: Option<u32>,
-    reps: Option<u32>,
-    cases: Option<String>,
     replot: bool,
-    no_rack: bool,
+    o: Overrides,
 ) -> anyhow::Result<()> {
     if replot {
         return replot_dir(out);
     }
     let mut settings = Settings::default();
-    if let Some(s) = secs {
+    if let Some(s) = o.secs {
         settings.secs = s;
     }
-    if let Some(n) = reps {
+    if let Some(n) = o.reps {
         settings.reps = n;
     }
-    settings.no_rack = no_rack;
-    if let Some(c) = cases {
+    settings.no_rack = o.no_rack;
+    settings.gw1_send_time_budget = o.gw1_send_time_budget;
+    settings.no_idle_restart = o.no_idle_restart;
+    settings.acks_on_a = o.acks_on_a;
+    if let Some(c) = o.cases {
         let pick = crate::experiment::def::parse_case_list(&c)?;
         settings.mdis = PAPER_MDIS
             .iter()
