@@ -25,6 +25,10 @@
 //! goodput, sender retransmits, h2's `TcpExtTCPOFOQueue`, gw2's `reseq_*` counters as differences
 //! over the run, and the diagnostics of [`crate::mdi_diag`] (host TCP counters, gateway samples).
 //! Writes `results/mdi.{json,md,svg}`.
+//!
+//! Why this file is long: one experiment end to end (settings, five receiver variants, the
+//! testbed phases, the markdown and SVG reports and the command line) in one place, next to its
+//! per-run diagnostics in [`crate::mdi_diag`]; the reports could move to their own file.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
