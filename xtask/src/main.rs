@@ -123,6 +123,20 @@ enum Cmd {
         /// With `all`: print the plan and its time estimate, run nothing.
         #[arg(long)]
         dry_run: bool,
+        /// With `mdi`: also run the sender without RACK (`net.ipv4.tcp_recovery = 0`), like
+        /// the paper's 2015 hosts.
+        #[arg(long)]
+        no_rack: bool,
+        /// With `mdi`: run the striping gateway with `mmsg run --send-time-budget` this
+        /// (e.g. `5ms`; default off).
+        #[arg(long)]
+        gw1_send_time_budget: Option<String>,
+        /// With `mdi`: `net.ipv4.tcp_slow_start_after_idle = 0` in the gateways.
+        #[arg(long)]
+        no_idle_restart: bool,
+        /// With `mdi`: gw2's path-group weights 1000:1, so the inner TCP's ACKs take path A.
+        #[arg(long)]
+        acks_on_a: bool,
         /// With `all`: forget which runner experiments (congestion, adaptive, mdi, uplink-lb)
         /// this campaign finished (results/all-progress.json) and run them again.
         #[arg(long)]
@@ -512,6 +526,10 @@ fn main() -> anyhow::Result<()> {
             prefix,
             dry_run,
             restart,
+            no_rack,
+            gw1_send_time_budget,
+            no_idle_restart,
+            acks_on_a,
         } => {
             anyhow::ensure!(
                 name == "all" || !(dry_run || restart),
@@ -561,7 +579,21 @@ fn main() -> anyhow::Result<()> {
                 .map(|_| ());
             }
             if name == "mdi" {
-                return xtask::mdi::cmd(&repo_root(), &prefix, &out, secs, reps, cases, replot);
+                return xtask::mdi::cmd(
+                    &repo_root(),
+                    &prefix,
+                    &out,
+                    replot,
+                    xtask::mdi::Overrides {
+                        secs,
+                        reps,
+                        cases,
+                        no_rack,
+                        gw1_send_time_budget,
+                        no_idle_restart,
+                        acks_on_a,
+                    },
+                );
             }
             if replot {
                 return experiment::replot(&name, &out).map(|_| ());

@@ -248,6 +248,7 @@ pub fn striping(
         lrf: mpa::resequencer::DEFAULT_LRF,
         release_frames: Auto::Auto,
         release_hold_ms: Auto::Auto,
+        release_hold_adapt: true,
     }
 }
 
@@ -311,7 +312,8 @@ mod tests {
             c.tls = Some(tls_of(b));
             out.push((format!("demo/bench tunnel tls {b}"), c));
             for stripe in [false, true] {
-                let c = crate::mdi::gateway_config(example(&root(), b).unwrap(), stripe, 1000);
+                let c =
+                    crate::mdi::gateway_config(example(&root(), b).unwrap(), stripe, true, 1000);
                 out.push((format!("mdi {b} {stripe}"), c));
             }
         }
