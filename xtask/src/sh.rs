@@ -20,6 +20,32 @@ pub fn load_1min() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The path of the running xtask binary, to start it again (the WAN emulator, experiment runs).
+///
+/// When cargo relinked `target/release/xtask` while this process ran (a test stage builds the
+/// workspace), [`std::env::current_exe`] names a deleted file (`… (deleted)`) that cannot be
+/// executed. Then the running image (`/proc/self/exe`, which still reads) is copied once to a
+/// file of our own in the temporary directory and that copy is used: the child runs the very
+/// code that is running now, not whatever cargo built since.
+pub fn self_exe() -> anyhow::Result<std::path::PathBuf> {
+    static COPY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let exe = std::env::current_exe().context("locate the running xtask binary")?;
+    let deleted = exe.to_string_lossy().ends_with(" (deleted)") || !exe.exists();
+    if !deleted {
+        return Ok(exe);
+    }
+    if let Some(p) = COPY.get() {
+        return Ok(p.clone());
+    }
+    let copy = std::env::temp_dir().join(format!("mms-xtask-self-{}", std::process::id()));
+    std::fs::copy("/proc/self/exe", &copy)
+        .with_context(|| format!("copy the running xtask image to {}", copy.display()))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("chmod {}", copy.display()))?;
+    Ok(COPY.get_or_init(|| copy).clone())
+}
+
 /// Runs `prog args...`, returns stdout; a non-zero exit is an error carrying stderr.
 pub fn run(prog: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new(prog)
