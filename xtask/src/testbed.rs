@@ -334,7 +334,7 @@ fn spawn_wanem(state: &State) -> anyhow::Result<u32> {
     let log = std::fs::File::create(dir.join("wanem.log"))?;
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns_inet(&state.prefix)])
-        .arg(&exe)
+        .arg(&*exe)
         .args(["wanem", "--tun", EMU_TUN, "--config"])
         .arg(dir.join("wanem.json"))
         .arg("--stats")
