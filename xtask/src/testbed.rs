@@ -330,11 +330,11 @@ fn allow_cubic() -> anyhow::Result<()> {
 
 fn spawn_wanem(state: &State) -> anyhow::Result<u32> {
     let dir = state_dir(&state.prefix);
-    let exe = std::env::current_exe().context("locate the xtask binary")?;
+    let exe = crate::sh::self_exe()?;
     let log = std::fs::File::create(dir.join("wanem.log"))?;
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns_inet(&state.prefix)])
-        .arg(&exe)
+        .arg(&*exe)
         .args(["wanem", "--tun", EMU_TUN, "--config"])
         .arg(dir.join("wanem.json"))
         .arg("--stats")
