@@ -427,8 +427,9 @@ impl System {
     /// Every switch connected to `ssc` and every gateway running `ssc`'s config.
     fn controlled(&self) -> Result<(), String> {
         let stats = self.api.get("/api/v1/stats").map_err(|e| e.to_string())?;
-        let connected = stats["branches"]
-            .as_array()
+        let connected = stats
+            .get("branches")
+            .and_then(serde_json::Value::as_array)
             .map_or(0, |v| v.iter().filter(|b| b["connected"] == true).count());
         if connected != usize::from(self.n) {
             return Err(format!("{connected} of {} switches connected", self.n));
@@ -458,7 +459,10 @@ impl System {
             let s = mmsg::status(&self.mmsg, &g.control)
                 .map_err(|e| format!("gw{}: {e:#}", g.branch))?;
             let want = self.expected_connections(g.branch);
-            let conns = s["connections"].as_array().map_or(0, Vec::len);
+            let conns = s
+                .get("connections")
+                .and_then(serde_json::Value::as_array)
+                .map_or(0, Vec::len);
             if conns != want {
                 let _ = write!(last, "gw{}: {conns} of {want} connections; ", g.branch);
                 continue;
@@ -487,8 +491,9 @@ impl System {
         let mut n = 0;
         for g in &self.gateways {
             let s = mmsg::status(&self.mmsg, &g.control)?;
-            n += s["connections"]
-                .as_array()
+            n += s
+                .get("connections")
+                .and_then(serde_json::Value::as_array)
                 .map_or(0, |v| v.iter().filter(|c| c["direction"] == "out").count());
         }
         Ok(n)
@@ -572,15 +577,22 @@ impl System {
     /// `/api/v1/path-groups`).
     pub fn flows_and_codes(&self) -> anyhow::Result<(usize, usize)> {
         let stats = self.api.get("/api/v1/stats")?;
-        let flows = stats["branches"].as_array().map_or(0, |v| {
-            v.iter()
-                .filter_map(|b| b["flows_compiled"].as_u64())
-                .sum::<u64>()
-        });
+        let flows = stats
+            .get("branches")
+            .and_then(serde_json::Value::as_array)
+            .map_or(0, |v| {
+                v.iter()
+                    .filter_map(|b| b["flows_compiled"].as_u64())
+                    .sum::<u64>()
+            });
         let groups = self.api.get("/api/v1/path-groups")?;
         let codes = groups.as_array().map_or(0, |v| {
             v.iter()
-                .map(|g| g["members"].as_array().map_or(0, Vec::len))
+                .map(|g| {
+                    g.get("members")
+                        .and_then(serde_json::Value::as_array)
+                        .map_or(0, Vec::len)
+                })
                 .sum()
         });
         Ok((usize::try_from(flows)?, codes))

@@ -480,6 +480,7 @@ fn inventory_wide(ids: &[u8], ports: &[u8]) -> Inventory {
                         mac: Some(MacAddr::from_ipv4(addr)),
                         kind: WanKind::Internet,
                         capacity_mbps: 40,
+                        nat: false,
                     }
                 })
                 .collect(),
