@@ -664,9 +664,12 @@ async fn bad_input_is_4xx_with_a_clear_message_and_nothing_is_stored() {
         .unwrap();
     assert_eq!(api.raw(req).await.0, StatusCode::BAD_REQUEST);
     // Bad path parameters.
-    let (s, v) = api.get("/api/v1/branches/16").await;
+    let (s, v) = api.get("/api/v1/branches/251").await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(error_of(&v), "branch: branch id 16 is out of range 1..=15");
+    assert_eq!(error_of(&v), "branch: branch id 251 is out of range 1..=250");
+    // In range (the extended port plan) but absent.
+    let (s, _) = api.get("/api/v1/branches/16").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
     let (s, v) = api
         .call(Method::DELETE, "/api/v1/branches/1/ports/z", None)
         .await;
