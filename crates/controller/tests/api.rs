@@ -666,7 +666,10 @@ async fn bad_input_is_4xx_with_a_clear_message_and_nothing_is_stored() {
     // Bad path parameters.
     let (s, v) = api.get("/api/v1/branches/251").await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(error_of(&v), "branch: branch id 251 is out of range 1..=250");
+    assert_eq!(
+        error_of(&v),
+        "branch: branch id 251 is out of range 1..=250"
+    );
     // In range (the extended port plan) but absent.
     let (s, _) = api.get("/api/v1/branches/16").await;
     assert_eq!(s, StatusCode::NOT_FOUND);

@@ -51,17 +51,14 @@ use std::time::{Duration, Instant};
 mod skew;
 mod threshold;
 pub use skew::{SkewMax, MAX_SKEW_SAMPLE, SKEW_WINDOW};
-pub use threshold::Threshold;
+pub use threshold::{
+    Threshold, DEFAULT_BUFFER_FRAMES, DEFAULT_HOLD, HOLD_MARGIN, MAX_BUFFER_FRAMES, MAX_HOLD,
+    MIN_HOLD, MIN_THRESHOLD_FRAMES,
+};
 
 /// The paper's loss-recovery factor ("a value of 20 allowed the buffer to recover from bursty
 /// losses while limiting the amount of out-of-order packets", 001 §III-D).
 pub const DEFAULT_LRF: u32 = 20;
-/// Default buffer size `S` in frames: 1,024 MTU frames ≈ 1.5 MB, 12 ms of a 1 Gbit/s flow, 300 ms of
-/// 40 Mbit/s (the paper's WAN ports).
-pub const DEFAULT_BUFFER_FRAMES: usize = 1_024;
-/// Largest `S` accepted. Each buffered frame costs one `BTreeMap` entry (~64 B with the caller's
-/// packet handle) besides the packet itself, so 4,096 frames ≈ 256 KiB of bookkeeping per flow.
-pub const MAX_BUFFER_FRAMES: usize = 4_096;
 /// Bytes one flow may hold. 16 MiB = 128 ms of a 1 Gbit/s flow: more imbalance than that makes
 /// striping useless anyway (001 Fig. 3: beyond MDI 0.4 aggregation falls below one path).
 pub const MAX_FLOW_BYTES: usize = 16 << 20;
@@ -81,12 +78,6 @@ pub const RESYNC_DISTANCE: u32 = 1 << 16;
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often idle flows are swept (one scan of ≤ [`MAX_FLOWS`] entries).
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
-/// Shortest hold time: scheduling jitter of two gateway event loops and socket queues even on equal
-/// paths (a few ms on this machine's netns testbed).
-pub const MIN_HOLD: Duration = Duration::from_millis(5);
-/// Longest hold time: beyond this a TCP sender's RTO (≥ 200 ms) fires anyway, so holding longer
-/// only adds delay.
-pub const MAX_HOLD: Duration = Duration::from_millis(200);
 /// Longest hold when it follows the measured skew ([`Params::adapt_hold`]). Unlike the hold
 /// guessed from the paths this one is what frames really waited, so it may be longer than an RTO:
 /// the inner TCP's RTO is timed from the first unacknowledged segment, i.e. the frame on the slow
@@ -96,17 +87,9 @@ pub const MAX_MEASURED_HOLD: Duration = Duration::from_secs(1);
 /// The measured hold is the measured skew times 5/4 plus [`MIN_HOLD`] (room for the skew to grow a
 /// little before the next sample).
 pub const SKEW_MARGIN: (u32, u32) = (5, 4);
-/// Hold used when nothing is known about the paths.
-pub const DEFAULT_HOLD: Duration = Duration::from_millis(50);
-/// The hold is this multiple of the base delay difference: queueing on the slow path adds delay the
-/// base-delay MDI does not show (up to the bottleneck queue, typically about one base delay).
-pub const HOLD_MARGIN: u32 = 2;
 /// Most lanes (connections) remembered per flow: 16 path groups × 2 classes, twice over for
 /// reconnections. When full, the least recently seen lane is forgotten.
 pub const MAX_LANES: usize = 64;
-/// Smallest count threshold `T`: below a few frames, ordinary jitter between two connections would
-/// trigger gap releases all the time.
-pub const MIN_THRESHOLD_FRAMES: usize = 16;
 
 /// The resequencer's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
