@@ -32,6 +32,10 @@ pub enum Lto {
     Fat,
     /// ThinLTO (`CARGO_PROFILE_DIST_LTO=thin`): parallel, faster to build.
     Thin,
+    /// No LTO and 16 codegen units (`CARGO_PROFILE_DIST_LTO=off`,
+    /// `CARGO_PROFILE_DIST_CODEGEN_UNITS=16`): the fastest build, what `cargo xtask test` uses
+    /// to check the packaging, the static linking and the install. Not for shipped packages.
+    Off,
 }
 
 /// What `cargo xtask dist` does.
@@ -156,8 +160,12 @@ fn build(root: &Path, lto: Lto) -> anyhow::Result<Vec<PathBuf>> {
             match lto {
                 Lto::Fat => "fat",
                 Lto::Thin => "thin",
+                Lto::Off => "off",
             },
         );
+    if lto == Lto::Off {
+        cmd.env("CARGO_PROFILE_DIST_CODEGEN_UNITS", "16");
+    }
     for (package, bin) in BINS {
         cmd.args(["-p", package, "--bin", bin]);
     }

@@ -3,7 +3,7 @@
 //!
 //! Modules: [`topology`] (the TOML topology and address plan), [`testbed`] (namespaces, links,
 //! routing, cut/restore), [`wanem`] (the WAN emulator: pure core + TUN driver), [`ovs`] (one Open
-//! vSwitch per gateway), [`bench`] (`bench controller`: ssc programming real OVS), [`bench_tunnel`] (`bench tunnel`: mmsg against end-to-end MPTCP), [`bench_latency`] (`bench latency`: latency under load, issue #16), [`baseline`] (the single-path VXLAN baseline), [`demo`] (the 2x2 demo), [`demo_paper`] (`cargo xtask demo`: the paper system), [`mdi`] (`experiment mdi`: seed 001 Fig. 3), [`e2e`] (the whole system on the paper testbed: OVS, `ssc`, five `mmsg`), [`deps`] (system packages), [`dist`], [`dist_bin`], [`dist_deb`] and [`dist_install`] (`cargo xtask dist`: static binaries, Debian packages, install check), [`uplink_lb`] (`experiment uplink-lb`: seed 004's load balancing experiment), [`sh`] (running commands), [`mmsg`] (building `mmsg`/`ssc`, writing `mmsg` configs, TLS of a run, `mmsg status`), [`stats`] (medians).
+//! vSwitch per gateway), [`bench`] (`bench controller`: ssc programming real OVS), [`scale`] (`bench scale`: more than 15 branches with the extended port plan, issue #20), [`bench_tunnel`] (`bench tunnel`: mmsg against end-to-end MPTCP), [`bench_latency`] (`bench latency`: latency under load, issue #16), [`baseline`] (the single-path VXLAN baseline), [`demo`] (the 2x2 demo), [`demo_paper`] (`cargo xtask demo`: the paper system), [`mdi`] (`experiment mdi`: seed 001 Fig. 3) and [`mdi_diag`] (its per-run diagnostics), [`e2e`] (the whole system on the paper testbed: OVS, `ssc`, five `mmsg`), [`deps`] (system packages), [`dist`], [`dist_bin`], [`dist_deb`] and [`dist_install`] (`cargo xtask dist`: static binaries, Debian packages, install check), [`uplink_lb`] (`experiment uplink-lb`: seed 004's load balancing experiment), [`sh`] (running commands), [`mmsg`] (building `mmsg`/`ssc`, writing `mmsg` configs, TLS of a run, `mmsg status`), [`stats`] (medians).
 
 pub mod adaptive;
 pub mod arch;
@@ -27,9 +27,11 @@ pub mod e2e;
 pub mod experiment;
 pub mod iperf;
 pub mod mdi;
+pub mod mdi_diag;
 pub mod mmsg;
 pub mod ovs;
 pub mod plot;
+pub mod scale;
 pub mod sh;
 pub mod stats;
 pub mod table1;

@@ -15,13 +15,20 @@
 //! and therefore the same whether d is read as one-way delay or RTT:
 //! `d_B = d_A · (0.5 + MDI) / (0.5 − MDI)` ([`delay_for`]).
 //!
-//! Three phases, so that each gateway restarts at most once: (1) the single-path reference, both
-//! gateways without `[striping]` (the flow takes one group; both paths are at `base_ms` then);
-//! (2) gw1 stripes, gw2 has no `[striping]` (no resequencer: frames go to TUN in arrival order,
-//! like `netns_striping`'s case C); (3) gw2 restarted with `[striping]` (resequencer on). Per
-//! point and run: one iperf3 TCP flow h1 → h2 for `secs`, receiver goodput, sender retransmits,
-//! h2's `TcpExtTCPOFOQueue` and gw2's `reseq_*` counters as differences over the run.
+//! Phases: (1) the single-path reference, both gateways without `[striping]` (the flow takes one
+//! group; both paths are at `base_ms` then); then gw1 stripes and, per repetition, gw2 runs each
+//! [`Receiver`] variant over all points: no `[striping]` (no resequencer: frames go to TUN in
+//! arrival order, like `netns_striping`'s case C), the resequencer with the hold time sized from
+//! the paths only (`release_hold_adapt = false`, the first version), and with the hold that follows
+//! the measured skew (the default). The order of the variants rotates with the repetition, so load
+//! drifts do not favour one. Per point and run: one iperf3 TCP flow h1 → h2 for `secs`, receiver
+//! goodput, sender retransmits, h2's `TcpExtTCPOFOQueue`, gw2's `reseq_*` counters as differences
+//! over the run, and the diagnostics of [`crate::mdi_diag`] (host TCP counters, gateway samples).
 //! Writes `results/mdi.{json,md,svg}`.
+//!
+//! Why this file is long: one experiment end to end (settings, five receiver variants, the
+//! testbed phases, the markdown and SVG reports and the command line) in one place, next to its
+//! per-run diagnostics in [`crate::mdi_diag`]; the reports could move to their own file.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use mpa::config::Config;
 
 use crate::iperf;
+use crate::mdi_diag;
 use crate::mmsg::{self, Profile};
 use crate::sh;
 use crate::stats::median;
@@ -54,7 +62,7 @@ const UP_TIMEOUT: Duration = Duration::from_secs(40);
 /// Outbound + inbound connections per gateway: 2 groups × 2 classes × 2 directions.
 const CONNECTIONS: usize = 8;
 /// The counters of the resequencer reported per point (`mmsg status`).
-pub const RESEQ_COUNTERS: [&str; 8] = [
+pub const RESEQ_COUNTERS: [&str; 10] = [
     "reseq_in_order",
     "reseq_buffered",
     "reseq_released_in_order",
@@ -63,6 +71,8 @@ pub const RESEQ_COUNTERS: [&str; 8] = [
     "reseq_released_lost",
     "reseq_dup_late",
     "reseq_overflow",
+    "reseq_gaps_filled",
+    "reseq_late_after_release",
 ];
 /// The testbed's LAN host of branch 2 (iperf3 server).
 const H2: &str = "198.19.2.10";
@@ -85,6 +95,21 @@ pub struct Settings {
     /// `[striping] threshold_kbit` of the sender: below the paper's path rate so the flow is
     /// striped from its first 100 ms window.
     pub threshold_kbit: u32,
+    /// Also measure [`Receiver::NO_RACK`] (h1 without RACK, like the paper's 2015 hosts).
+    #[serde(default)]
+    pub no_rack: bool,
+    /// `mmsg run --send-time-budget` of the striping gw1 (`None`: the default, off): keeps the
+    /// tunnel sockets' unsent bytes near zero, so each path's delay is its own, not its queue's.
+    #[serde(default)]
+    pub gw1_send_time_budget: Option<String>,
+    /// `net.ipv4.tcp_slow_start_after_idle = 0` in both gateways: the tunnel connections keep
+    /// their congestion windows over the idle seconds between runs.
+    #[serde(default)]
+    pub no_idle_restart: bool,
+    /// gw2's path-group weights 1000:1, so its new flows (the inner TCP's ACKs) take path A;
+    /// by default (1:1) they took B in almost every run.
+    #[serde(default)]
+    pub acks_on_a: bool,
 }
 
 impl Default for Settings {
@@ -96,6 +121,10 @@ impl Default for Settings {
             rate_mbit: 10.0,
             mdis: PAPER_MDIS.to_vec(),
             threshold_kbit: 1000,
+            no_rack: false,
+            gw1_send_time_budget: None,
+            no_idle_restart: false,
+            acks_on_a: false,
         }
     }
 }
@@ -103,8 +132,17 @@ impl Default for Settings {
 impl Settings {
     /// Expected wall time of the whole experiment, seconds.
     pub fn expected_s(&self) -> u32 {
-        let runs = self.reps * (1 + 2 * self.mdis.len() as u32);
-        runs * (self.secs + RUN_OVERHEAD_S) + 3 * RESTART_S + 20
+        let variants = self.variants().len() as u32;
+        let runs = self.reps * (1 + variants * self.mdis.len() as u32);
+        runs * (self.secs + RUN_OVERHEAD_S) + (2 + self.reps * 3) * RESTART_S + 20
+    }
+
+    /// The variants measured, grouped by gw2's config.
+    pub fn variants(&self) -> Vec<Receiver> {
+        Receiver::EVERY
+            .into_iter()
+            .filter(|v| self.no_rack || v.rack())
+            .collect()
     }
 }
 
@@ -137,6 +175,94 @@ pub struct Run {
     pub ofo: u64,
     /// gw2's resequencer counters over the run.
     pub reseq: BTreeMap<String, u64>,
+    /// Where the goodput goes ([`crate::mdi_diag`]); empty in results from before it existed.
+    #[serde(default)]
+    pub diag: BTreeMap<String, f64>,
+}
+
+/// What gw2 does with the striped flow's frames, and whether h1's TCP detects losses with RACK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Receiver {
+    /// No `[striping]`: frames go to TUN in arrival order.
+    Plain,
+    /// The resequencer, hold time sized from the paths' RTTs only (`release_hold_adapt = false`).
+    Paths,
+    /// The resequencer, hold time lengthened to the measured skew (the default).
+    Measured,
+    /// [`Receiver::Plain`], h1 with `net.ipv4.tcp_recovery = 0`: no RACK, losses by the
+    /// duplicate-ACK threshold (adaptive), as the paper's Linux 3.13 hosts.
+    PlainNoRack,
+    /// [`Receiver::Measured`] with RACK off at h1.
+    MeasuredNoRack,
+}
+
+impl Receiver {
+    /// The variants every run measures, in the order of the first repetition.
+    pub const ALL: [Receiver; 3] = [Receiver::Plain, Receiver::Paths, Receiver::Measured];
+    /// The variants with RACK off at the sender (`--no-rack`).
+    pub const NO_RACK: [Receiver; 2] = [Receiver::PlainNoRack, Receiver::MeasuredNoRack];
+    /// Every variant, grouped by gw2's config (fewest restarts).
+    pub const EVERY: [Receiver; 5] = [
+        Receiver::Plain,
+        Receiver::PlainNoRack,
+        Receiver::Paths,
+        Receiver::Measured,
+        Receiver::MeasuredNoRack,
+    ];
+
+    /// The name in logs and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Receiver::Plain => "without resequencer",
+            Receiver::Paths => "resequencer, hold from paths",
+            Receiver::Measured => "resequencer, measured hold",
+            Receiver::PlainNoRack => "without resequencer, no RACK",
+            Receiver::MeasuredNoRack => "resequencer, measured hold, no RACK",
+        }
+    }
+
+    fn tag(self) -> &'static str {
+        match self {
+            Receiver::Plain | Receiver::PlainNoRack => "plain",
+            Receiver::Paths => "paths",
+            Receiver::Measured | Receiver::MeasuredNoRack => "measured",
+        }
+    }
+
+    /// The gateway config gw2 runs with (the variants without RACK share theirs).
+    pub fn config(self) -> Receiver {
+        match self {
+            Receiver::PlainNoRack => Receiver::Plain,
+            Receiver::MeasuredNoRack => Receiver::Measured,
+            v => v,
+        }
+    }
+
+    /// Whether h1 runs with RACK (the kernel's default).
+    pub fn rack(self) -> bool {
+        !matches!(self, Receiver::PlainNoRack | Receiver::MeasuredNoRack)
+    }
+
+    /// The runs of this variant at `p`.
+    pub fn runs(self, p: &Point) -> &Vec<Run> {
+        match self {
+            Receiver::Plain => &p.without,
+            Receiver::Paths => &p.with,
+            Receiver::Measured => &p.measured,
+            Receiver::PlainNoRack => &p.without_no_rack,
+            Receiver::MeasuredNoRack => &p.measured_no_rack,
+        }
+    }
+
+    fn runs_mut(self, p: &mut Point) -> &mut Vec<Run> {
+        match self {
+            Receiver::Plain => &mut p.without,
+            Receiver::Paths => &mut p.with,
+            Receiver::Measured => &mut p.measured,
+            Receiver::PlainNoRack => &mut p.without_no_rack,
+            Receiver::MeasuredNoRack => &mut p.measured_no_rack,
+        }
+    }
 }
 
 /// One MDI value.
@@ -146,10 +272,20 @@ pub struct Point {
     pub mdi: f64,
     /// Path B's one-way delay, ms.
     pub delay_b_ms: f64,
-    /// Runs with the resequencer.
+    /// Runs with the resequencer, hold time sized from the paths only.
     pub with: Vec<Run>,
     /// Runs without it.
     pub without: Vec<Run>,
+    /// Runs with the resequencer, hold time following the measured skew (empty in results from
+    /// before it existed).
+    #[serde(default)]
+    pub measured: Vec<Run>,
+    /// Runs without the resequencer, RACK off at h1 (`--no-rack`).
+    #[serde(default)]
+    pub without_no_rack: Vec<Run>,
+    /// Runs with the measured hold, RACK off at h1 (`--no-rack`).
+    #[serde(default)]
+    pub measured_no_rack: Vec<Run>,
 }
 
 /// The median run of `runs` by goodput (the lower middle for an even count), for the table.
@@ -187,7 +323,7 @@ pub struct RunOptions {
     pub root: PathBuf,
     /// Testbed prefix.
     pub prefix: String,
-    /// The `mmsg` binary (`None`: build the debug one with cargo).
+    /// The `mmsg` binary (`None`: build the release one with cargo).
     pub mmsg: Option<PathBuf>,
 }
 
@@ -225,14 +361,17 @@ pub fn pin_ruleset() -> anyhow::Result<String> {
 }
 
 /// The gateway config: `examples/mmsg-branch{b}.toml` (two groups, weights 1:1) plus, with
-/// `stripe`, a `[striping]` table for Type II flows.
-pub fn gateway_config(mut base: Config, stripe: bool, threshold_kbit: u32) -> Config {
+/// `stripe`, a `[striping]` table for Type II flows whose hold follows the measured skew when
+/// `adapt`.
+pub fn gateway_config(mut base: Config, stripe: bool, adapt: bool, threshold_kbit: u32) -> Config {
     if stripe {
-        base.striping = Some(mmsg::striping(
+        let mut st = mmsg::striping(
             vec![mms_types::Class::TypeII],
             Vec::new(),
             u64::from(threshold_kbit),
-        ));
+        );
+        st.release_hold_adapt = adapt;
+        base.striping = Some(st);
     }
     base
 }
@@ -262,17 +401,23 @@ struct Bed {
     prefix: String,
     mmsg: PathBuf,
     dir: PathBuf,
-    configs: BTreeMap<(u8, bool), PathBuf>,
+    configs: BTreeMap<(u8, Receiver), PathBuf>,
     port: u16,
+    /// Gateway starts so far (each gets its own control socket and log).
+    starts: u32,
+    /// Extra `mmsg run` arguments of gw1.
+    gw1_args: Vec<String>,
 }
 
 impl Bed {
-    fn start(&self, b: u8, stripe: bool, tag: &str) -> anyhow::Result<Gateway> {
+    fn start(&mut self, b: u8, variant: Receiver) -> anyhow::Result<Gateway> {
+        self.starts += 1;
+        let tag = format!("{}-{}", variant.tag(), self.starts);
         let control = self.dir.join(format!("mdi-gw{b}-{tag}.sock"));
         let log = std::fs::File::create(self.dir.join(format!("mdi-gw{b}-{tag}.log")))?;
         let config = self
             .configs
-            .get(&(b, stripe))
+            .get(&(b, variant))
             .context("no such gateway config")?;
         let child = Command::new("ip")
             .args(["netns", "exec", &testbed::ns_gw(&self.prefix, b)])
@@ -282,6 +427,7 @@ impl Bed {
             .arg(config)
             .arg("--control")
             .arg(&control)
+            .args(if b == 1 { &self.gw1_args[..] } else { &[] })
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -339,21 +485,6 @@ impl Bed {
         Ok(())
     }
 
-    fn ofo(&self) -> u64 {
-        let h2 = testbed::ns_host(&self.prefix, 2, 0);
-        sh::ns(&h2, "nstat", &["-asz", "TcpExtTCPOFOQueue"])
-            .ok()
-            .and_then(|out| {
-                out.lines().find_map(|l| {
-                    let mut it = l.split_whitespace();
-                    (it.next() == Some("TcpExtTCPOFOQueue"))
-                        .then(|| it.next().and_then(|x| x.parse().ok()))
-                        .flatten()
-                })
-            })
-            .unwrap_or(0)
-    }
-
     fn reseq(&self, gw2: &Gateway) -> BTreeMap<String, u64> {
         let s = self.status(gw2).unwrap_or_default();
         RESEQ_COUNTERS
@@ -369,8 +500,10 @@ impl Bed {
             .collect()
     }
 
-    /// One iperf3 TCP flow h1 → h2; counters as differences over the run.
-    fn transfer(&mut self, secs: u32, gw2: &Gateway) -> anyhow::Result<Run> {
+    /// One iperf3 TCP flow h1 → h2; counters as differences over the run, the gateways sampled
+    /// during it ([`mdi_diag`]).
+    fn transfer(&mut self, secs: u32, gws: [&Gateway; 2]) -> anyhow::Result<Run> {
+        let [gw1, gw2] = gws;
         let (h1, h2) = (
             testbed::ns_host(&self.prefix, 1, 0),
             testbed::ns_host(&self.prefix, 2, 0),
@@ -378,17 +511,51 @@ impl Bed {
         let port = self.port;
         self.port = self.port.wrapping_add(1).max(BASE_PORT);
         let server = iperf::Server::start(&h2, port, None)?;
-        let (ofo0, rs0) = (self.ofo(), self.reseq(gw2));
-        let v = iperf::client(
-            &h1,
-            &["-c", H2, "-p", &port.to_string(), "-t", &secs.to_string()],
+        let rs0 = self.reseq(gw2);
+        let (snd0, rcv0) = (
+            mdi_diag::nstat(&h1, &mdi_diag::SENDER_NSTAT),
+            mdi_diag::nstat(&h2, &mdi_diag::RECEIVER_NSTAT),
+        );
+        let (st1_0, st2_0) = (
+            self.status(gw1).unwrap_or_default(),
+            self.status(gw2).unwrap_or_default(),
+        );
+        let (mut s1, mut s2) = (Vec::new(), Vec::new());
+        let (port_s, secs_s) = (port.to_string(), secs.to_string());
+        let v = mdi_diag::sample_during(
+            || iperf::client(&h1, &["-c", H2, "-p", &port_s, "-t", &secs_s]),
+            || {
+                s1.extend(self.status(gw1));
+                s2.extend(self.status(gw2));
+            },
         )?;
         server.wait(Duration::from_secs(3));
-        let (ofo1, rs1) = (self.ofo(), self.reseq(gw2));
+        let rs1 = self.reseq(gw2);
+        let (snd1, rcv1) = (
+            mdi_diag::nstat(&h1, &mdi_diag::SENDER_NSTAT),
+            mdi_diag::nstat(&h2, &mdi_diag::RECEIVER_NSTAT),
+        );
+        let (st1_1, st2_1) = (
+            self.status(gw1).unwrap_or_default(),
+            self.status(gw2).unwrap_or_default(),
+        );
+        let mut diag = mdi_diag::summarise(&s1, &s2);
+        mdi_diag::add_deltas(&mut diag, &snd0, &snd1);
+        mdi_diag::add_deltas(&mut diag, &rcv0, &rcv1);
+        mdi_diag::iperf_sender(&v, &mut diag);
+        if let Some(b) = mdi_diag::ack_share_b(&st2_0, &st2_1) {
+            diag.insert("ack_on_b".into(), b);
+        }
+        for c in ["drop_queue_full", "drop_codel"] {
+            let d = mdi_diag::counter(&st1_1, c).saturating_sub(mdi_diag::counter(&st1_0, c));
+            diag.insert(format!("gw1_{c}"), d as f64);
+        }
+        let ofo = diag.get("TcpExtTCPOFOQueue").copied().unwrap_or(0.0) as u64;
         Ok(Run {
             mbps: iperf::tcp_received_mbps(&v).context("iperf3 gave no receiver rate")?,
             retransmits: iperf::tcp_retransmits(&v),
-            ofo: ofo1.saturating_sub(ofo0),
+            ofo,
+            diag,
             reseq: rs1
                 .iter()
                 .map(|(k, v)| {
@@ -415,13 +582,15 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Report> {
         .collect::<anyhow::Result<_>>()?;
     let mmsg = match &opts.mmsg {
         Some(p) => p.clone(),
-        // The debug build: the tunnel runs at 20 Mbit/s here, well within it.
-        None => mmsg::build_mmsg(&opts.root, Profile::Debug)?,
+        // The release build, as `cargo xtask` itself: less CPU per frame, so the machine's load
+        // disturbs the gateways' timing (which the resequencer measures) less.
+        None => mmsg::build_mmsg(&opts.root, Profile::Release)?,
     };
     println!(
-        "MDI experiment: {} points × {} rep(s) × (with, without resequencer) + single path, {} s each; expected ~{} s",
+        "MDI experiment: {} points × {} rep(s) × {} receiver variants + single path, {} s each; expected ~{} s",
         settings.mdis.len(),
         settings.reps,
+        settings.variants().len(),
         settings.secs,
         settings.expected_s()
     );
@@ -450,23 +619,40 @@ fn phases(
 ) -> anyhow::Result<(Vec<Run>, Vec<Point>)> {
     let dir = testbed::state_dir(&opts.prefix);
     sh::nft(&testbed::ns_inet(&opts.prefix), &pin_ruleset()?)?;
+    if settings.no_idle_restart {
+        for b in [1u8, 2] {
+            sh::ns(
+                &testbed::ns_gw(&opts.prefix, b),
+                "sysctl",
+                &["-qw", "net.ipv4.tcp_slow_start_after_idle=0"],
+            )?;
+        }
+    }
     let mut configs = BTreeMap::new();
     // Mutual TLS with a CA made for the run (TLS is the default, issue #17).
     let tls = mmsg::provision_tls(&dir.join("mdi-tls"), "MMS mdi CA", &[1, 2])?;
     for b in [1u8, 2] {
         let mut base = mmsg::example(&opts.root, b)?;
         base.tls = tls.get(&b).cloned();
-        for stripe in [false, true] {
-            let p = dir.join(format!(
-                "mdi-gw{b}-{}.toml",
-                if stripe { "striped" } else { "plain" }
-            ));
+        if b == 2 && settings.acks_on_a {
+            for pg in base
+                .remote
+                .iter_mut()
+                .flat_map(|r| r.path_groups.iter_mut())
+            {
+                pg.weight = if pg.id == 0 { 1000 } else { 1 };
+            }
+        }
+        for variant in Receiver::ALL {
+            let p = dir.join(format!("mdi-gw{b}-{}.toml", variant.tag()));
+            let stripe = variant != Receiver::Plain;
+            let adapt = variant == Receiver::Measured;
             mmsg::write_config(
                 &p,
-                &format!("examples/mmsg-branch{b}.toml, striped: {stripe}"),
-                &gateway_config(base.clone(), stripe, settings.threshold_kbit),
+                &format!("examples/mmsg-branch{b}.toml, {}", variant.name()),
+                &gateway_config(base.clone(), stripe, adapt, settings.threshold_kbit),
             )?;
-            configs.insert((b, stripe), p);
+            configs.insert((b, variant), p);
         }
     }
     let mut bed = Bed {
@@ -475,38 +661,70 @@ fn phases(
         dir,
         configs,
         port: BASE_PORT,
+        starts: 0,
+        gw1_args: settings
+            .gw1_send_time_budget
+            .iter()
+            .flat_map(|d| ["--send-time-budget".to_owned(), d.clone()])
+            .collect(),
     };
-    let total = settings.reps * (1 + 2 * settings.mdis.len() as u32);
+    let variants = settings.variants();
+    let total = settings.reps * (1 + variants.len() as u32 * settings.mdis.len() as u32);
+    let h1 = testbed::ns_host(&opts.prefix, 1, 0);
+    let rack = |on: bool| {
+        sh::ns(
+            &h1,
+            "sysctl",
+            &["-qw", &format!("net.ipv4.tcp_recovery={}", u8::from(on))],
+        )
+        .map(|_| ())
+    };
     let mut done = 0u32;
     let t0 = Instant::now();
     let mut progress = |what: &str, r: &Run| {
         done += 1;
+        let d = |k: &str| r.diag.get(k).copied().unwrap_or(0.0);
         println!(
-            "[{done}/{total}, {:.0} s] {what}: {:.2} Mbit/s, {} retransmits, OFO {}, reseq buffered {}",
+            "[{done}/{total}, {:.0} s, load {:.2}] {what}: {:.2} Mbit/s, {} retransmits, OFO {}, \
+             reseq buffered {} timeouts {} late {}, hold {:.0} ms (skew {:.0}), cwnd {:.0} KB, \
+             rtt {:.0} ms, RTT A/B {:.0}/{:.0} ms, sockq B {:.0} KB, ACKs on B {:.2}, HyStart {}/{}",
             t0.elapsed().as_secs_f64(),
+            sh::load_1min(),
             r.mbps,
             r.retransmits,
             r.ofo,
-            r.reseq.get("reseq_buffered").copied().unwrap_or(0)
+            r.reseq.get("reseq_buffered").copied().unwrap_or(0),
+            r.reseq.get("reseq_released_timeout").copied().unwrap_or(0),
+            r.reseq.get("reseq_late_after_release").copied().unwrap_or(0),
+            d("hold_ms_mean"),
+            d("skew_ms_max"),
+            d("cwnd_max_kb"),
+            d("rtt_mean_ms"),
+            d("rtt_a_ms"),
+            d("rtt_b_ms"),
+            d("sockq_b_kb"),
+            d("ack_on_b"),
+            d("TcpExtTCPHystartTrainDetect"),
+            d("TcpExtTCPHystartDelayDetect"),
         );
     };
 
     // (1) Single path: no striping anywhere, both paths at the base delay.
     bed.set_paths(settings, settings.base_ms)?;
-    let mut gw2 = bed.start(2, false, "plain")?;
-    let mut gw1 = bed.start(1, false, "plain")?;
+    let mut gw2 = bed.start(2, Receiver::Plain)?;
+    let mut gw1 = bed.start(1, Receiver::Plain)?;
     bed.wait_up([&gw1, &gw2])?;
     let mut single = Vec::new();
     for _ in 0..settings.reps {
-        let r = bed.transfer(settings.secs, &gw2)?;
+        let r = bed.transfer(settings.secs, [&gw1, &gw2])?;
         progress("single path", &r);
         single.push(r);
     }
 
-    // (2) Striped, no resequencer at the receiver.
+    // (2) gw1 stripes; per repetition gw2 runs each receiver variant over all points, the
+    // variants' order rotating with the repetition.
     drop(gw1);
-    gw1 = bed.start(1, true, "striped")?;
-    bed.wait_up([&gw1, &gw2])?;
+    gw1 = bed.start(1, Receiver::Measured)?;
     let mut points: Vec<Point> = settings
         .mdis
         .iter()
@@ -516,47 +734,106 @@ fn phases(
             delay_b_ms: *d,
             with: Vec::new(),
             without: Vec::new(),
+            measured: Vec::new(),
+            without_no_rack: Vec::new(),
+            measured_no_rack: Vec::new(),
         })
         .collect();
-    for p in &mut points {
-        bed.set_paths(settings, p.delay_b_ms)?;
-        for _ in 0..settings.reps {
-            let r = bed.transfer(settings.secs, &gw2)?;
-            progress(&format!("MDI {:.2} without resequencer", p.mdi), &r);
-            p.without.push(r);
+    let mut current = Receiver::Plain;
+    for rep in 0..settings.reps {
+        let mut order = variants.clone();
+        order.rotate_left(rep as usize % variants.len().max(1));
+        for variant in order {
+            if variant.config() != current {
+                drop(gw2);
+                gw2 = bed.start(2, variant.config())?;
+                current = variant.config();
+            }
+            bed.wait_up([&gw1, &gw2])?;
+            rack(variant.rack())?;
+            for p in &mut points {
+                bed.set_paths(settings, p.delay_b_ms)?;
+                let r = bed.transfer(settings.secs, [&gw1, &gw2])?;
+                progress(&format!("MDI {:.2} {}", p.mdi, variant.name()), &r);
+                variant.runs_mut(p).push(r);
+            }
         }
     }
-
-    // (3) Striped, gw2 resequences.
-    drop(gw2);
-    gw2 = bed.start(2, true, "striped")?;
-    bed.wait_up([&gw1, &gw2])?;
-    for p in &mut points {
-        bed.set_paths(settings, p.delay_b_ms)?;
-        for _ in 0..settings.reps {
-            let r = bed.transfer(settings.secs, &gw2)?;
-            progress(&format!("MDI {:.2} with resequencer", p.mdi), &r);
-            p.with.push(r);
-        }
-    }
+    rack(true)?;
     drop((gw1, gw2));
     Ok((single, points))
 }
 
-/// The MDI values where, going right, the resequencer first gains ≥ 10 % over no resequencer,
-/// and where the better of the two first falls below the single path (`None`: never).
-pub fn cutoffs(r: &Report) -> (Option<f64>, Option<f64>) {
+/// The MDI values where, going right, `variant` first gains ≥ 10 % over no resequencer, and
+/// where the best variant first falls below the single path (`None`: never).
+pub fn cutoffs(r: &Report, variant: Receiver) -> (Option<f64>, Option<f64>) {
     let single = median_mbps(&r.single).unwrap_or(0.0);
     let helps = r.points.iter().find(|p| {
-        matches!((median_mbps(&p.with), median_mbps(&p.without)), (Some(w), Some(o)) if w > 1.1 * o)
+        matches!((median_mbps(variant.runs(p)), median_mbps(&p.without)), (Some(w), Some(o)) if w > 1.1 * o)
     });
     let below = r.points.iter().find(|p| {
-        let best = median_mbps(&p.with)
-            .unwrap_or(0.0)
-            .max(median_mbps(&p.without).unwrap_or(0.0));
+        let best = Receiver::EVERY
+            .iter()
+            .filter_map(|v| median_mbps(v.runs(p)))
+            .fold(0.0, f64::max);
         best < single
     });
     (helps.map(|p| p.mdi), below.map(|p| p.mdi))
+}
+
+/// `median (min–max)` of the runs' goodput, or `-`.
+fn spread(runs: &[Run]) -> String {
+    let v: Vec<f64> = runs.iter().map(|r| r.mbps).collect();
+    match median(&v) {
+        None => "-".to_owned(),
+        Some(m) if v.len() == 1 => format!("{m:.2}"),
+        Some(m) => {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(0.0, f64::max);
+            format!("{m:.2} ({lo:.1}–{hi:.1})")
+        }
+    }
+}
+
+/// One row of the "where the goodput goes" table: the median run of `variant` at `p`.
+fn diag_row(p: &Point, variant: Receiver) -> Option<String> {
+    let x = median_run(variant.runs(p))?;
+    let d = |k: &str| x.diag.get(k).copied();
+    let f0 = |k: &str| d(k).map_or("-".to_owned(), |v| format!("{v:.0}"));
+    let c = |k: &str| x.reseq.get(k).copied().unwrap_or(0);
+    let reseq = if variant.config() == Receiver::Plain {
+        "-".to_owned()
+    } else {
+        format!(
+            "{} / {} / {} / {}",
+            f0("hold_ms_mean"),
+            f0("skew_ms_max"),
+            c("reseq_released_timeout") + c("reseq_released_threshold"),
+            c("reseq_late_after_release")
+        )
+    };
+    Some(format!(
+        "| {:.2} | {} | {:.2} | {} / {} | {} | {} / {} / {} | {} | {} / {} | {} | {} / {} | {} / {} | {} | {} |\n",
+        p.mdi,
+        variant.name(),
+        x.mbps,
+        f0("rtt_mean_ms"),
+        f0("rtt_max_ms"),
+        f0("cwnd_max_kb"),
+        f0("TcpRetransSegs"),
+        f0("TcpExtTCPDSACKRecv"),
+        f0("TcpExtTCPTimeouts"),
+        f0("TcpExtTCPSACKReorder"),
+        f0("TcpExtTCPHystartTrainDetect"),
+        f0("TcpExtTCPHystartDelayDetect"),
+        x.ofo,
+        f0("rtt_a_ms"),
+        f0("rtt_b_ms"),
+        f0("sockq_a_kb"),
+        f0("sockq_b_kb"),
+        reseq,
+        d("ack_on_b").map_or("-".to_owned(), |v| format!("{v:.2}")),
+    ))
 }
 
 /// The markdown report.
@@ -568,46 +845,71 @@ pub fn markdown(r: &Report) -> String {
          Started {} (1-min load {:.2}), {:.0} s wall. Two direct paths of {} Mbit/s (both \
          directions): path A `1a>2a` {} ms one-way delay, path B `1b>2b` with the delay that gives \
          the MDI; path group 0 pinned to A, group 1 to B. One TCP iperf3 flow h1 → h2 for {} s, \
-         striped 1:1 over the two groups, gw2 with and without the resequencer; the median of {} \
-         run(s) per point. Single path (unstriped, {} ms): **{single:.2} Mbit/s**.\n\n\
-         | MDI | path B delay (ms) | goodput with reseq (Mbit/s) | without (Mbit/s) | OFO-queued at h2 with / without | sender retransmits with / without | reseq in order / buffered / released by T / by timeout / lost / late dup / overflow |\n\
-         |---:|---:|---:|---:|---:|---:|---|\n",
-        r.started, r.load, r.wall_s, s.rate_mbit, s.base_ms, s.secs, s.reps, s.base_ms
+         striped 1:1 over the two groups; gw2 without the resequencer, with it and the hold time \
+         sized from the paths, and with the hold following the measured skew; the median (min–max) \
+         of {} run(s) per point. gw1's send time budget: {}; slow start after idle in the \
+         gateways: {}; gw2's weights (its new flows: the ACKs) {}. Single path (unstriped, {} ms): \
+         **{single:.2} Mbit/s**.\n\n\
+         | MDI | path B delay (ms) | without resequencer (Mbit/s) | hold from paths | measured hold | without, no RACK at h1 | measured hold, no RACK |\n\
+         |---:|---:|---:|---:|---:|---:|---:|\n",
+        r.started,
+        r.load,
+        r.wall_s,
+        s.rate_mbit,
+        s.base_ms,
+        s.secs,
+        s.reps,
+        s.gw1_send_time_budget.as_deref().unwrap_or("off (default)"),
+        if s.no_idle_restart { "off" } else { "on (default)" },
+        if s.acks_on_a { "1000:1 (ACKs on A)" } else { "1:1 (default)" },
+        s.base_ms
     );
     for p in &r.points {
-        let (w, o) = (median_run(&p.with), median_run(&p.without));
-        let f = |x: Option<&Run>, g: &dyn Fn(&Run) -> String| x.map_or("-".to_owned(), g);
-        let c = |run: &Run, k: &str| run.reseq.get(k).copied().unwrap_or(0);
         out.push_str(&format!(
-            "| {:.2} | {:.1} | {} | {} | {} / {} | {} / {} | {} |\n",
+            "| {:.2} | {:.1} | {} | {} | {} | {} | {} |\n",
             p.mdi,
             p.delay_b_ms,
-            median_mbps(&p.with).map_or("-".to_owned(), |x| format!("{x:.2}")),
-            median_mbps(&p.without).map_or("-".to_owned(), |x| format!("{x:.2}")),
-            f(w, &|x| x.ofo.to_string()),
-            f(o, &|x| x.ofo.to_string()),
-            f(w, &|x| x.retransmits.to_string()),
-            f(o, &|x| x.retransmits.to_string()),
-            f(w, &|x| format!(
-                "{} / {} / {} / {} / {} / {} / {}",
-                c(x, "reseq_in_order"),
-                c(x, "reseq_buffered"),
-                c(x, "reseq_released_threshold"),
-                c(x, "reseq_released_timeout"),
-                c(x, "reseq_released_lost"),
-                c(x, "reseq_dup_late"),
-                c(x, "reseq_overflow")
-            )),
+            spread(&p.without),
+            spread(&p.with),
+            spread(&p.measured),
+            spread(&p.without_no_rack),
+            spread(&p.measured_no_rack),
         ));
     }
-    let (helps, below) = cutoffs(r);
+    let mut lines = Vec::new();
+    for v in [Receiver::Paths, Receiver::Measured] {
+        let (helps, below) = cutoffs(r, v);
+        lines.push(format!(
+            "The resequencer ({}) first gains ≥ 10 % over no resequencer at MDI {}; the best \
+             variant first falls below the single path at MDI {}.",
+            v.name(),
+            helps.map_or("— (never)".to_owned(), |m| format!("{m:.2}")),
+            below.map_or("— (never)".to_owned(), |m| format!("{m:.2}")),
+        ));
+    }
     out.push_str(&format!(
-        "\nThe resequencer first gains ≥ 10 % over no resequencer at MDI {} (paper: beyond ≈ 0.15); \
-         the better of the two first falls below the single path at MDI {} (paper: beyond ≈ 0.4). \
-         OFO, retransmits and reseq counters are those of the median run.\n",
-        helps.map_or("— (never)".to_owned(), |m| format!("{m:.2}")),
-        below.map_or("— (never)".to_owned(), |m| format!("{m:.2}")),
+        "\n{} (Paper: the buffer helps beyond ≈ 0.15; below one path beyond ≈ 0.4.)\n",
+        lines.join(" ")
     ));
+    out.push_str(
+        "\n## Where the goodput goes (median run of each variant)\n\n\
+         Inner TCP at h1 (iperf3, `nstat`): mean / largest RTT, largest cwnd, retransmitted \
+         segments / DSACKs received (spurious retransmits) / RTOs, reordering events detected \
+         (`TCPSACKReorder`), slow-start exits by HyStart (ACK train / delay); h2: segments queued \
+         out of order. gw1 sampled every 0.5 s: subflow RTT of path A / B (median), largest \
+         queued bytes (socket, unsent) per path. gw2: hold time in force (mean) / largest \
+         measured skew (ms) / frames released ignoring a gap (hold time + count) / frames late \
+         after their gap was released; the share of the ACK flow's bytes on path B.\n\n\
+         | MDI | receiver | Mbit/s | inner RTT mean / max (ms) | cwnd max (KB) | retrans / DSACK / RTO | reorder | HyStart train / delay | OFO at h2 | subflow RTT A / B (ms) | socket queue A / B (KB) | hold / skew (ms) / gap releases / late | ACKs on B |\n\
+         |---:|---|---:|---|---:|---|---:|---|---:|---|---|---|---:|\n",
+    );
+    for p in &r.points {
+        for v in Receiver::EVERY {
+            if let Some(row) = diag_row(p, v) {
+                out.push_str(&row);
+            }
+        }
+    }
     out
 }
 
@@ -620,7 +922,7 @@ pub fn svg(r: &Report) -> String {
     let ymax = r
         .points
         .iter()
-        .flat_map(|p| [median_mbps(&p.with), median_mbps(&p.without)])
+        .flat_map(|p| Receiver::EVERY.map(|v| median_mbps(v.runs(p))))
         .flatten()
         .fold(single.max(2.0 * r.settings.rate_mbit), f64::max)
         .ceil();
@@ -673,9 +975,14 @@ pub fn svg(r: &Report) -> String {
         y(single)
     ));
     type Series = (&'static str, &'static str, fn(&Point) -> &Vec<Run>);
-    let series: [Series; 2] = [
-        ("with resequencing buffer", "#1f77b4", |p| &p.with),
+    let series: [Series; 5] = [
+        ("buffer, hold from paths", "#1f77b4", |p| &p.with),
+        ("buffer, measured hold", "#2ca02c", |p| &p.measured),
         ("without resequencing buffer", "#d62728", |p| &p.without),
+        ("without buffer, no RACK", "#ff7f0e", |p| &p.without_no_rack),
+        ("buffer (measured), no RACK", "#9467bd", |p| {
+            &p.measured_no_rack
+        }),
     ];
     for (i, (label, colour, runs)) in series.iter().enumerate() {
         let pts: Vec<(f64, f64)> = r
@@ -683,6 +990,9 @@ pub fn svg(r: &Report) -> String {
             .iter()
             .filter_map(|p| median_mbps(runs(p)).map(|v| (x(p.mdi), y(v))))
             .collect();
+        if pts.is_empty() {
+            continue;
+        }
         let line: Vec<String> = pts.iter().map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
         s.push_str(&format!(
             "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>\n",
@@ -703,7 +1013,7 @@ pub fn svg(r: &Report) -> String {
             ly + 4.0
         ));
     }
-    let ly = top + 50.0;
+    let ly = top + 14.0 + 18.0 * series.len() as f64;
     s.push_str(&format!(
         "<line x1=\"{:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"gray\" stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\
          <text x=\"{:.1}\" y=\"{:.1}\">one path</text>\n</svg>\n",
@@ -727,28 +1037,49 @@ pub fn replot_dir(out_dir: &Path) -> anyhow::Result<()> {
     write(&r, out_dir)
 }
 
-/// `cargo xtask experiment mdi [--secs S] [--reps N] [--cases LIST] [--replot]`: `--cases`
-/// picks MDI points by 1-based index into [`PAPER_MDIS`] (e.g. `1,5,9` for a quick run).
+/// The command line's choices for `experiment mdi` (`None` / `false`: the default).
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--secs`.
+    pub secs: Option<u32>,
+    /// `--reps`.
+    pub reps: Option<u32>,
+    /// `--cases`: MDI points by 1-based index into [`PAPER_MDIS`] (e.g. `1,5,9`).
+    pub cases: Option<String>,
+    /// `--no-rack`: also [`Receiver::NO_RACK`].
+    pub no_rack: bool,
+    /// `--gw1-send-time-budget D`: the sender runs `mmsg run --send-time-budget D`.
+    pub gw1_send_time_budget: Option<String>,
+    /// `--no-idle-restart`: `tcp_slow_start_after_idle = 0` in the gateways.
+    pub no_idle_restart: bool,
+    /// `--acks-on-a`: gw2's flows (the ACKs) over path A.
+    pub acks_on_a: bool,
+}
+
+/// `cargo xtask experiment mdi [--secs S] [--reps N] [--cases LIST] [--replot] [--no-rack]
+/// [--gw1-send-time-budget D] [--no-idle-restart] [--acks-on-a]` ([`Overrides`]).
 pub fn cmd(
     root: &Path,
     prefix: &str,
     out: &Path,
-    secs: Option<u32>,
-    reps: Option<u32>,
-    cases: Option<String>,
     replot: bool,
+    o: Overrides,
 ) -> anyhow::Result<()> {
     if replot {
         return replot_dir(out);
     }
     let mut settings = Settings::default();
-    if let Some(s) = secs {
+    if let Some(s) = o.secs {
         settings.secs = s;
     }
-    if let Some(n) = reps {
+    if let Some(n) = o.reps {
         settings.reps = n;
     }
-    if let Some(c) = cases {
+    settings.no_rack = o.no_rack;
+    settings.gw1_send_time_budget = o.gw1_send_time_budget;
+    settings.no_idle_restart = o.no_idle_restart;
+    settings.acks_on_a = o.acks_on_a;
+    if let Some(c) = o.cases {
         let pick = crate::experiment::def::parse_case_list(&c)?;
         settings.mdis = PAPER_MDIS
             .iter()
@@ -821,6 +1152,14 @@ mod tests {
                 .enumerate()
                 .map(|(i, n)| ((*n).to_owned(), i as u64))
                 .collect(),
+            diag: [
+                ("rtt_mean_ms", 61.4),
+                ("hold_ms_mean", 80.0),
+                ("ack_on_b", 0.0),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
         };
         let s = Settings::default();
         let points = s
@@ -831,6 +1170,9 @@ mod tests {
                 delay_b_ms: delay_for(25.0, *m).unwrap(),
                 with: vec![run(18.0 - 20.0 * m, 10)],
                 without: vec![run(18.0 - 40.0 * m, 500)],
+                measured: vec![run(18.5 - 20.0 * m, 10), run(19.0 - 20.0 * m, 12)],
+                without_no_rack: Vec::new(),
+                measured_no_rack: Vec::new(),
             })
             .collect();
         Report {
@@ -848,14 +1190,16 @@ mod tests {
         let r = report();
         // with/without: 0.05 → 17 vs 16 (6 %), 0.1 → 16 vs 14 (14 %). The better one is
         // 18 − 20 m ≥ 9 up to 0.45: never below the single path.
-        assert_eq!(cutoffs(&r), (Some(0.1), None));
+        assert_eq!(cutoffs(&r, Receiver::Paths), (Some(0.1), None));
+        // measured: the median of two, 18.75 − 20 m: 0.05 → 17.75 vs 16 (11 %).
+        assert_eq!(cutoffs(&r, Receiver::Measured), (Some(0.05), None));
         let mut r2 = r.clone();
         r2.single = vec![Run {
             mbps: 12.0,
             ..Run::default()
         }];
-        // 18 − 20 m < 12 ⇔ m > 0.3.
-        assert_eq!(cutoffs(&r2).1, Some(0.35));
+        // The best is 18.75 − 20 m < 12 ⇔ m > 0.3375.
+        assert_eq!(cutoffs(&r2, Receiver::Paths).1, Some(0.35));
     }
 
     #[test]
@@ -863,22 +1207,37 @@ mod tests {
         let r = report();
         let md = markdown(&r);
         assert!(md.starts_with("# MDI"));
-        // Header, separator and one row per point, all with the same column count.
-        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
-        assert_eq!(rows.len(), 2 + r.points.len());
-        let cols = rows[0].matches('|').count();
-        assert!(rows.iter().all(|l| l.matches('|').count() == cols), "{md}");
+        // Two tables: header, separator and one row per point (per point and variant), each
+        // with the same column count throughout.
+        let (goodput, diag) = md.split_once("## Where").unwrap();
+        for (table, rows_per_point) in [(goodput, 1), (diag, Receiver::ALL.len())] {
+            let rows: Vec<&str> = table.lines().filter(|l| l.starts_with('|')).collect();
+            assert_eq!(rows.len(), 2 + rows_per_point * r.points.len());
+            let cols = rows[0].matches('|').count();
+            assert!(rows.iter().all(|l| l.matches('|').count() == cols), "{md}");
+        }
         assert!(
-            md.contains(
-                "| 0.45 | 475.0 | 9.00 | 0.00 | 10 / 500 | 7 / 7 | 0 / 1 / 3 / 4 / 5 / 6 / 7 |"
+            goodput.contains("| 0.45 | 475.0 | 0.00 | 9.00 | 9.75 (9.5–10.0) | - | - |"),
+            "{md}"
+        );
+        assert!(
+            diag.contains(
+                "| 0.45 | without resequencer | 0.00 | 61 / - | - | - / - / - | - | - / - | 500 | - / - | - / - | - | 0.00 |"
+            ),
+            "{md}"
+        );
+        // The median run of two is the lower; its gap releases are timeout (4) + count (3).
+        assert!(
+            diag.contains(
+                "| 0.45 | resequencer, measured hold | 9.50 | 61 / - | - | - / - / - | - | - / - | 10 | - / - | - / - | 80 / - / 7 / 9 | 0.00 |"
             ),
             "{md}"
         );
         assert!(md.contains("**9.00 Mbit/s**"));
         let svg = svg(&r);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-        assert_eq!(svg.matches("<polyline").count(), 2);
-        assert_eq!(svg.matches("<circle").count(), 2 * r.points.len());
+        assert_eq!(svg.matches("<polyline").count(), 3);
+        assert_eq!(svg.matches("<circle").count(), 3 * r.points.len());
         assert_eq!(svg.matches("stroke-dasharray").count(), 2);
         assert_eq!(svg.matches('<').count(), svg.matches('>').count());
         // The JSON round-trips for --replot.
@@ -902,14 +1261,20 @@ mod tests {
     #[test]
     fn settings_and_configs() {
         let s = Settings::default();
-        assert_eq!(s.expected_s(), 21 * 19 + 50);
+        // 1 + 3 × 10 runs of 15 + 4 s; 2 + 3 restarts of 10 s; 20 s.
+        assert_eq!(s.expected_s(), 31 * 19 + 70);
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         let base = mmsg::example(&root, 1).unwrap();
-        let c = gateway_config(base.clone(), true, 1000);
+        let c = gateway_config(base.clone(), true, true, 1000);
         let mut text = std::fs::read_to_string(root.join("examples/mmsg-branch1.toml")).unwrap();
         text.push_str("\n[striping]\nclasses = [\"type2\"]\nthreshold_kbit = 1000\n");
         assert_eq!(Config::parse(&text).unwrap(), c);
-        assert_eq!(gateway_config(base.clone(), false, 1000), base);
+        text.push_str("release_hold_adapt = false\n");
+        assert_eq!(
+            Config::parse(&text).unwrap(),
+            gateway_config(base.clone(), true, false, 1000)
+        );
+        assert_eq!(gateway_config(base.clone(), false, true, 1000), base);
         assert!(topology::parse(TOPOLOGY).is_ok());
     }
 }

@@ -208,6 +208,7 @@ pub fn wan_port(name: &str, addr: Ipv4Addr, prefix_len: u8, gateway: Ipv4Addr) -
         kind: mms_types::WanKind::default(),
         mac: None,
         rate_mbit: None,
+        nat: false,
     }
 }
 
@@ -247,6 +248,7 @@ pub fn striping(
         lrf: mpa::resequencer::DEFAULT_LRF,
         release_frames: Auto::Auto,
         release_hold_ms: Auto::Auto,
+        release_hold_adapt: true,
     }
 }
 
@@ -310,7 +312,8 @@ mod tests {
             c.tls = Some(tls_of(b));
             out.push((format!("demo/bench tunnel tls {b}"), c));
             for stripe in [false, true] {
-                let c = crate::mdi::gateway_config(example(&root(), b).unwrap(), stripe, 1000);
+                let c =
+                    crate::mdi::gateway_config(example(&root(), b).unwrap(), stripe, true, 1000);
                 out.push((format!("mdi {b} {stripe}"), c));
             }
         }

@@ -20,6 +20,70 @@ pub fn load_1min() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The running xtask binary, to start it again (the WAN emulator, experiment runs): derefs to
+/// its path.
+///
+/// When cargo relinked `target/release/xtask` while this process ran (a test stage builds the
+/// workspace), [`std::env::current_exe`] names a deleted file (`… (deleted)`) that cannot be
+/// executed. Then the running image (`/proc/self/exe`, which still reads) is copied to a file of
+/// our own in the temporary directory, removed again when this value is dropped: keep it until
+/// the child has started. The child runs the very code that is running now, not whatever cargo
+/// built since.
+#[derive(Debug)]
+pub struct SelfExe {
+    path: std::path::PathBuf,
+    temporary: bool,
+}
+
+impl std::ops::Deref for SelfExe {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for SelfExe {
+    fn drop(&mut self) {
+        if self.temporary {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// See [`SelfExe`].
+pub fn self_exe() -> anyhow::Result<SelfExe> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COPIES: AtomicU32 = AtomicU32::new(0);
+    let exe = std::env::current_exe().context("locate the running xtask binary")?;
+    if !exe.to_string_lossy().ends_with(" (deleted)") && exe.exists() {
+        return Ok(SelfExe {
+            path: exe,
+            temporary: false,
+        });
+    }
+    let n = COPIES.fetch_add(1, Ordering::Relaxed);
+    let copy = std::env::temp_dir().join(format!("mms-xtask-self-{}-{n}", std::process::id()));
+    let out = SelfExe {
+        path: copy.clone(),
+        temporary: true,
+    };
+    std::fs::copy("/proc/self/exe", &copy)
+        .with_context(|| format!("copy the running xtask image to {}", copy.display()))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("chmod {}", copy.display()))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod self_exe_tests {
+    #[test]
+    fn the_running_binary_is_found_and_exists() {
+        let exe = super::self_exe().unwrap();
+        assert!(exe.exists(), "{}", exe.display());
+    }
+}
+
 /// Runs `prog args...`, returns stdout; a non-zero exit is an error carrying stderr.
 pub fn run(prog: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new(prog)

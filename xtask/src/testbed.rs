@@ -23,6 +23,7 @@ use crate::topology::{self, Impairment, PortKind, PortRef, ResolvedPort, Topolog
 use crate::wanem::core::{EmuConfig, LinkConfig, PairConfig};
 
 pub mod names;
+mod nat;
 mod state;
 mod status;
 pub use names::{
@@ -262,6 +263,11 @@ fn build(topo: &Topology, opts: &UpOptions) -> anyhow::Result<State> {
     }
     nft.push_str(" }\n}\n");
     sh::nft(&inet, &nft)?;
+    // Ports behind NAT: the carrier translates and refuses (`nat`).
+    if let Some(rules) = nat::ruleset(&ports, EMU_TUN) {
+        sh::nft(&inet, &rules)?;
+        sh::ns(&inet, "sysctl", &["-qw", nat::CONNTRACK_LIBERAL])?;
+    }
 
     // The WAN emulator.
     sh::ip_batch(
@@ -324,11 +330,11 @@ fn allow_cubic() -> anyhow::Result<()> {
 
 fn spawn_wanem(state: &State) -> anyhow::Result<u32> {
     let dir = state_dir(&state.prefix);
-    let exe = std::env::current_exe().context("locate the xtask binary")?;
+    let exe = crate::sh::self_exe()?;
     let log = std::fs::File::create(dir.join("wanem.log"))?;
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns_inet(&state.prefix)])
-        .arg(&exe)
+        .arg(&*exe)
         .args(["wanem", "--tun", EMU_TUN, "--config"])
         .arg(dir.join("wanem.json"))
         .arg("--stats")
@@ -544,8 +550,9 @@ pub fn link_set(prefix: &str, name: &str, dir: Direction, imp: &Impairment) -> a
         .get_mut(usize::from(port.id.port))
         .context("port vanished")?;
     // The per-direction tables win over the shared fields, so write both directions explicitly.
-    let (up, down) = (wan.up_impairment(), wan.down_impairment());
+    let (up, down, nat) = (wan.up_impairment(), wan.down_impairment(), wan.nat);
     *wan = crate::topology::WanPort {
+        nat,
         up: if dir != Direction::Down {
             imp.clone()
         } else {

@@ -17,8 +17,9 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-/// Highest branch id (DESIGN §3.1: branch ids 1..15 fit the 4-bit path code).
-pub const MAX_BRANCH: u8 = 15;
+/// Highest branch id: 15 fit the paper's 4-bit path code (DESIGN §3.1); the extended port plan
+/// and address plan go to 250 (issue #20).
+pub const MAX_BRANCH: u8 = 250;
 /// Most internet WAN ports per branch the address plan has room for (198.18.(10b+k)).
 pub const MAX_WAN_PORTS: usize = 10;
 /// Most leased lines (198.19.200..255).
@@ -183,6 +184,10 @@ pub struct WanPort {
     /// Overrides for the internet → gateway direction.
     #[serde(default)]
     pub down: Impairment,
+    /// Behind NAT (issue #20): the carrier source-NATs this port's connections and refuses
+    /// connections towards it (`testbed::nat`, docs/testbed.md "Ports behind NAT").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nat: bool,
 }
 
 impl WanPort {
@@ -364,6 +369,9 @@ pub struct ResolvedPort {
     pub down: Impairment,
     /// For a leased end: the index of the line.
     pub leased_line: Option<usize>,
+    /// Behind NAT ([`WanPort::nat`]; leased ends never are).
+    #[serde(default)]
+    pub nat: bool,
 }
 
 impl ResolvedPort {
@@ -374,9 +382,34 @@ impl ResolvedPort {
     }
 }
 
-/// Address of internet WAN port `k` of branch `b`: 198.18.(10b+k).`host`.
+/// Branches up to this id use the paper's plan 198.18.(10b+k).0/24 (DESIGN §5); above it the
+/// extended plan of [`wan_addr`] (issue #20).
+pub const PAPER_PLAN_MAX_BRANCH: u8 = 25;
+/// Internet WAN ports a branch above [`PAPER_PLAN_MAX_BRANCH`] may have: the extended plan's
+/// /30s in 198.18.0.0-198.18.9.255 hold 2 per branch for ids 26..=250.
+pub const EXTENDED_PLAN_MAX_PORTS: usize = 2;
+
+/// Address of internet WAN port `k` of branch `b` and its prefix length.
+///
+/// Branches 1..=25 (the paper's plan, DESIGN §5): 198.18.(10b+k).`host`/24.
+/// Branches 26..=250 (extended, issue #20), ports `k` < 2 only: the /30 number
+/// `i = 2(b-26) + k` of 198.18.0.0-198.18.9.255 (198.18.(4i / 256).(4i % 256 + host)), which the
+/// paper's plan never uses (its third octets start at 10): `host` 1 is the router, 2 the gateway.
+pub fn wan_net(b: u8, k: u8, host: u8) -> (Ipv4Addr, u8) {
+    if b <= PAPER_PLAN_MAX_BRANCH {
+        return (Ipv4Addr::new(198, 18, 10 * b + k, host), 24);
+    }
+    let i = 2 * (u32::from(b) - 26) + u32::from(k);
+    let off = 4 * i + u32::from(host);
+    (
+        Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + off),
+        30,
+    )
+}
+
+/// Address of internet WAN port `k` of branch `b` ([`wan_net`] without the prefix length).
 pub fn wan_addr(b: u8, k: u8, host: u8) -> Ipv4Addr {
-    Ipv4Addr::new(198, 18, 10 * b + k, host)
+    wan_net(b, k, host).0
 }
 
 /// LAN address of branch `b`: 198.19.b.`host`.
@@ -403,7 +436,27 @@ impl Topology {
             if !(1..=MAX_BRANCH).contains(&b.id) {
                 return Err(invalid(
                     format!("{key}.id"),
-                    format!("{} is not in 1..=15", b.id),
+                    format!("{} is not in 1..={MAX_BRANCH}", b.id),
+                ));
+            }
+            if b.id > PAPER_PLAN_MAX_BRANCH && b.wan.len() > EXTENDED_PLAN_MAX_PORTS {
+                return Err(invalid(
+                    format!("{key}.wan"),
+                    format!(
+                        "branch {} has {} ports; branches above {PAPER_PLAN_MAX_BRANCH} have at most \
+                         {EXTENDED_PLAN_MAX_PORTS} (the extended address plan, docs/testbed.md)",
+                        b.id,
+                        b.wan.len()
+                    ),
+                ));
+            }
+            if b.id >= 200 && !self.leased.is_empty() {
+                return Err(invalid(
+                    format!("{key}.id"),
+                    format!(
+                        "LAN 198.19.{}.0/24 would overlap the leased lines' 198.19.200+",
+                        b.id
+                    ),
                 ));
             }
             if !seen.insert(b.id) {
@@ -490,10 +543,11 @@ impl Topology {
                     inet_if: format!("b{}p{k}", b.id),
                     addr: wan_addr(b.id, k, 2),
                     next_hop: wan_addr(b.id, k, 1),
-                    prefix_len: 24,
+                    prefix_len: wan_net(b.id, k, 2).1,
                     up: w.up_impairment(),
                     down: w.down_impairment(),
                     leased_line: None,
+                    nat: w.nat,
                 });
                 k += 1;
             }
@@ -523,6 +577,7 @@ impl Topology {
                     up: imp.clone(),
                     down: imp,
                     leased_line: Some(i),
+                    nat: false,
                 });
                 k += 1;
             }
@@ -581,7 +636,11 @@ mod tests {
     fn rejects_unknown_keys_and_bad_values() {
         let e = parse("[[branch]]\nid = 1\nwan = [{}]\ncolour = 1\n").unwrap_err();
         assert!(e.to_string().contains("colour"), "{e}");
-        let e = parse("[[branch]]\nid = 16\nwan = [{}]\n").unwrap_err();
+        let e = parse("[[branch]]\nid = 251\nwan = [{}]\n").unwrap_err();
+        assert!(e.to_string().contains("branch[0].id"), "{e}");
+        let e = parse("[[branch]]\nid = 26\nwan = [{}, {}, {}]\n").unwrap_err();
+        assert!(e.to_string().contains("branch[0].wan"), "{e}");
+        let e = parse("[[branch]]\nid = 0\nwan = [{}]\n").unwrap_err();
         assert!(e.to_string().contains("branch[0].id"), "{e}");
         let e = parse("[[branch]]\nid = 1\nwan = [{ loss_pct = 101 }]\n").unwrap_err();
         assert!(
@@ -591,6 +650,35 @@ mod tests {
         let e = parse("[[branch]]\nid = 1\nwan = [{}]\n[[pair]]\nfrom = \"1a\"\nto = \"3a\"\n")
             .unwrap_err();
         assert!(e.to_string().contains("pair[0].to"), "{e}");
+    }
+
+    #[test]
+    fn the_extended_address_plan_continues_the_paper_one() {
+        assert_eq!(wan_net(25, 5, 2), (Ipv4Addr::new(198, 18, 255, 2), 24));
+        assert_eq!(wan_net(26, 0, 1), (Ipv4Addr::new(198, 18, 0, 1), 30));
+        assert_eq!(wan_net(26, 1, 2), (Ipv4Addr::new(198, 18, 0, 6), 30));
+        assert_eq!(wan_net(90, 1, 2), (Ipv4Addr::new(198, 18, 2, 6), 30));
+        assert_eq!(wan_net(250, 1, 2), (Ipv4Addr::new(198, 18, 7, 6), 30));
+        // Every port of branches 1..=250 (6 ports up to 25, 2 beyond) has its own subnet.
+        let mut nets = BTreeSet::new();
+        for b in 1..=250u8 {
+            let ports = if b <= PAPER_PLAN_MAX_BRANCH { 6 } else { 2 };
+            for k in 0..ports {
+                let (a, len) = wan_net(b, k, 2);
+                let net = u32::from(a) & (u32::MAX << (32 - u32::from(len)));
+                assert!(nets.insert((net, len)), "{b}{k}");
+                assert_eq!(wan_net(b, k, 1).0, Ipv4Addr::from(u32::from(a) - 1));
+            }
+        }
+        let text: String = (1..=40u8)
+            .map(|b| format!("[[branch]]\nid = {b}\nwan = [{{}}, {{}}]\n"))
+            .collect();
+        let t = parse(&text).unwrap();
+        let p = t.ports();
+        assert_eq!(p.len(), 80);
+        assert_eq!(p[79].addr, Ipv4Addr::new(198, 18, 0, 118));
+        assert_eq!(p[79].network(), Ipv4Addr::new(198, 18, 0, 116));
+        assert_eq!(p[79].prefix_len, 30);
     }
 
     #[test]

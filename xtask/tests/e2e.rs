@@ -293,3 +293,84 @@ fn paper_system_end_to_end() {
     eprintln!("MEASURE whole test: {:.1} s", t0.elapsed().as_secs_f64());
     drop(sys);
 }
+
+/// More than 15 branches (issue #20): 17 gateways (each with its own Open vSwitch and `mmsg`)
+/// under the extended port plan `16384-32767`; `ssc` allocates every member path's outer port
+/// code from that range. Hubs 1, 2, 16 and 17 form a full mesh of tunnels whose only member path
+/// per ordered pair hairpins through a transit branch (3..=15), so a ping between two hubs can
+/// only cross that transit: it must come back, and the transit's swap entries must count it.
+#[test]
+fn seventeen_branches_with_the_extended_port_plan() {
+    common::require_tools(&[
+        "ip",
+        "ping",
+        "ovs-vswitchd",
+        "ovsdb-server",
+        "ovs-vsctl",
+        "ovs-ofctl",
+    ]);
+    let t = Instant::now();
+    let opts = xtask::scale::Options {
+        root: common::root(),
+        prefix: format!("scx{}", std::process::id() % 100_000),
+        branches: 17,
+        hubs: 4,
+        xtask: Some(std::path::PathBuf::from(env!("CARGO_BIN_EXE_xtask"))),
+        up_timeout: Duration::from_secs(90),
+    };
+    let sys = xtask::scale::System::up(&opts).unwrap();
+    println!(
+        "MEASURE scale17 up in {:.1} s: push {:.1} ms, tunnels up {:.1} s after the push",
+        t.elapsed().as_secs_f64(),
+        sys.push_ms,
+        sys.all_up_s
+    );
+    assert_eq!(sys.hubs, vec![1, 2, 16, 17]);
+    // ssc shows the extended plan: listen port first + G, codes from the rest of the range.
+    let g = sys.api().get("/api/v1/path-groups/16/17").unwrap();
+    assert_eq!(g[0]["listen_port"], "0x4000", "{g}");
+    let code = u16::from_str_radix(
+        g[0]["members"][0]["code"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    assert!((16400..=32767).contains(&code), "{g}");
+    assert_eq!(
+        sys.tunnels().unwrap(),
+        4 * 3 * 2,
+        "2 classes per ordered hub pair"
+    );
+    // Pings between hubs, both ids above 15 among them: each crosses its pair's transit.
+    for (a, b) in [(17, 16), (1, 17), (16, 2)] {
+        let before = sys.transit_packets(a, b).unwrap();
+        assert!(
+            sys.ping(a, b),
+            "ping {a} -> {b} (through {})",
+            sys.transit[&(a, b)]
+        );
+        // OVS folds datapath counters into its rules every ~0.5 s: poll a few seconds.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut after = sys.transit_packets(a, b).unwrap();
+        while after < before + 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(250));
+            after = sys.transit_packets(a, b).unwrap();
+        }
+        println!(
+            "MEASURE scale17 ping {a} -> {b} via {}: transit entries counted {} packets",
+            sys.transit[&(a, b)],
+            after - before
+        );
+        assert!(after >= before + 3, "{a} -> {b}: {before} -> {after}");
+    }
+    let (flows, codes) = sys.flows_and_codes().unwrap();
+    assert_eq!(codes, 12);
+    assert_eq!(flows, 17 * 2 + 12 * 8);
+    drop(sys);
+    println!(
+        "MEASURE scale17 test took {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+}

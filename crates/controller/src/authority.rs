@@ -82,7 +82,7 @@ pub enum Refusal {
     #[error("key request: {0}")]
     Key(pki::enrol::EnrolError),
     /// The branch id is out of range.
-    #[error("branch {0} is not a branch id 1..=15")]
+    #[error("branch {0} is not a branch id 1..=250")]
     Branch(u8),
     /// The certificate of a renewing gateway is revoked in our records.
     #[error("certificate serial {0} is revoked")]

@@ -9,6 +9,7 @@
 //! persists catalogs (it imports this module, never the reverse).
 use serde::{Deserialize, Serialize};
 
+use crate::codes::{self, CodeError, CodeTable};
 use crate::inventory::{
     Branch, BranchId, Inventory, InventoryError, InventoryFile, MacAddr, PortIndex, PortRef,
     WanKind, WanPort, MAX_WAN_PORTS,
@@ -17,7 +18,9 @@ use crate::path_config::Settings;
 use crate::path_group::{
     GroupError, GroupsFile, MemberPath, PathGroup, PathGroupId, PathGroups, MAX_GROUP_ID,
 };
-use crate::swap::{self, CompileError, FlowTables};
+use crate::swap::{self, CompileError, FlowTables, Ports};
+use mms_types::{PathCode, PortPlan};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The whole inventory of the controller, always valid: the branches form a valid [`Inventory`],
 /// the path groups fit it, the settings are in range, and [`swap::compile`] succeeds.
@@ -26,6 +29,7 @@ pub struct Catalog {
     inventory: Inventory,
     groups: PathGroups,
     settings: Settings,
+    codes: CodeTable,
     flows: FlowTables,
 }
 
@@ -68,6 +72,9 @@ pub struct NewPort {
     pub kind: WanKind,
     /// Capacity in Mbit/s.
     pub capacity_mbps: u32,
+    /// Behind NAT: cannot be dialled (docs/nat.md). Default: `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nat: bool,
 }
 
 /// Changes to one WAN port. Absent fields stay; MACs can be set but not cleared here (remove and
@@ -160,6 +167,12 @@ pub enum CatalogError {
     /// The flows cannot be compiled (e.g. a transit egress without MACs).
     #[error("the flows cannot be compiled: {0}")]
     Compile(CompileError),
+    /// A pair of branches behind NAT cannot be routed as configured ([`crate::nat`]).
+    #[error("cannot route: {0}")]
+    Nat(crate::nat::NatError),
+    /// The extended port range cannot hold the member paths' codes.
+    #[error("settings.ports: {0}")]
+    Codes(CodeError),
     /// A setting out of range.
     #[error("settings.{field}: {reason}")]
     Setting {
@@ -181,6 +194,12 @@ impl From<InventoryError> for CatalogError {
 impl From<GroupError> for CatalogError {
     fn from(e: GroupError) -> Self {
         Self::Groups(e)
+    }
+}
+
+impl From<CodeError> for CatalogError {
+    fn from(e: CodeError) -> Self {
+        Self::Codes(e)
     }
 }
 
@@ -223,6 +242,22 @@ pub fn validate_settings(s: &Settings) -> Result<(), CatalogError> {
     Ok(())
 }
 
+/// Every member path of `groups` with the gateways it crosses (source, transits, destination).
+pub fn member_gateways(groups: &PathGroups) -> BTreeMap<PathCode, BTreeSet<BranchId>> {
+    groups
+        .members()
+        .map(|m| {
+            let gws = m
+                .path
+                .hops()
+                .iter()
+                .flat_map(|h| [h.from.branch, h.to.branch])
+                .collect();
+            (m.code, gws)
+        })
+        .collect()
+}
+
 fn group_name(g: &PathGroup) -> String {
     format!("{}>{} #{}", g.source, g.destination, g.id)
 }
@@ -235,16 +270,52 @@ impl Catalog {
         groups: Vec<PathGroup>,
         settings: Settings,
     ) -> Result<Self, CatalogError> {
+        Self::with_codes(branches, groups, settings, &CodeTable::default())
+    }
+
+    /// [`Catalog::new`] keeping the still valid member path codes of `previous` (extended port
+    /// plan, [`codes::allocate`]); the paper's plan has no table.
+    pub fn with_codes(
+        branches: Vec<Branch>,
+        groups: Vec<PathGroup>,
+        settings: Settings,
+        previous: &CodeTable,
+    ) -> Result<Self, CatalogError> {
         let inventory = Inventory::new(branches)?;
+        // Before the hop checks: a NAT-only pair gets an error naming the pair.
+        crate::nat::check_groups(&inventory, &groups).map_err(CatalogError::Nat)?;
         let groups = PathGroups::new(&inventory, groups)?;
         validate_settings(&settings)?;
-        let flows = swap::compile(&inventory, &groups)?;
+        let (codes, flows) = match settings.ports {
+            PortPlan::Paper => (
+                CodeTable::default(),
+                swap::compile_with(&inventory, &groups, Ports::Paper)?,
+            ),
+            PortPlan::Extended(range) => {
+                let codes = codes::allocate(previous, range, &member_gateways(&groups))?;
+                let flows = swap::compile_with(
+                    &inventory,
+                    &groups,
+                    Ports::Extended {
+                        range,
+                        codes: &codes,
+                    },
+                )?;
+                (codes, flows)
+            }
+        };
         Ok(Self {
             inventory,
             groups,
             settings,
+            codes,
             flows,
         })
+    }
+
+    /// The member path codes of the extended port plan (empty in the paper's).
+    pub fn codes(&self) -> &CodeTable {
+        &self.codes
     }
 
     /// Builds from the file forms (as `ssc import` sends them).
@@ -253,12 +324,23 @@ impl Catalog {
         groups: GroupsFile,
         settings: Settings,
     ) -> Result<Self, CatalogError> {
+        Self::from_files_with_codes(inventory, groups, settings, &CodeTable::default())
+    }
+
+    /// [`Catalog::from_files`] keeping the still valid member path codes of `previous`.
+    pub fn from_files_with_codes(
+        inventory: InventoryFile,
+        groups: GroupsFile,
+        settings: Settings,
+        previous: &CodeTable,
+    ) -> Result<Self, CatalogError> {
         let inv = Inventory::new(inventory.branches)?;
         let groups = PathGroups::from_file(&inv, groups)?;
-        Self::new(
+        Self::with_codes(
             inv.to_file().branches,
             groups.groups().cloned().collect(),
             settings,
+            previous,
         )
     }
 
@@ -298,7 +380,7 @@ impl Catalog {
         groups: Vec<PathGroup>,
         settings: Settings,
     ) -> Result<Self, CatalogError> {
-        Self::new(branches, groups, settings)
+        Self::with_codes(branches, groups, settings, &self.codes)
     }
 
     fn branch_index(branches: &[Branch], id: BranchId) -> Result<usize, CatalogError> {
@@ -395,6 +477,7 @@ impl Catalog {
                 mac: port.mac,
                 kind: port.kind,
                 capacity_mbps: port.capacity_mbps,
+                nat: port.nat,
             });
         }
         self.with(branches, self.group_list(), self.settings.clone())

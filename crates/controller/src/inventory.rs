@@ -1,7 +1,7 @@
 //! The inventory: the UI module's data model (seed 000 §IV, "User Interface").
 //!
 //! Through the UI an operator adds, removes and modifies branches: branch ids (1..=15, one nibble
-//! of the path code `0xBASG`), LAN prefixes, and WAN ports with their public address, next-hop
+//! of the path code `0xBASG`, or 1..=250 with the extended port plan, `crate::codes`), LAN prefixes, and WAN ports with their public address, next-hop
 //! gateway, kind (public internet or leased line) and capacity. [`Inventory`] is always valid:
 //! every constructor runs [`Inventory::new`], which checks the whole set and names the first
 //! problem with a clear [`InventoryError`].
@@ -25,6 +25,7 @@
 //! mac = "02:00:c6:12:0a:02"           # optional: MAC of mpa0 (needed where the port is a transit egress)
 //! kind = "internet"                   # or "leased"; default "internet"
 //! capacity_mbps = 40
+//! nat = true                          # optional: behind NAT, cannot be dialled (docs/nat.md)
 //! ```
 use std::collections::BTreeMap;
 use std::fmt;
@@ -128,11 +129,11 @@ impl fmt::Display for PortRef {
 
 impl FromStr for PortRef {
     type Err = IdError;
-    /// Parses `1a`, `15c`: a branch number 1..=15 followed by one port letter.
+    /// Parses `1a`, `15c`, `250b`: a branch number 1..=250 followed by one port letter.
     fn from_str(s: &str) -> Result<Self, IdError> {
         let digits = s.bytes().take_while(u8::is_ascii_digit).count();
         let (num, rest) = s.split_at(digits);
-        if num.is_empty() || num.len() > 2 {
+        if num.is_empty() || num.len() > 3 {
             return Err(IdError::PortName(s.to_owned()));
         }
         let id: u8 = num.parse().map_err(|_| IdError::PortName(s.to_owned()))?;
@@ -148,7 +149,7 @@ impl FromStr for PortRef {
 /// A bad branch id, port letter or port name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
-    /// A branch id out of range (1..=15, one nibble of `0xBASG`).
+    /// A branch id out of range (1..=250; 1..=15 in the paper's port plan `0xBASG`).
     #[error(transparent)]
     Id(#[from] mms_types::IdError),
     /// Port index beyond [`MAX_WAN_PORTS`].
@@ -158,7 +159,7 @@ pub enum IdError {
     #[error("port letter {0:?} is not one of a..=h")]
     PortLetter(char),
     /// A port name that is not a branch number followed by one letter.
-    #[error("{0:?} is not a port name like `1a` (branch 1..=15, then a port letter a..=h)")]
+    #[error("{0:?} is not a port name like `1a` (branch 1..=250, then a port letter a..=h)")]
     PortName(String),
 }
 
@@ -187,6 +188,12 @@ pub struct WanPort {
     pub kind: WanKind,
     /// Access capacity in Mbit/s (both directions).
     pub capacity_mbps: u32,
+    /// Behind NAT (carrier NAT, LTE): it can dial out but cannot be dialled (docs/nat.md).
+    /// Gateways never dial it; a branch whose ports are all behind NAT is reached on the
+    /// connections it dials, and [`crate::nat::check_routable`] refuses a pair that no side can
+    /// dial. Default: `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nat: bool,
 }
 
 impl WanPort {
@@ -201,7 +208,7 @@ impl WanPort {
 #[serde(deny_unknown_fields)]
 #[derive(utoipa::ToSchema)]
 pub struct Branch {
-    /// The branch id, 1..=15.
+    /// The branch id, 1..=250 (1..=15 with the paper's port plan).
     pub id: BranchId,
     /// A unique name: ASCII letters, digits, `-`, `_`, `.`; at most [`MAX_NAME_LEN`] bytes.
     pub name: String,
@@ -579,12 +586,14 @@ impl Inventory {
 
     /// Whether one WAN hop can go from port `from` to port `to` of another branch: internet to
     /// internet always; a leased line only to the port at its other end (each one's gateway is the
-    /// other's address); never internet to leased.
+    /// other's address); never internet to leased; never between two ports behind NAT (neither
+    /// can dial the other, [`crate::nat`]).
     pub fn can_hop(&self, from: PortRef, to: PortRef) -> bool {
         if from.branch == to.branch {
             return false;
         }
         match (self.port(from), self.port(to)) {
+            (Some(a), Some(b)) if a.nat && b.nat => false,
             (Some(a), Some(b)) => match (a.kind, b.kind) {
                 (WanKind::Internet, WanKind::Internet) => true,
                 (WanKind::Leased, WanKind::Leased) => a.gateway == b.ip() && b.gateway == a.ip(),
@@ -635,13 +644,14 @@ mod tests {
             Err(IdError::Id(mms_types::IdError::Branch(0)))
         );
         assert_eq!(
-            "16a".parse::<PortRef>(),
-            Err(IdError::Id(mms_types::IdError::Branch(16)))
+            "251a".parse::<PortRef>(),
+            Err(IdError::Id(mms_types::IdError::Branch(251)))
         );
+        assert_eq!("250b".parse::<PortRef>().unwrap().to_string(), "250b");
         assert_eq!("1i".parse::<PortRef>(), Err(IdError::PortLetter('i')));
         assert!("1".parse::<PortRef>().is_err());
         assert!("a".parse::<PortRef>().is_err());
         assert!("1ab".parse::<PortRef>().is_err());
-        assert!("123a".parse::<PortRef>().is_err());
+        assert!("1234a".parse::<PortRef>().is_err());
     }
 }

@@ -40,6 +40,8 @@
 //!   renewing and revoking gateway certificates, the controller's own `ssc.mms` TLS identity.
 //! - [`preauth`] (issue #17): bounded pre-authentication state of the network listeners (caps
 //!   in total and per source, one deadline, rate-limited refusal logs and counters).
+//! - [`learned`] (UI, issue #20): a gateway's learned WAN addresses, next hops and next-hop
+//!   MACs against the inventory → the port changes to commit (the configured values are hints).
 //! - [`sdc`] (SDC): flow and port statistics per switch, member path, path group and pair (a pure
 //!   collector fed by the OFC's switch tasks).
 //! - [`metrics`] (SDC, issue #19): the Prometheus exposition of what the REST API serves
@@ -57,12 +59,15 @@ pub mod authority;
 pub mod auto_config;
 pub mod capacity;
 pub mod catalog;
+pub mod codes;
 pub mod gwchan;
 pub mod history;
 pub mod inventory;
+pub mod learned;
 pub mod listen;
 pub mod measure;
 pub mod metrics;
+pub mod nat;
 pub mod ofc;
 pub mod path_config;
 pub mod path_group;

@@ -68,6 +68,7 @@ fn names_types_labels_of_the_sdc_gateways_and_certificates() {
             }),
             last_report_age_ms: Some(1500),
             sessions: 1,
+            wan_learned: None,
         }],
         ..GatewayList::default()
     };

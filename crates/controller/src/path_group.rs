@@ -47,7 +47,7 @@ pub const MAX_GROUP_ID: u8 = PathGroupId::MAX;
 /// into `net.ipv4.ip_local_reserved_ports`.
 pub fn reserved_ports(inventory: &Inventory) -> Vec<std::ops::RangeInclusive<u16>> {
     let mut out: Vec<std::ops::RangeInclusive<u16>> = Vec::new();
-    for b in inventory.branches() {
+    for b in inventory.branches().filter(|b| b.id.fits_paper()) {
         let range = mms_types::branch_port_range(b.id);
         let (start, end) = (*range.start(), *range.end());
         match out.last_mut() {
@@ -380,7 +380,7 @@ pub enum GroupError {
     },
     /// A WAN hop that cannot exist (internet to leased line, or a leased line to a port that is
     /// not its other end).
-    #[error("member path {path}: hop {from}>{to} is impossible (internet and leased ports do not mix; a leased line reaches only its far end)")]
+    #[error("member path {path}: hop {from}>{to} is impossible (internet and leased ports do not mix; a leased line reaches only its far end; two ports behind NAT cannot dial each other)")]
     ImpossibleHop {
         /// The member path.
         path: MemberPath,
@@ -721,8 +721,8 @@ mod tests {
         let e = "1a>x2".parse::<MemberPath>().unwrap_err();
         assert!(matches!(e, PathError::BadPort { position: 2, .. }), "{e}");
         assert!(e.to_string().contains("port #2"), "{e}");
-        let e = "1a>16a".parse::<MemberPath>().unwrap_err();
-        assert!(e.to_string().contains("out of range 1..=15"), "{e}");
+        let e = "1a>251a".parse::<MemberPath>().unwrap_err();
+        assert!(e.to_string().contains("out of range 1..=250"), "{e}");
         assert!("1a->2a".parse::<MemberPath>().is_err());
     }
 

@@ -2,6 +2,7 @@
 //! the adaptive path groups' ([`AdaptiveSettings`], seed 003), as stored by the catalog and
 //! changed with `ssc settings set`. Plain data at the bottom of the crate: `path_config`,
 //! `adaptive` and the store read them, none of them is needed here.
+use mms_types::PortPlan;
 use serde::{Deserialize, Serialize};
 
 use crate::path_group::MAX_GROUP_ID;
@@ -24,6 +25,15 @@ pub struct Settings {
     pub adaptive: AdaptiveSettings,
     /// Automatic path configuration live (`auto_config`): off by default.
     pub auto: AutoSettings,
+    /// The outer port plan (issue #20): `"paper"` (`0xBASG`, branch ids 1..=15, the default)
+    /// or an extended range `"16384-32767"` reserved on every gateway, from which the
+    /// controller allocates the member path codes (`crate::codes`; branch ids 1..=250).
+    #[serde(skip_serializing_if = "is_paper")]
+    pub ports: PortPlan,
+}
+
+fn is_paper(p: &PortPlan) -> bool {
+    *p == PortPlan::Paper
 }
 
 impl Default for Settings {
@@ -35,6 +45,7 @@ impl Default for Settings {
             allow_transit: true,
             adaptive: AdaptiveSettings::default(),
             auto: AutoSettings::default(),
+            ports: PortPlan::Paper,
         }
     }
 }

@@ -17,6 +17,7 @@
 //! | `branches` | branch id `u8`                   | JSON of [`Branch`] (with its WAN ports)   |
 //! | `groups`   | `(source, destination, group)`   | JSON `{"1": "1a>2a", ...}` (member id → notation) |
 //! | `settings` | `"path_config"`                  | JSON of [`Settings`]                      |
+//! | `settings` | `"port_codes"`                   | JSON of [`CodeTable`] (extended port plan) |
 //! | `enrol_tokens` (v2) | SHA-256 of a token, hex | JSON of [`creds::TokenRow`] (branch, expiry, used) |
 //! | `certs` (v2) | serial `u64`                     | JSON of [`creds::CertRow`] (branch, expiry, revoked) |
 //! | `api_tokens` (v2) | SHA-256 of a REST token, hex | JSON of [`creds::ApiTokenRow`] (name, role, created; `expires` since v3) |
@@ -37,6 +38,7 @@ use serde::Serialize;
 pub use crate::catalog::{
     validate_settings, BranchPatch, Catalog, CatalogError, NewPort, PortPatch,
 };
+use crate::codes::CodeTable;
 use crate::inventory::{Branch, BranchId, InventoryFile};
 use crate::path_config::Settings;
 use crate::path_group::{GroupsFile, MemberId, MemberPath, PathGroup, PathGroupId};
@@ -56,6 +58,9 @@ const SETTINGS: TableDefinition<'static, &'static str, &'static str> =
     TableDefinition::new("settings");
 const VERSION_KEY: &str = "schema_version";
 const PATH_CONFIG_KEY: &str = "path_config";
+/// The member path codes of the extended port plan (`crate::codes`), kept so that a restart
+/// gives every member path the code its flows already have. Absent: none (the paper's plan).
+const PORT_CODES_KEY: &str = "port_codes";
 
 // ---------------------------------------------------------------------------------------------
 // Migrations
@@ -226,7 +231,11 @@ fn load(
         Some(v) => from_json(|| format!("settings/{PATH_CONFIG_KEY}"), v.value())?,
         None => Settings::default(),
     };
-    Catalog::new(bs, gs, st).map_err(StoreError::StoredInvalid)
+    let codes: CodeTable = match settings.get(PORT_CODES_KEY)? {
+        Some(v) => from_json(|| format!("settings/{PORT_CODES_KEY}"), v.value())?,
+        None => CodeTable::default(),
+    };
+    Catalog::with_codes(bs, gs, st, &codes).map_err(StoreError::StoredInvalid)
 }
 
 fn save(txn: &WriteTransaction, old: &Catalog, new: &Catalog) -> Result<(), StoreError> {
@@ -256,6 +265,10 @@ fn save(txn: &WriteTransaction, old: &Catalog, new: &Catalog) -> Result<(), Stor
     if old.settings() != new.settings() {
         txn.open_table(SETTINGS)?
             .insert(PATH_CONFIG_KEY, to_json(new.settings())?.as_str())?;
+    }
+    if old.codes() != new.codes() {
+        txn.open_table(SETTINGS)?
+            .insert(PORT_CODES_KEY, to_json(new.codes())?.as_str())?;
     }
     Ok(())
 }
@@ -408,7 +421,7 @@ impl Store {
     ) -> Result<Catalog, StoreError> {
         self.update(|old| {
             let settings = settings.unwrap_or_else(|| old.settings().clone());
-            Catalog::from_files(inventory, groups, settings)
+            Catalog::from_files_with_codes(inventory, groups, settings, old.codes())
         })
     }
 }
@@ -657,6 +670,7 @@ mod tests {
                         mac: None,
                         kind: WanKind::Internet,
                         capacity_mbps: 1,
+                        nat: false,
                     },
                 )
             })

@@ -33,6 +33,9 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
+use mms_types::{CodeRange, PortPlan};
+
+use crate::codes::CodeTable;
 use crate::inventory::{BranchId, Inventory, MacAddr, PortIndex, PortRef};
 use crate::path_group::{MemberPath, PathCode, PathGroups};
 use crate::priority::{self, Class, PATCH_PRIORITY, TYPE_I_MARK};
@@ -266,9 +269,11 @@ pub enum HopRole {
 /// ```text
 ///  63            48 47    40 39    32 31           16 15  12 11   8 7       0
 /// +----------------+--------+--------+---------------+------+------+---------+
-/// |  tag 0x4D4D    |  kind  |   0    | code 0xBASG   | dir  | role | variant |
+/// |  tag 0x4D4D    |  kind  | Bh  Ah | code 0xBASG   | dir  | role | variant |
 /// +----------------+--------+--------+---------------+------+------+---------+
 /// kind: 0x01 swap, 0x02 patch.
+/// Bh, Ah: the high nibbles of branch ids above 15 (extended port plan; 0 in the paper's),
+///         so bits 39..16 are `PathCode::wide` and name the member path in either plan.
 /// swap:  dir 1 forward / 2 reverse; role 1 source, 2 transit, 3 destination;
 ///        variant 0 = catch-all (Type II), 1 = Type I source entry.
 /// patch: code 0; dir 1 mpa_k→wan_k / 2 wan_k→mpa_k; role 0; variant = k.
@@ -306,8 +311,9 @@ impl Cookie {
     pub const TAG: u64 = 0x4D4D << 48;
     /// Selects the tag.
     pub const TAG_MASK: u64 = 0xFFFF << 48;
-    /// Selects tag, kind and code: every flow of one member path.
-    pub const MEMBER_MASK: u64 = 0xFFFF_FF00_FFFF_0000;
+    /// Selects tag, kind and member path ([`PathCode::wide`], bits 39..16): every flow of one
+    /// member path.
+    pub const MEMBER_MASK: u64 = 0xFFFF_FFFF_FFFF_0000;
     const KIND_SWAP: u64 = 0x01;
     const KIND_PATCH: u64 = 0x02;
 
@@ -327,7 +333,7 @@ impl Cookie {
 
     /// The value that `cookie & MEMBER_MASK` has for every flow of member path `code`.
     pub fn member(code: PathCode) -> u64 {
-        Self::TAG | Self::KIND_SWAP << 40 | u64::from(code.port()) << 16
+        Self::TAG | Self::KIND_SWAP << 40 | u64::from(code.wide()) << 16
     }
 
     /// The cookie of a patch flow.
@@ -339,7 +345,7 @@ impl Cookie {
     /// Decodes a cookie of ours (`None` for anything else).
     pub fn decode(self) -> Option<CookieInfo> {
         let v = self.0;
-        if v & Self::TAG_MASK != Self::TAG || (v >> 32) & 0xFF != 0 {
+        if v & Self::TAG_MASK != Self::TAG {
             return None;
         }
         let dir = (v >> 12) & 0xF;
@@ -347,7 +353,7 @@ impl Cookie {
         let variant = u8::try_from(v & 0xFF).ok()?;
         match (v >> 40) & 0xFF {
             Self::KIND_SWAP => {
-                let code = PathCode::from_port(u16::try_from((v >> 16) & 0xFFFF).ok()?)?;
+                let code = PathCode::from_wide(u32::try_from((v >> 16) & 0xFF_FFFF).ok()?)?;
                 let direction = match dir {
                     1 => Direction::Forward,
                     2 => Direction::Reverse,
@@ -366,14 +372,16 @@ impl Cookie {
                     variant,
                 })
             }
-            Self::KIND_PATCH if (v >> 16) & 0xFFFF == 0 && role == 0 => Some(CookieInfo::Patch {
-                port: PortIndex::new(variant).ok()?,
-                to_wan: match dir {
-                    1 => true,
-                    2 => false,
-                    _ => return None,
-                },
-            }),
+            Self::KIND_PATCH if (v >> 16) & 0xFF_FFFF == 0 && role == 0 => {
+                Some(CookieInfo::Patch {
+                    port: PortIndex::new(variant).ok()?,
+                    to_wan: match dir {
+                        1 => true,
+                        2 => false,
+                        _ => return None,
+                    },
+                })
+            }
             _ => None,
         }
     }
@@ -425,6 +433,19 @@ pub enum CompileError {
         port: PortRef,
         /// Which MAC.
         kind: MacKind,
+    },
+    /// A branch id above 15 with the paper's port plan, whose `0xBASG` has one nibble for it.
+    #[error("branch {branch} does not fit the paper's port plan 0xBASG (branch ids 1..=15): set an extended port range (ssc settings set --ports 16384-32767)")]
+    PaperPlan {
+        /// The branch.
+        branch: BranchId,
+    },
+    /// A member path without an allocated code in the extended plan (misuse: the caller did
+    /// not run `codes::allocate` for these groups).
+    #[error("member path {code} has no allocated port code")]
+    NoCode {
+        /// The member path.
+        code: PathCode,
     },
     /// Two flows with the same match and priority on one switch (cannot happen for validated
     /// groups; guards against misuse).
@@ -485,8 +506,60 @@ impl FlowTables {
     }
 }
 
-/// Compiles the flow tables of every gateway in `inventory` for `groups`.
+/// Compiles the flow tables of every gateway in `inventory` for `groups` with the paper's port
+/// plan (`0xB00G` / `0xBASG`).
 pub fn compile(inventory: &Inventory, groups: &PathGroups) -> Result<FlowTables, CompileError> {
+    compile_with(inventory, groups, Ports::Paper)
+}
+
+/// Which outer ports the compiler writes (DESIGN §3.1, issue #20).
+#[derive(Clone, Copy, Debug)]
+pub enum Ports<'a> {
+    /// The paper's: listen `0xB00G`, code `0xBASG`; every branch id must be 1..=15.
+    Paper,
+    /// The extended plan: listen `first + G`, each member path's code from `codes`.
+    Extended {
+        /// The reserved range.
+        range: CodeRange,
+        /// The allocated codes (`codes::allocate`).
+        codes: &'a CodeTable,
+    },
+}
+
+impl Ports<'_> {
+    /// (listen port, outer code) of member path `code`.
+    fn of(self, code: PathCode) -> Result<(u16, u16), CompileError> {
+        match self {
+            Ports::Paper => {
+                for branch in [code.source, code.destination] {
+                    if !branch.fits_paper() {
+                        return Err(CompileError::PaperPlan { branch });
+                    }
+                }
+                Ok((code.listen_port(), code.port()))
+            }
+            Ports::Extended { range, codes } => {
+                let listen = PortPlan::Extended(range)
+                    .listen_port(code.destination, code.group)
+                    .ok_or(CompileError::NoCode { code })?;
+                let swapped = codes.get(code).ok_or(CompileError::NoCode { code })?;
+                Ok((listen, swapped))
+            }
+        }
+    }
+}
+
+/// [`compile`] with the port plan `ports`.
+pub fn compile_with(
+    inventory: &Inventory,
+    groups: &PathGroups,
+    ports: Ports<'_>,
+) -> Result<FlowTables, CompileError> {
+    if matches!(ports, Ports::Paper) {
+        if let Some(b) = inventory.branches().find(|b| !b.id.fits_paper()) {
+            return Err(CompileError::PaperPlan { branch: b.id });
+        }
+    }
     let mut tables = FlowTables::default();
     for branch in inventory.branches() {
         tables.switches.insert(branch.id, Vec::new());
@@ -496,7 +569,8 @@ pub fn compile(inventory: &Inventory, groups: &PathGroups) -> Result<FlowTables,
         }
     }
     for member in groups.members() {
-        for (branch, flow) in compile_member(inventory, member.code, member.path)? {
+        let wire = ports.of(member.code)?;
+        for (branch, flow) in compile_member_with(inventory, member.code, member.path, wire)? {
             tables.push(branch, flow);
         }
     }
@@ -542,12 +616,23 @@ pub fn compile_member(
     code: PathCode,
     path: &MemberPath,
 ) -> Result<Vec<(BranchId, FlowEntry)>, CompileError> {
-    let mut out = compile_direction(inventory, code, path, Direction::Forward)?;
+    compile_member_with(inventory, code, path, Ports::Paper.of(code)?)
+}
+
+/// [`compile_member`] with the outer ports `(listen, swapped)` of the port plan.
+fn compile_member_with(
+    inventory: &Inventory,
+    code: PathCode,
+    path: &MemberPath,
+    wire: (u16, u16),
+) -> Result<Vec<(BranchId, FlowEntry)>, CompileError> {
+    let mut out = compile_direction(inventory, code, path, Direction::Forward, wire)?;
     out.extend(compile_direction(
         inventory,
         code,
         &path.reversed(),
         Direction::Reverse,
+        wire,
     )?);
     Ok(out)
 }
@@ -557,6 +642,7 @@ fn compile_direction(
     code: PathCode,
     path: &MemberPath,
     direction: Direction,
+    (listen, swapped): (u16, u16),
 ) -> Result<Vec<(BranchId, FlowEntry)>, CompileError> {
     let addr = |port: PortRef| {
         inventory
@@ -594,7 +680,6 @@ fn compile_direction(
     };
     let (src, dst) = (path.source(), path.destination());
     let (orig_src, orig_dst) = (addr(src)?, addr(dst)?);
-    let (listen, swapped) = (code.listen_port(), code.port());
     let mut out = Vec::new();
 
     // Source: (x_i, y_j, 0xB00G) from mpa_i → first hop, 0xBASG, DSCP, out wan_i.

@@ -20,6 +20,10 @@
 //!   noise. [`Wrr::weights`] / [`Wrr::pair`] return what is published.
 //!
 //! Basis per pair ([`Basis`]), in order:
+//! 0. `estimated`: every group of the pair has an available-capacity estimate from the source
+//!    gateway's reports ([`crate::capacity`]), some above 0: `c_g` = the estimate, capped at the
+//!    group's configured capacity in the same update (an operator's lower port capacity moves
+//!    the weights at once, not at the next report).
 //! 1. `measured`: every group of the pair has a smoothed measurement and their sum is at least
 //!    [`Settings::min_measured_bps`]: `c_g` = smoothed rate. A group that carried nothing gets
 //!    the minimum weight 1.
@@ -348,11 +352,18 @@ impl Wrr {
         for ((a, b), list) in pairs {
             let estimated: Option<Vec<(PathGroupId, u64)>> = list
                 .iter()
-                .map(|(g, _, _)| {
+                .map(|(g, configured_kbps, _)| {
                     self.estimators
                         .get(&(a, b, *g))
                         .and_then(capacity::Estimator::estimate)
                         .filter(|x| x.is_finite() && *x >= 0.0)
+                        // The configured capacity caps the estimate at once: an operator who
+                        // lowers a port's capacity sees the weights follow now, not at the
+                        // group's next report (the estimator applies the same cap then).
+                        .map(|x| match *configured_kbps {
+                            0 => x,
+                            c => x.min(c as f64 * 1000.0),
+                        })
                         // bit/s rounded to whole bits: far below u64::MAX for any link.
                         .map(|x| (*g, x.round() as u64))
                 })

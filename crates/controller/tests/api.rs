@@ -628,8 +628,11 @@ async fn bad_input_is_4xx_with_a_clear_message_and_nothing_is_stored() {
     let mut zero = base(json!(6));
     zero["wan"][0]["capacity_mbps"] = json!(0);
     let cases = [
-        (base(json!(0)), "branch id 0 is out of range 1..=15"),
-        (base(json!(16)), "branch id 16 is out of range 1..=15"),
+        (base(json!(0)), "branch id 0 is out of range 1..=250"),
+        (
+            base(json!(16)),
+            "branch 16 does not fit the paper's port plan 0xBASG (branch ids 1..=15)",
+        ),
         (
             overlap,
             "LAN prefix 198.19.1.0/24 of branch 1 overlaps 198.19.0.0/16 of branch 6",
@@ -661,9 +664,15 @@ async fn bad_input_is_4xx_with_a_clear_message_and_nothing_is_stored() {
         .unwrap();
     assert_eq!(api.raw(req).await.0, StatusCode::BAD_REQUEST);
     // Bad path parameters.
-    let (s, v) = api.get("/api/v1/branches/16").await;
+    let (s, v) = api.get("/api/v1/branches/251").await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(error_of(&v), "branch: branch id 16 is out of range 1..=15");
+    assert_eq!(
+        error_of(&v),
+        "branch: branch id 251 is out of range 1..=250"
+    );
+    // In range (the extended port plan) but absent.
+    let (s, _) = api.get("/api/v1/branches/16").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
     let (s, v) = api
         .call(Method::DELETE, "/api/v1/branches/1/ports/z", None)
         .await;
@@ -1007,7 +1016,10 @@ async fn derived_schemas_match_serialized_examples() {
     assert_schema_matches(&doc, "InventoryFile", &inventory);
     let branch = &inventory["branches"][2];
     assert_schema_matches(&doc, "Branch", branch);
-    assert_schema_matches(&doc, "WanPort", &branch["wan"][0]);
+    // `nat` is written only when true, and no port of the paper topology is behind NAT.
+    let mut port = branch["wan"][0].clone();
+    port["nat"] = json!(true);
+    assert_schema_matches(&doc, "WanPort", &port);
     let (_, groups) = api.get("/api/v1/path-groups").await;
     let transit_group = groups
         .as_array()
@@ -1062,6 +1074,7 @@ async fn derived_schemas_match_serialized_examples() {
         mac: Some(mac),
         kind: controller::inventory::WanKind::Leased,
         capacity_mbps: 5,
+        nat: true,
     };
     assert_schema_matches(&doc, "NewPort", &serde_json::to_value(&new_port).unwrap());
     let port_patch = controller::store::PortPatch {

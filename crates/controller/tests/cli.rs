@@ -146,8 +146,11 @@ fn cli_scenario_against_a_running_server() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("HTTP 401: missing bearer token"), "{err}");
     // Typed flags: an out-of-range id never reaches the API.
-    let err = fails(&server, &["flows", "--branch", "16"]);
-    assert!(err.contains("branch id 16 is out of range 1..=15"), "{err}");
+    let err = fails(&server, &["flows", "--branch", "251"]);
+    assert!(
+        err.contains("branch id 251 is out of range 1..=250"),
+        "{err}"
+    );
     let err = fails(
         &server,
         &[

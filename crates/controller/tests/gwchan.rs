@@ -598,3 +598,126 @@ async fn clear_tcp_reports_never_feed_capacity_wrr_or_adaptive() {
     assert_eq!(warned.len(), 1, "{g1_addr}: {text}");
     assert!(warned[0].contains("branch=1"), "{text}");
 }
+
+/// Learned WAN addresses (protocol 5, docs/ssc.md "Learned WAN addresses"): gateway 2 reports a
+/// new address and next hop on port a; the inventory takes them, gateway 1 gets a config with
+/// the new remote address, and `GET /api/v1/gateways` shows the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learned_wan_state_updates_the_inventory_and_the_peers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_2x2(dir.path());
+    let sock = dir.path().join("gw.sock");
+    let registry = Arc::new(Registry::new());
+    registry.learn_into(Arc::clone(&store));
+    let gwc = GwChan::bind(
+        &GwChanConfig {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            unix: vec![sock.clone()],
+            ..GwChanConfig::default()
+        },
+        Arc::clone(&registry),
+    )
+    .await
+    .unwrap();
+    let tcp = gwc.local_addr().unwrap();
+    let wrr = Arc::new(Mutex::new(Wrr::default()));
+    tokio::spawn(gwc.run(
+        store.subscribe(),
+        Arc::clone(&wrr),
+        Arc::new(tokio::sync::Notify::new()),
+        std::future::pending(),
+    ));
+    let app = router(
+        AppState::new(Arc::clone(&store), TOKEN).with_gateways(Arc::clone(&registry)),
+        1 << 20,
+    );
+    let mut g1 = Peer::new(UnixStream::connect(&sock).await.unwrap());
+    let c1 = config(g1.register(1).await);
+    assert_eq!(c1.remotes[0].wan_addresses[0].to_string(), "198.18.20.2");
+    let mut g2 = Peer::new(UnixStream::connect(&sock).await.unwrap());
+    let _ = config(g2.register(2).await);
+    let t0 = Instant::now();
+    g2.send(&GatewayMsg::WanState(gwchan::WanState {
+        ports: vec![gwchan::WanLearned {
+            port: 0,
+            name: "wan0".into(),
+            address: Some("198.18.20.77/24".parse().unwrap()),
+            next_hop: Some("198.18.20.254".parse().unwrap()),
+            next_hop_mac: Some("02:00:c6:12:14:fe".parse().unwrap()),
+        }],
+    }))
+    .await;
+    let n1 = config(g1.recv().await);
+    eprintln!("wan_state → peer's new config in {:?}", t0.elapsed());
+    assert!(n1.version > c1.version);
+    assert_eq!(
+        n1.remotes[0]
+            .wan_addresses
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec!["198.18.20.77", "198.18.21.2"]
+    );
+    let b = get(&app, "/api/v1/branches/2").await;
+    assert_eq!(b["wan"][0]["address"], "198.18.20.77/24", "{b:#}");
+    assert_eq!(b["wan"][0]["gateway"], "198.18.20.254", "{b:#}");
+    assert_eq!(b["wan"][0]["gateway_mac"], "02:00:c6:12:14:fe", "{b:#}");
+    assert_eq!(b["wan"][1]["address"], "198.18.21.2/24", "{b:#}");
+    let v = get(&app, "/api/v1/gateways").await;
+    let g = v["gateways"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["branch"] == 2)
+        .unwrap();
+    assert_eq!(
+        g["wan_learned"]["ports"][0]["address"], "198.18.20.77/24",
+        "{v:#}"
+    );
+    // The same state again changes nothing: no new config for gateway 1.
+    g2.send(&GatewayMsg::WanState(gwchan::WanState {
+        ports: vec![gwchan::WanLearned {
+            port: 0,
+            name: "wan0".into(),
+            address: Some("198.18.20.77/24".parse().unwrap()),
+            next_hop: None,
+            next_hop_mac: None,
+        }],
+    }))
+    .await;
+    let again = tokio::time::timeout(Duration::from_millis(500), g1.recv()).await;
+    assert!(again.is_err(), "unexpected push: {again:?}");
+    // Branch 2 again over clear TCP (unauthenticated: anyone who reaches the port can claim
+    // it): its state is shown, never committed, and gateway 1 keeps its remote address.
+    let mut g2t = Peer::new(TcpStream::connect(tcp).await.unwrap());
+    let _ = config(g2t.register(2).await);
+    g2t.send(&GatewayMsg::WanState(gwchan::WanState {
+        ports: vec![gwchan::WanLearned {
+            port: 0,
+            name: "wan0".into(),
+            address: Some("198.18.20.99/24".parse().unwrap()),
+            next_hop: None,
+            next_hop_mac: None,
+        }],
+    }))
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let v = get(&app, "/api/v1/gateways").await;
+        let shown = v["gateways"].as_array().unwrap().iter().any(|g| {
+            g["branch"] == 2 && g["wan_learned"]["ports"][0]["address"] == "198.18.20.99/24"
+        });
+        if shown {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{v:#}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let again = tokio::time::timeout(Duration::from_millis(500), g1.recv()).await;
+    assert!(
+        again.is_err(),
+        "a clear TCP wan_state was pushed: {again:?}"
+    );
+    let b = get(&app, "/api/v1/branches/2").await;
+    assert_eq!(b["wan"][0]["address"], "198.18.20.77/24", "{b:#}");
+}

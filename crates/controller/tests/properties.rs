@@ -56,6 +56,7 @@ fn inventory(ids: &[u8], ports: &[u8]) -> Inventory {
                         mac: Some(MacAddr::from_ipv4(addr)),
                         kind: WanKind::Internet,
                         capacity_mbps: 40,
+                        nat: false,
                     }
                 })
                 .collect(),
@@ -223,6 +224,18 @@ fn check_member(
     path: &MemberPath,
 ) -> Result<(), String> {
     let eph = ephemeral(inv, 40_000 ^ code.port());
+    check_member_ports(inv, t, code, path, code.listen_port(), eph)
+}
+
+/// [`check_member`] with the listen port and the client's ephemeral port given (any port plan).
+fn check_member_ports(
+    inv: &Inventory,
+    t: &FlowTables,
+    code: PathCode,
+    path: &MemberPath,
+    listen: u16,
+    eph: u16,
+) -> Result<(), String> {
     let want_hops: Vec<(PortRef, PortRef)> = path.hops().iter().map(|h| (h.from, h.to)).collect();
     let rev = path.reversed();
     let want_rev: Vec<(PortRef, PortRef)> = rev.hops().iter().map(|h| (h.from, h.to)).collect();
@@ -245,7 +258,7 @@ fn check_member(
             ipv4_dst: y.ip(),
             ip_dscp: mark,
             tcp_src: eph,
-            tcp_dst: code.listen_port(),
+            tcp_dst: listen,
         };
         let (to, end, hops) = walk(inv, t, code.source, path.source().port, start)?;
         if to != path.destination() || hops != want_hops {
@@ -257,7 +270,7 @@ fn check_member(
             end.tcp_src,
             end.tcp_dst,
             end.ip_dscp,
-        ) != (x.ip(), y.ip(), eph, code.listen_port(), want_dscp)
+        ) != (x.ip(), y.ip(), eph, listen, want_dscp)
         {
             return Err(format!("{code} {path}: forward not restored: {end:?}"));
         }
@@ -268,7 +281,7 @@ fn check_member(
             ipv4_src: y.ip(),
             ipv4_dst: x.ip(),
             ip_dscp: mark,
-            tcp_src: code.listen_port(),
+            tcp_src: listen,
             tcp_dst: eph,
         };
         let (to, end, hops) = walk(inv, t, code.destination, path.destination().port, start)?;
@@ -281,7 +294,7 @@ fn check_member(
             end.tcp_src,
             end.tcp_dst,
             end.ip_dscp,
-        ) != (y.ip(), x.ip(), code.listen_port(), eph, want_dscp)
+        ) != (y.ip(), x.ip(), listen, eph, want_dscp)
         {
             return Err(format!("{code} {path}: reverse not restored: {end:?}"));
         }
@@ -438,6 +451,113 @@ proptest! {
             if let Err(e) = check_member(&inv, &t, member.code, member.path) {
                 prop_assert!(false, "{}", e);
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The extended port plan (issue #20): branch ids beyond 15, codes allocated by `codes`.
+// ---------------------------------------------------------------------------------------------
+
+/// Branches with ids up to 40; WAN port k of branch b at 198.18.b.(4k+2)/30 (router +1).
+fn inventory_wide(ids: &[u8], ports: &[u8]) -> Inventory {
+    let branches = ids
+        .iter()
+        .zip(ports)
+        .map(|(&b, &n)| Branch {
+            id: BranchId::new(b).unwrap(),
+            name: format!("b{b}"),
+            lan: vec![format!("198.19.{b}.0/24").parse().unwrap()],
+            wan: (0..n)
+                .map(|k| {
+                    let addr = Ipv4Addr::new(198, 18, b, 4 * k + 2);
+                    let gw = Ipv4Addr::new(198, 18, b, 4 * k + 1);
+                    WanPort {
+                        port: PortIndex::new(k).unwrap(),
+                        address: format!("{addr}/30").parse().unwrap(),
+                        gateway: gw,
+                        gateway_mac: Some(MacAddr::from_ipv4(gw)),
+                        mac: Some(MacAddr::from_ipv4(addr)),
+                        kind: WanKind::Internet,
+                        capacity_mbps: 40,
+                        nat: false,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    Inventory::new(branches).unwrap()
+}
+
+fn wide_topology() -> impl Strategy<Value = (Vec<u8>, Vec<u8>, Vec<GroupSpec>)> {
+    // Always some ids above 15.
+    proptest::sample::subsequence((10u8..=40).collect::<Vec<_>>(), 3..=7).prop_flat_map(|ids| {
+        let n = ids.len();
+        let member = (
+            any::<u8>(),
+            any::<u8>(),
+            proptest::option::of((any::<u8>(), any::<u8>(), any::<u8>())),
+        );
+        let group = (
+            any::<u8>(),
+            any::<u8>(),
+            any::<u8>(),
+            proptest::collection::vec(member, 1..=9),
+        );
+        (
+            Just(ids),
+            proptest::collection::vec(1u8..=3, n),
+            proptest::collection::vec(group, 0..=12),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Every member path of the extended plan is delivered and restored in both directions, no
+    /// two member paths share a code on one gateway, and the paper's plan refuses the same
+    /// inventory.
+    #[test]
+    fn extended_plan_member_paths_are_complete((ids, ports, specs) in wide_topology()) {
+        use controller::catalog::{member_gateways, Catalog};
+        let inv = inventory_wide(&ids, &ports);
+        let groups = groups(&inv, &ids, &ports, &specs);
+        let plan: mms_types::PortPlan = "16384-32767".parse().unwrap();
+        let settings = Settings { ports: plan, ..Settings::default() };
+        let c = Catalog::new(inv.to_file().branches, groups.groups().cloned().collect(), settings)
+            .unwrap();
+        let t = c.flows();
+        for m in groups.members() {
+            let listen = plan.listen_port(m.code.destination, m.code.group).unwrap();
+            let eph = 40_000 + (m.code.wide() % 20_000) as u16;
+            if let Err(e) = check_member_ports(&inv, t, m.code, m.path, listen, eph) {
+                prop_assert!(false, "{}", e);
+            }
+        }
+        let mut seen: BTreeMap<(BranchId, u16), PathCode> = BTreeMap::new();
+        for (code, gws) in member_gateways(&groups) {
+            let port = c.codes().get(code).unwrap();
+            prop_assert!((16400..=32767).contains(&port));
+            for g in gws {
+                if let Some(other) = seen.insert((g, port), code) {
+                    prop_assert!(false, "{} and {} share {} on {}", code, other, port, g);
+                }
+            }
+        }
+        for (b, flows) in t.iter() {
+            let mut cookies = BTreeSet::new();
+            for f in flows {
+                prop_assert!(cookies.insert(f.cookie), "branch {}: duplicate cookie {}", b, f.cookie);
+            }
+        }
+        if ids.iter().any(|&b| b > 15) {
+            let paper = Catalog::new(
+                inv.to_file().branches,
+                groups.groups().cloned().collect(),
+                Settings::default(),
+            );
+            prop_assert!(paper.is_err());
         }
     }
 }

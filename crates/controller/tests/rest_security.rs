@@ -92,8 +92,8 @@ async fn a_provisioner_token_enrols_only_its_branches() {
             "names the branches",
         ),
         (
-            json!({"name": "p", "role": "provisioner", "branches": [16]}),
-            "16 is not a branch",
+            json!({"name": "p", "role": "provisioner", "branches": [251]}),
+            "251 is not a branch",
         ),
         (
             json!({"name": "p", "role": "read-only", "branches": [1]}),

@@ -83,10 +83,10 @@ fn unknown_keys_rejected() {
 
 #[test]
 fn branch_id_out_of_range() {
-    for id in ["0", "16"] {
+    for id in ["0", "251"] {
         let e = toml_error(&paper_with("id = 1\n", &format!("id = {id}\n")));
         assert!(
-            e.contains(&format!("branch id {id} is out of range 1..=15")),
+            e.contains(&format!("branch id {id} is out of range 1..=250")),
             "{e}"
         );
     }

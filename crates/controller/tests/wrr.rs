@@ -446,3 +446,47 @@ async fn weights_over_rest() {
     let (s, _) = call(&app, "/api/v1/weights/0/1", Some(TOKEN)).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+/// An operator lowers a port's capacity while the weights are on the estimated basis: the
+/// configured capacity caps the estimate in the same update, so the weights follow at once
+/// (netns_gwchan's REST change raced the first reports: after them the change waited for the
+/// next report, or was never published).
+#[test]
+fn a_lowered_port_capacity_caps_the_estimate_at_once() {
+    use controller::inventory::Inventory;
+    use controller::path_group::PathGroups;
+    let text = common::example("inventory-2x2.toml");
+    let inv = Inventory::from_toml(&text).unwrap();
+    let groups = PathGroups::from_toml(&inv, &common::example("paths-2x2.toml")).unwrap();
+    let (a, b) = (common::branch(1), common::branch(2));
+    let mut w = Wrr::new(Settings::default());
+    w.update(&inv, &groups);
+    // Both groups saturated at 15 Mbit/s: equal estimates, equal weights.
+    let t0 = std::time::Instant::now();
+    let gids: Vec<PathGroupId> = groups.pair(a, b).unwrap().keys().copied().collect();
+    for k in 0..3u64 {
+        for g in &gids {
+            let bytes = 15_000_000 / 8 * 2 * k;
+            w.report(
+                (a, b, *g),
+                t0 + std::time::Duration::from_secs(2 * k),
+                (bytes, 1_800_000 * k, 0),
+                controller::capacity::Transport::default(),
+            );
+        }
+        w.update(&inv, &groups);
+    }
+    assert_eq!(w.pair(a, b).unwrap().basis, Basis::Estimated);
+    assert_eq!(weights_of(&w, 1, 2), vec![500, 500]);
+    // Port 1a (group 0's only uplink) 40 → 5 Mbit/s: no report in between.
+    let lowered = text.replacen("capacity_mbps = 40", "capacity_mbps = 5", 1);
+    let inv = Inventory::from_toml(&lowered).unwrap();
+    let changed = w.update(&inv, &groups);
+    assert!(changed.contains(&(a, b)), "published at once: {changed:?}");
+    // 5 : 15 Mbit/s (every group keeps 1, the rest shared: 251 : 749).
+    let want: Vec<u32> = apportion(&caps(&[5_000_000, 15_000_000]), 1000)
+        .into_values()
+        .collect();
+    assert_eq!(weights_of(&w, 1, 2), want);
+    assert_eq!(want, vec![251, 749]);
+}

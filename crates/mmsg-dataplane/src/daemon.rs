@@ -323,6 +323,20 @@ async fn run_inner(
             ));
         }
     }
+    // Learned WAN addresses (issue #20): the kernel's view of the WAN ports, applied to the
+    // running config and reported to the controller. Standalone gateways without `--no-setup`
+    // follow their addresses too; without the watcher (no netlink) the config stays static.
+    let mut wan_rx = if opts.no_setup {
+        None
+    } else {
+        match crate::wan_watch::spawn(&sh.config()) {
+            Ok(rx) => Some(rx),
+            Err(e) => {
+                warn!(error = %e, "watching the WAN ports' addresses failed: static addresses");
+                None
+            }
+        }
+    };
     // A CRL pushed by the controller asks for a reload as SIGHUP does.
     let crl_reload = Arc::new(tokio::sync::Notify::new());
     if let Some(ctl) = controller {
@@ -333,6 +347,7 @@ async fn run_inner(
             version,
             updates_tx,
             Arc::clone(&crl_reload),
+            wan_rx.clone(),
         ));
     }
     let report_source = ReportSource {
@@ -374,11 +389,24 @@ async fn run_inner(
             Some(u) = updates.recv() => {
                 // A config from the controller (validated): applied here, where the set-up's
                 // undo list lives. A failure keeps the old config and never ends the process.
-                let r = topology.apply(&sh, u.config, opts.tun_mtu, opts.no_setup, undo);
+                // Built on the config in use when it arrived: keep the WAN state learned since.
+                let config = match &wan_rx {
+                    Some(rx) => mpa::wan_state::apply(&u.config, &rx.borrow()).unwrap_or(u.config),
+                    None => u.config,
+                };
+                let r = topology.apply(&sh, config, opts.tun_mtu, opts.no_setup, undo);
                 if let Ok(how) = &r {
                     info!(change = ?how, "controller config applied");
                 }
                 let _ = u.reply.send(r.map(|_| ()).map_err(|e| format!("{e:#}")));
+            }
+            Some(state) = crate::wan_watch::next(&mut wan_rx) => {
+                if let Some(new) = mpa::wan_state::apply(&sh.config(), &state) {
+                    match topology.apply(&sh, new, opts.tun_mtu, opts.no_setup, undo) {
+                        Ok(how) => info!(change = ?how, "learned WAN state applied"),
+                        Err(e) => warn!(error = %format!("{e:#}"), "learned WAN state not applied"),
+                    }
+                }
             }
             _ = hup.recv() => reload_tls(tls.as_ref(), &stats, ovs_ssl.as_ref()),
             () = crl_reload.notified() => reload_tls(tls.as_ref(), &stats, ovs_ssl.as_ref()),

@@ -28,10 +28,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use mpa::config::Config;
-use mpa::gwchan::{self, Ack, ControllerMsg, GatewayConfig, GatewayMsg, Hello, Register, Report};
+use mpa::gwchan::{
+    self, Ack, ControllerMsg, GatewayConfig, GatewayMsg, Hello, Register, Report, WanState,
+};
 use mpa::{BranchId, PathGroupId};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 use tracing::{debug, info, warn};
 
@@ -182,7 +184,9 @@ pub struct Topology {
 
 fn wanted_outbound(config: &Config) -> BTreeMap<ConnKey, Vec<Ipv4Addr>> {
     let mut out = BTreeMap::new();
-    for r in &config.remote {
+    // A remote behind NAT cannot be dialled: it dials us, and we send on those connections
+    // (`tunnel::reverse`, docs/nat.md).
+    for r in config.remote.iter().filter(|r| !r.nat) {
         let Some(b) = BranchId::new(r.id).ok() else {
             continue;
         };
@@ -243,7 +247,7 @@ impl Topology {
     pub fn start(sh: &Arc<Shared>) -> anyhow::Result<Self> {
         let mut t = Topology::default();
         let config = sh.config();
-        t.start_listeners(sh, &wanted_groups(&config))?;
+        t.start_listeners(sh, &wanted_groups(&config), config.ports)?;
         for (key, addrs) in wanted_outbound(&config) {
             t.spawn_outbound(sh, key, addrs);
         }
@@ -254,6 +258,7 @@ impl Topology {
         &mut self,
         sh: &Arc<Shared>,
         groups: &BTreeSet<PathGroupId>,
+        plan: mms_types::PortPlan,
     ) -> anyhow::Result<()> {
         // Bind all first: a failure changes nothing.
         let mut bound = Vec::new();
@@ -261,7 +266,8 @@ impl Topology {
             if self.listeners.contains_key(g) {
                 continue;
             }
-            let l = tunnel::listen(sh, *g).with_context(|| format!("listen for path group {g}"))?;
+            let l = tunnel::listen(sh, *g, plan)
+                .with_context(|| format!("listen for path group {g}"))?;
             bound.push((*g, l));
         }
         for (g, l) in bound {
@@ -301,7 +307,15 @@ impl Topology {
             setup::reserve_ports(undo, &new).context("reserve the MPA port ranges")?;
         }
         let groups = wanted_groups(&new);
-        self.start_listeners(sh, &groups)?;
+        // A new port plan moves every listen port and every remote's: start over.
+        let replan = old.ports != new.ports;
+        if replan {
+            for (g, h) in std::mem::take(&mut self.listeners) {
+                h.abort();
+                info!(pg = g.get(), plan = %new.ports, "listener stopped for the new port plan");
+            }
+        }
+        self.start_listeners(sh, &groups, new.ports)?;
         setup::configure_tun(sh.tun.name(), tun_mtu, &new).context("TUN routes")?;
         let new_prefixes: BTreeSet<_> = new
             .remote
@@ -322,13 +336,24 @@ impl Topology {
             }
         }
         let wanted = wanted_outbound(&new);
+        // A local WAN address changed (learned, `crate::wan_watch`): every outbound connection
+        // is re-dialled from the new addresses (the old subflows' source is gone).
+        // A next hop alone changes only the policy routes.
+        let own_changed = old
+            .wan
+            .iter()
+            .map(|w| w.address)
+            .ne(new.wan.iter().map(|w| w.address));
+        if old.wan != new.wan && !no_setup {
+            setup::update_policy_routing(undo, &old, &new).context("policy routing")?;
+        }
         sh.replace_config(new);
         sh.send(TunEvent::Reload);
         // Stop what went away or changed its addresses; start what is new.
         let stale: Vec<ConnKey> = self
             .outbound
             .iter()
-            .filter(|(k, (addrs, _))| wanted.get(*k) != Some(addrs))
+            .filter(|(k, (addrs, _))| own_changed || replan || wanted.get(*k) != Some(addrs))
             .map(|(k, _)| *k)
             .collect();
         for k in stale {
@@ -405,6 +430,7 @@ pub async fn run_client(
     version: u64,
     updates: mpsc::Sender<Update>,
     reload: Arc<tokio::sync::Notify>,
+    wan: Option<watch::Receiver<WanState>>,
 ) {
     let mut st = ClientState {
         version,
@@ -423,7 +449,16 @@ pub async fn run_client(
     });
     let mut backoff = BACKOFF_MIN;
     loop {
-        let r = session(&sh, &ctl, &mut st, &updates, &reload, &mut backoff).await;
+        let r = session(
+            &sh,
+            &ctl,
+            &mut st,
+            &updates,
+            &reload,
+            &mut backoff,
+            wan.clone(),
+        )
+        .await;
         let was_connected = sh.stats.controller().is_some_and(|c| c.connected);
         let waiting = st.source == Source::None;
         sh.stats.update_controller(|c| {
@@ -457,6 +492,7 @@ async fn session(
     updates: &mpsc::Sender<Update>,
     reload: &tokio::sync::Notify,
     backoff: &mut Duration,
+    wan: Option<watch::Receiver<WanState>>,
 ) -> anyhow::Result<()> {
     let tls = if ctl.address.starts_with("tls:") {
         let state = sh
@@ -472,6 +508,7 @@ async fn session(
         .map_err(|_| anyhow::anyhow!("connect to {}: timed out", ctl.address))??;
     let (mut r, mut w) = tokio::io::split(stream);
     let mut buf = Vec::new();
+    let session_protocol: u32;
     let config = sh.config();
     send(
         &mut w,
@@ -502,6 +539,7 @@ async fn session(
         Err(_) => anyhow::bail!("no hello from the controller in {CONNECT_TIMEOUT:?}"),
         Ok(Err(e)) => return Err(e),
         Ok(Ok(ControllerMsg::Hello(h))) => {
+            session_protocol = h.protocol.min(st.protocol);
             let next = announce_after(st.protocol, &h).map_err(|e| anyhow::anyhow!("{e}"))?;
             if next != st.protocol {
                 info!(
@@ -517,6 +555,12 @@ async fn session(
         }
         Ok(Ok(other)) => anyhow::bail!("expected the controller's hello, got {other:?}"),
     }
+    // Protocol 5 sessions: the learned WAN state now and on every change.
+    let mut wan = wan.filter(|_| session_protocol >= gwchan::WAN_STATE_PROTOCOL);
+    if let Some(rx) = &mut wan {
+        let s = rx.borrow_and_update().clone();
+        send(&mut w, &GatewayMsg::WanState(s)).await?;
+    }
     info!(address = %ctl.address, "controller connected");
     *backoff = BACKOFF_MIN;
     sh.stats.update_controller(|c| {
@@ -529,6 +573,9 @@ async fn session(
         tokio::select! {
             _ = tick.tick() => {
                 send(&mut w, &GatewayMsg::Report(report(sh, st))).await?;
+            }
+            Some(s) = crate::wan_watch::next(&mut wan) => {
+                send(&mut w, &GatewayMsg::WanState(s)).await?;
             }
             m = recv(&mut r, &mut buf) => match m? {
                 ControllerMsg::Config(cfg) => {
@@ -759,16 +806,18 @@ mod tests {
     fn an_older_controller_makes_the_next_hello_older() {
         let h = |v| Hello::with_protocol(v, "ssc");
         // Protocol 2 ssc: announce 2 from now on (enrolment-era features only, no crl).
-        assert_eq!(announce_after(4, &h(2)), Ok(2));
+        assert_eq!(announce_after(5, &h(2)), Ok(2));
         // Protocol 3 ssc (before the zero-touch setup): announce 3.
-        assert_eq!(announce_after(4, &h(3)), Ok(3));
-        assert_eq!(announce_after(4, &h(4)), Ok(4));
+        assert_eq!(announce_after(5, &h(3)), Ok(3));
         assert_eq!(announce_after(3, &h(3)), Ok(3));
         // Once at 2, a hello 2 keeps it there.
         assert_eq!(announce_after(2, &h(2)), Ok(2));
         // Versions a gateway cannot talk to.
-        assert!(announce_after(4, &h(1)).is_err());
-        assert!(announce_after(4, &h(5)).is_err());
+        assert!(announce_after(5, &h(1)).is_err());
+        assert!(announce_after(5, &h(6)).is_err());
+        // Protocol 4 ssc (zero-touch setup, no wan_state): announce 4 from now on.
+        assert_eq!(announce_after(5, &h(4)), Ok(4));
+        assert_eq!(announce_after(5, &h(5)), Ok(5));
     }
 
     #[test]
@@ -805,6 +854,7 @@ mod tests {
             remotes: remotes.clone(),
             classifier: None,
             priorities: Default::default(),
+            ports: None,
         };
         // The plain merge validates the renamed ports as if they were the file's.
         assert!(cfg.validate_for(&running).is_err());
@@ -843,6 +893,7 @@ mod tests {
             remotes,
             classifier: None,
             priorities: Default::default(),
+            ports: None,
         };
         write_cache(&path, &cfg).unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -975,5 +1026,20 @@ mod tests {
         let (_d, own, _ca, _rogue, cfg) = crl_fixture(true);
         let e = crate::secure::TlsState::load(&cfg, own, Arc::default()).unwrap_err();
         assert!(e.to_string().contains("not signed by our CA"), "{e}");
+    }
+
+    #[test]
+    fn a_remote_behind_nat_is_never_dialled() {
+        let mut c = file();
+        let all = wanted_outbound(&c);
+        assert!(!all.is_empty());
+        let id = c.remote[0].id;
+        c.remote[0].nat = true;
+        let now = wanted_outbound(&c);
+        assert!(now.keys().all(|(b, _, _)| b.get() != id), "{now:?}");
+        assert_eq!(
+            now.len(),
+            all.keys().filter(|(b, _, _)| b.get() != id).count()
+        );
     }
 }

@@ -24,6 +24,8 @@
 //! - [`log`]: the log subscriber (`--log-format`, no ANSI codes unless stderr is a terminal).
 //! - [`uplink_lb`]: with `[internet]`, per-flow load balancing of external traffic over the
 //!   uplinks with SNAT (nftables + fwmark rules, seed 004 §5).
+//! - [`wan_watch`]: learned WAN addresses (issue #20): the WAN ports' address, next hop and
+//!   next-hop MAC from the kernel (rtnetlink events + dumps), applied and reported.
 //! - [`gwchan`]: with `[controller]`, the gateway channel to `ssc` (config pushes, reports).
 //! - [`enrol`]: the gateway's certificate from `ssc`: enrolment with a one-time token, renewal
 //!   over mutual TLS, and the connection to the controller (`tls:`, `tcp:`, `unix:`).
@@ -57,3 +59,4 @@ pub mod tun;
 pub mod tun_rs;
 pub mod tunnel;
 pub mod uplink_lb;
+pub mod wan_watch;

@@ -445,7 +445,7 @@ fn generate_assets(out: &std::path::Path) -> anyhow::Result<()> {
 
 fn enrol(a: EnrolArgs) -> anyhow::Result<ExitCode> {
     let own = mpa::BranchId::new(a.branch)
-        .with_context(|| format!("--branch {} is not a branch id 1..=15", a.branch))?;
+        .with_context(|| format!("--branch {} is not a branch id 1..=250", a.branch))?;
     let ca = match &a.ca {
         Some(p) => Some(std::fs::read(p).with_context(|| format!("read {}", p.display()))?),
         None => None,

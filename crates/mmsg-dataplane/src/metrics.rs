@@ -337,20 +337,27 @@ fn connections(e: &mut Exposition, report: &StatusReport, wan: &[Ipv4Addr]) {
         sojourn_by_class(conns),
     );
 
-    let mut sub_labels: Vec<(Labels, &crate::status::SubflowStatus)> = Vec::new();
-    for c in conns {
-        for s in &c.subflows {
-            let mut l = conn_labels(c);
-            l.push(("wan_port", wan_port(wan, &s.local)));
-            l.push(("peer", ip_of(&s.remote)));
-            sub_labels.push((l, s));
-        }
-    }
+    let sub_labels = subflow_series(conns, &|c, s| {
+        let mut l = conn_labels(c);
+        l.push(("wan_port", wan_port(wan, &s.local)));
+        l.push(("peer", ip_of(&s.remote)));
+        l
+    });
+    // Gauges: the established subflow of a series (else its first); counters: summed.
     let per_sub = |f: &dyn Fn(&crate::status::SubflowStatus) -> f64| -> Vec<(Labels, f64)> {
-        sub_labels.iter().map(|(l, s)| (l.clone(), f(s))).collect()
+        sub_labels
+            .iter()
+            .filter_map(|(l, v)| {
+                let s = v.iter().find(|s| s.is_established()).or(v.first())?;
+                Some((l.clone(), f(s)))
+            })
+            .collect()
     };
     let per_sub_c = |f: &dyn Fn(&crate::status::SubflowStatus) -> u64| -> Vec<(Labels, u64)> {
-        sub_labels.iter().map(|(l, s)| (l.clone(), f(s))).collect()
+        sub_labels
+            .iter()
+            .map(|(l, v)| (l.clone(), v.iter().map(|s| f(s)).sum()))
+            .collect()
     };
     e.gauge(
         "subflow_up",
@@ -382,6 +389,27 @@ fn connections(e: &mut Exposition, report: &StatusReport, wan: &[Ipv4Addr]) {
         "Bytes retransmitted on the subflow",
         per_sub_c(&|s| s.bytes_retrans),
     );
+}
+
+/// The subflows of `conns` grouped by their series' labels (`labels` of a connection and a
+/// subflow). Two subflows of one connection can share the labels (WAN port, peer address) for a
+/// moment: the peer opens a new subflow while the old one is still closing (fast failover, a
+/// re-dial). One series each, or the exposition would repeat a sample (seen in `dashboard_e2e`).
+fn subflow_series<'a>(
+    conns: &'a [crate::status::ConnStatus],
+    labels: &dyn Fn(&crate::status::ConnStatus, &crate::status::SubflowStatus) -> Labels,
+) -> Vec<(Labels, Vec<&'a crate::status::SubflowStatus>)> {
+    let mut series: Vec<(Labels, Vec<&crate::status::SubflowStatus>)> = Vec::new();
+    for c in conns {
+        for s in &c.subflows {
+            let l = labels(c, s);
+            match series.iter_mut().find(|(m, _)| *m == l) {
+                Some((_, v)) => v.push(s),
+                None => series.push((l, vec![s])),
+            }
+        }
+    }
+    series
 }
 
 /// Binds the metrics listener (`--metrics-listen`).

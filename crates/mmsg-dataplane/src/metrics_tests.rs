@@ -304,3 +304,58 @@ fn the_classic_text_format_names_counters_with_total_and_passes_promtool() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A peer's new subflow and its old one, still closing, on the same WAN port and peer address
+/// (fast failover, a re-dial): one series, not a repeated sample (the exposition checkers refuse
+/// duplicates; seen in `dashboard_e2e`). Gauges from the established one, counters summed.
+#[test]
+fn two_subflows_with_the_same_port_and_peer_are_one_series() {
+    let wan = [
+        "198.18.10.2".parse().unwrap(),
+        "198.18.11.2".parse().unwrap(),
+    ];
+    let stats = Stats::default();
+    let sub = |port: u16, state: &str, rtt_us: u32, acked: u64| SubflowStatus {
+        local: "198.18.10.2:6701".into(),
+        remote: format!("198.18.20.2:{port}"),
+        state: state.into(),
+        rtt_us,
+        cwnd: 10,
+        bytes_acked: acked,
+        bytes_received: 0,
+        bytes_retrans: 0,
+    };
+    stats.set_conn(
+        "in-b2-g1-type2",
+        ConnStatus {
+            direction: "in".into(),
+            remote_branch: 2,
+            path_group: 1,
+            class: "type2".into(),
+            state: ConnState::Up,
+            subflows: vec![
+                sub(40001, "fin_wait1", 900_000, 1000),
+                sub(40002, "established", 2500, 500),
+            ],
+            ..ConnStatus::default()
+        },
+    );
+    let text = render(&stats.report(1, true, "userspace"), &wan);
+    // `parse` refuses a repeated sample, as the strict reader of the netns tests does.
+    let (_, s) = parse(&text);
+    let labels = [("remote", "2"), ("wan_port", "0"), ("peer", "198.18.20.2")];
+    let series = |name: &str| {
+        s.iter()
+            .filter(|(n, l, _)| {
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.get(*k).map(String::as_str) == Some(v))
+            })
+            .count()
+    };
+    assert_eq!(series("mms_subflow_up"), 1);
+    assert_eq!(value(&s, "mms_subflow_up", &labels), 1.0);
+    assert_eq!(value(&s, "mms_subflow_rtt_seconds", &labels), 0.0025);
+    assert_eq!(value(&s, "mms_subflow_acked_bytes_total", &labels), 1500.0);
+}

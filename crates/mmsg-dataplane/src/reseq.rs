@@ -33,7 +33,7 @@ use tokio::sync::Notify;
 use tracing::debug;
 
 use crate::deliver::ToTun;
-use crate::stats::{ConnState, Stats};
+use crate::stats::{ConnState, ReseqStatus, Stats};
 use crate::tun::Tun;
 
 /// The timer task's sleep when nothing is buffered (it is woken early when a frame is held).
@@ -48,6 +48,8 @@ struct Inner {
     armed: Option<Instant>,
     /// The receiver's counters as last published to [`Stats`].
     published: Counters,
+    /// The `T` in force as last published to [`Stats`].
+    published_t: Option<ReseqStatus>,
 }
 
 /// The shared receiver and the wake-up of its timer task.
@@ -77,6 +79,7 @@ impl Reseq {
                 rx: Receiver::new(params, offload),
                 armed: None,
                 published: Counters::default(),
+                published_t: None,
             }),
             wake: Notify::new(),
             striping: st.is_some(),
@@ -229,4 +232,21 @@ fn drain(to_tun: ToTun<'_>, inner: &mut Inner) {
     Stats::set(&c.reseq_released_lost, s.released_lost);
     Stats::set(&c.reseq_dup_late, s.dup_late);
     Stats::set(&c.reseq_overflow, s.overflow);
+    Stats::set(&c.reseq_gaps_filled, s.gaps_filled);
+    Stats::set(&c.reseq_late_after_release, s.late_after_release);
+    let rs = inner.rx.resequencer();
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if s.frames_in > 0 {
+        let t = rs.threshold();
+        let now = ReseqStatus {
+            hold_ms: ms(t.hold),
+            threshold_frames: t.frames as u64,
+            base_hold_ms: ms(rs.params().threshold.hold),
+            measured_skew_ms: rs.measured_skew().map(ms),
+        };
+        if inner.published_t != Some(now) {
+            inner.published_t = Some(now);
+            c.set_reseq(now);
+        }
+    }
 }

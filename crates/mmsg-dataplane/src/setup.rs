@@ -283,17 +283,16 @@ pub fn format_port_ranges(mut r: Vec<(u16, u16)>) -> String {
 }
 
 /// The MPA port ranges to reserve: `0xB000-0xBFFF` for our branch and every configured remote,
-/// because after a swap any `0xBASG` of those branches appears as a local port (DESIGN §3.1).
+/// because after a swap any `0xBASG` of those branches appears as a local port (DESIGN §3.1);
+/// with an extended port plan its one range (issue #20).
 pub fn mpa_port_ranges(config: &Config) -> Vec<(u16, u16)> {
     let mut branches: BTreeSet<u8> = config.remote.iter().map(|r| r.id).collect();
     branches.insert(config.branch_id);
-    branches
+    config
+        .ports
+        .reserved(branches.into_iter().filter_map(|b| BranchId::new(b).ok()))
         .into_iter()
-        .filter_map(|b| BranchId::new(b).ok())
-        .map(|b| {
-            let range = mms_types::branch_port_range(b);
-            (*range.start(), *range.end())
-        })
+        .map(|range| (*range.start(), *range.end()))
         .collect()
 }
 
@@ -401,6 +400,45 @@ pub fn ensure_policy_routing(undo: &mut Undo, config: &Config) -> anyhow::Result
         ip(&args)?;
         info!(%src, table, "policy rule added");
         undo.rules.push(args);
+    }
+    Ok(())
+}
+
+/// A WAN port's address or next hop changed (learned from the kernel, `crate::wan_watch`):
+/// its policy rule follows the new address (the old rule is deleted, the new one added and
+/// undone at exit like the others) and its table's default route the new next hop.
+pub fn update_policy_routing(undo: &mut Undo, old: &Config, new: &Config) -> anyhow::Result<()> {
+    for (k, (o, n)) in old.wan.iter().zip(&new.wan).enumerate() {
+        if o.address == n.address && o.gateway == n.gateway {
+            continue;
+        }
+        let k = u32::try_from(k).unwrap_or(0);
+        let t = (TABLE_BASE + k).to_string();
+        let gw = n.gateway.to_string();
+        ip(&[
+            "-4", "route", "replace", "default", "via", &gw, "dev", &n.name, "table", &t,
+        ])?;
+        if o.address.addr() != n.address.addr() {
+            let old_src = format!("{}/32", o.address.addr());
+            if let Err(e) = ip(&["rule", "del", "from", &old_src, "lookup", &t]) {
+                debug!(src = %old_src, error = %e, "old policy rule already gone");
+            }
+            undo.rules
+                .retain(|r| !(r.get(3) == Some(&old_src) && r.get(5) == Some(&t)));
+            let args: Vec<String> = vec![
+                "rule".into(),
+                "add".into(),
+                "from".into(),
+                format!("{}/32", n.address.addr()),
+                "lookup".into(),
+                t.clone(),
+                "pref".into(),
+                (RULE_PREF_BASE + k).to_string(),
+            ];
+            ip(&args)?;
+            undo.rules.push(args);
+        }
+        info!(port = k, address = %n.address, gateway = %gw, dev = %n.name, "policy routing follows the learned address");
     }
     Ok(())
 }

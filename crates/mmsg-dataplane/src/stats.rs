@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 pub use crate::status::{
-    ConnState, ConnStatus, ControllerStatus, InternetStatus, StatusReport, SubflowStatus, TlsStatus,
+    ConnState, ConnStatus, ControllerStatus, InternetStatus, ReseqStatus, StatusReport,
+    SubflowStatus, TlsStatus,
 };
 
 macro_rules! counters {
@@ -173,6 +174,11 @@ counters! {
     reseq_dup_late,
     /// Resequencer: frames written early because a memory bound was reached (never dropped).
     reseq_overflow,
+    /// Resequencer: gaps that filled while frames waited behind them (each a skew sample).
+    reseq_gaps_filled,
+    /// Resequencer: frames of a gap released early (hold time or count) that came afterwards
+    /// (each a skew sample; also in `reseq_dup_late`).
+    reseq_late_after_release,
 }
 
 /// Shared statistics: counters plus the connection registry.
@@ -185,6 +191,7 @@ pub struct Stats {
     tls: Mutex<Option<TlsStatus>>,
     insecure_clear: AtomicBool,
     internet: Mutex<Option<InternetStatus>>,
+    reseq: Mutex<Option<ReseqStatus>>,
 }
 
 impl std::ops::Deref for Stats {
@@ -272,6 +279,13 @@ impl Stats {
         }
     }
 
+    /// Records the resequencer's `T` in force (`crate::reseq`).
+    pub fn set_reseq(&self, status: ReseqStatus) {
+        if let Ok(mut t) = self.reseq.lock() {
+            *t = Some(status);
+        }
+    }
+
     /// Every drop counter summed (for the controller's report).
     pub fn drops(&self) -> u64 {
         self.counters
@@ -299,6 +313,7 @@ impl Stats {
             tls: self.tls.lock().ok().and_then(|t| t.clone()),
             insecure_clear_tunnels: self.insecure_clear.load(Ordering::Relaxed),
             internet: self.internet.lock().ok().and_then(|t| t.clone()),
+            reseq: self.reseq.lock().ok().and_then(|t| *t),
         }
     }
 }

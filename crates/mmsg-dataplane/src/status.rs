@@ -143,6 +143,22 @@ pub struct StatusReport {
     /// `[internet]`: external traffic load balancing (`None`: policy off).
     #[serde(default)]
     pub internet: Option<InternetStatus>,
+    /// The resequencer's release threshold in force (`None`: no sequenced frame seen yet).
+    #[serde(default)]
+    pub reseq: Option<ReseqStatus>,
+}
+
+/// The resequencer's `T` in force (`docs/mpa.md` "Striping"), as of the last sequenced frame.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReseqStatus {
+    /// The hold time in force, ms (sized from the paths, lengthened by the measured skew).
+    pub hold_ms: u64,
+    /// The count threshold in force, frames.
+    pub threshold_frames: u64,
+    /// The hold time sized from the paths or the config alone, ms.
+    pub base_hold_ms: u64,
+    /// The largest reordering delay measured over the last 5–10 s, ms (`None`: none).
+    pub measured_skew_ms: Option<u64>,
 }
 
 /// The TLS credentials in use (docs/security.md).

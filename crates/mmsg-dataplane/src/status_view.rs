@@ -355,6 +355,7 @@ mod tests {
                 crl_next_update: None,
             }),
             internet: None,
+            reseq: None,
         }
     }
 

@@ -238,9 +238,11 @@ fn striped_tcp_flow_with_and_without_resequencer() {
         "reseq_released_lost",
         "reseq_dup_late",
         "reseq_overflow",
+        "reseq_gaps_filled",
+        "reseq_late_after_release",
     ];
     let rs: Vec<(&str, u64)> = names.iter().map(|n| (*n, counter(&b.rx, n))).collect();
-    eprintln!("B receiver: {rs:?}");
+    eprintln!("B receiver: {rs:?}, T in force {}", b.rx["reseq"]);
 
     // (A) one group carries the flow (the other only keepalives).
     let share = |g: [u64; 2]| g[0].min(g[1]) as f64 / (g[0] + g[1]).max(1) as f64;
@@ -262,6 +264,16 @@ fn striped_tcp_flow_with_and_without_resequencer() {
     // (Frames are GSO super-packets of several segments: ~4 KB each here.)
     assert!(sequenced > 2_000, "too few sequenced frames: {rs:?}");
     assert_eq!(counter(&b.rx, "reseq_overflow"), 0);
+    // The measured hold (`release_hold_adapt`, on by default): gaps that filled were measured,
+    // and the hold in force is never below the one sized from the paths, nor above 1 s.
+    assert!(counter(&b.rx, "reseq_gaps_filled") > 0, "{rs:?}");
+    let t = &b.rx["reseq"];
+    let (hold, base) = (
+        t["hold_ms"].as_u64().unwrap(),
+        t["base_hold_ms"].as_u64().unwrap(),
+    );
+    assert!(base <= hold && hold <= 1_000, "T in force {t}");
+    assert!(t["measured_skew_ms"].is_u64(), "no skew measured: {t}");
     // No resequencer state in the receiver of (C): every counter stays 0 there.
     assert_eq!(counter(&c.rx, "reseq_in_order"), 0);
     // The resequencer removes most of the reordering the receiving host would see (measured:

@@ -47,8 +47,12 @@ pub use setup::{GatewaySetup, SetupError, SetupRequest, SETUP_PROTOCOL};
 /// gateway accepts a controller of [`MIN_CONTROLLER_PROTOCOL`]..=[`PROTOCOL_VERSION`]; when a
 /// controller answers with an older version than it announced (a protocol 2 `ssc` refuses 3),
 /// it announces that version on its next connection. Version 4 added the zero-touch set-up
-/// ([`GatewayMsg::Setup`], [`ControllerMsg::Setup`], [`setup`]).
-pub const PROTOCOL_VERSION: u32 = 4;
+/// ([`GatewayMsg::Setup`], [`ControllerMsg::Setup`], [`setup`]); version 5 added the learned WAN
+/// state ([`GatewayMsg::WanState`]).
+pub const PROTOCOL_VERSION: u32 = 5;
+/// The first protocol whose gateways send [`GatewayMsg::WanState`] (a controller never sees one
+/// from an older session; an older controller is never sent one).
+pub const WAN_STATE_PROTOCOL: u32 = 5;
 /// The oldest gateway protocol the controller still serves (register, report, ack).
 pub const MIN_PROTOCOL_VERSION: u32 = 1;
 /// The oldest controller protocol a gateway still talks to (enrolment needs 2).
@@ -86,6 +90,35 @@ pub enum GatewayMsg {
     /// Instead of a register (protocol 4, [`setup`]): an enrolled gateway asks for its whole
     /// config. Only over mutual TLS or a unix socket.
     Setup(SetupRequest),
+    /// Protocol 5, registered sessions only: the WAN ports' current addresses, next hops and
+    /// next-hop MACs as the kernel has them; sent after the registration and on every change.
+    WanState(WanState),
+}
+
+/// The learned state of every WAN port of a gateway (protocol 5), in port order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WanState {
+    /// One entry per WAN port the gateway has (port `a` first).
+    pub ports: Vec<WanLearned>,
+}
+
+/// One WAN port as the kernel has it now (address, route and neighbour tables).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WanLearned {
+    /// Port index: 0 = port `a` (`wan[0]` of the gateway's config).
+    pub port: u8,
+    /// Interface name on the gateway.
+    pub name: String,
+    /// The IPv4 address with its prefix length, e.g. `198.18.20.2/24`; `None`: the interface
+    /// has no IPv4 address now (DHCP lease lost, link down).
+    pub address: Option<ipnet::Ipv4Net>,
+    /// The next hop: the gateway of the main table's default route through this interface
+    /// (else of any route through it); `None`: none.
+    pub next_hop: Option<std::net::Ipv4Addr>,
+    /// The next hop's MAC from the neighbour table (`aa:bb:cc:dd:ee:ff`); `None`: not resolved.
+    pub next_hop_mac: Option<mms_types::MacAddr>,
 }
 
 /// A controller → gateway message.

@@ -56,6 +56,7 @@ pub mod scheduler;
 pub mod subflow_health;
 pub mod uplink_lb;
 pub mod virtio;
+pub mod wan_state;
 pub mod write_size;
 
 // The domain types live in `mms-types` (one type per idea, shared with the controller).

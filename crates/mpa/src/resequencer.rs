@@ -22,6 +22,10 @@
 //! frames (the tail of a burst, a paused sender). So `T` has a time side too: no frame waits longer
 //! than [`Threshold::hold`] behind a gap; then the buffer is released as for the count. Both are
 //! sized from the MDI and the paths' bandwidths by [`Threshold::from_paths`] (derivation there).
+//! With [`Params::adapt_hold`] the hold in force ([`Resequencer::threshold`]) is lengthened to what
+//! frames were measured to wait behind gaps (module `skew`: gaps that filled, frames that came after
+//! their gap was released), because queues on the paths add delay the paths' RTTs do not show;
+//! the count grows in proportion.
 //!
 //! Losses are known early when frames say on which **lane** (connection) they came
 //! ([`Resequencer::handle_frame_on`]): each lane is FIFO (one TCP/MPTCP byte stream, frames of a flow
@@ -44,15 +48,17 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
+mod skew;
+mod threshold;
+pub use skew::{SkewMax, MAX_SKEW_SAMPLE, SKEW_WINDOW};
+pub use threshold::{
+    Threshold, DEFAULT_BUFFER_FRAMES, DEFAULT_HOLD, HOLD_MARGIN, MAX_BUFFER_FRAMES, MAX_HOLD,
+    MIN_HOLD, MIN_THRESHOLD_FRAMES,
+};
+
 /// The paper's loss-recovery factor ("a value of 20 allowed the buffer to recover from bursty
 /// losses while limiting the amount of out-of-order packets", 001 §III-D).
 pub const DEFAULT_LRF: u32 = 20;
-/// Default buffer size `S` in frames: 1,024 MTU frames ≈ 1.5 MB, 12 ms of a 1 Gbit/s flow, 300 ms of
-/// 40 Mbit/s (the paper's WAN ports).
-pub const DEFAULT_BUFFER_FRAMES: usize = 1_024;
-/// Largest `S` accepted. Each buffered frame costs one `BTreeMap` entry (~64 B with the caller's
-/// packet handle) besides the packet itself, so 4,096 frames ≈ 256 KiB of bookkeeping per flow.
-pub const MAX_BUFFER_FRAMES: usize = 4_096;
 /// Bytes one flow may hold. 16 MiB = 128 ms of a 1 Gbit/s flow: more imbalance than that makes
 /// striping useless anyway (001 Fig. 3: beyond MDI 0.4 aggregation falls below one path).
 pub const MAX_FLOW_BYTES: usize = 16 << 20;
@@ -72,103 +78,18 @@ pub const RESYNC_DISTANCE: u32 = 1 << 16;
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often idle flows are swept (one scan of ≤ [`MAX_FLOWS`] entries).
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
-/// Shortest hold time: scheduling jitter of two gateway event loops and socket queues even on equal
-/// paths (a few ms on this machine's netns testbed).
-pub const MIN_HOLD: Duration = Duration::from_millis(5);
-/// Longest hold time: beyond this a TCP sender's RTO (≥ 200 ms) fires anyway, so holding longer
-/// only adds delay.
-pub const MAX_HOLD: Duration = Duration::from_millis(200);
-/// Hold used when nothing is known about the paths.
-pub const DEFAULT_HOLD: Duration = Duration::from_millis(50);
-/// The hold is this multiple of the base delay difference: queueing on the slow path adds delay the
-/// base-delay MDI does not show (up to the bottleneck queue, typically about one base delay).
-pub const HOLD_MARGIN: u32 = 2;
+/// Longest hold when it follows the measured skew ([`Params::adapt_hold`]). Unlike the hold
+/// guessed from the paths this one is what frames really waited, so it may be longer than an RTO:
+/// the inner TCP's RTO is timed from the first unacknowledged segment, i.e. the frame on the slow
+/// path that the held ones wait for, and holding frames sent after it does not delay it. Bounded
+/// anyway, since a longer wait only happens for frames that are really lost.
+pub const MAX_MEASURED_HOLD: Duration = Duration::from_secs(1);
+/// The measured hold is the measured skew times 5/4 plus [`MIN_HOLD`] (room for the skew to grow a
+/// little before the next sample).
+pub const SKEW_MARGIN: (u32, u32) = (5, 4);
 /// Most lanes (connections) remembered per flow: 16 path groups × 2 classes, twice over for
 /// reconnections. When full, the least recently seen lane is forgotten.
 pub const MAX_LANES: usize = 64;
-/// Smallest count threshold `T`: below a few frames, ordinary jitter between two connections would
-/// trigger gap releases all the time.
-pub const MIN_THRESHOLD_FRAMES: usize = 16;
-
-/// The release threshold `T`: a count and a time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Threshold {
-    /// Release all buffered frames (ignoring the gap) when more than this many are buffered.
-    pub frames: usize,
-    /// Release all buffered frames when the oldest has waited this long.
-    pub hold: Duration,
-}
-
-impl Default for Threshold {
-    /// Nothing known about the paths: [`DEFAULT_HOLD`], and a count of half of [`DEFAULT_BUFFER_FRAMES`].
-    fn default() -> Self {
-        Threshold {
-            frames: DEFAULT_BUFFER_FRAMES / 2,
-            hold: DEFAULT_HOLD,
-        }
-    }
-}
-
-impl Threshold {
-    /// `T` from the MDI of the flow's paths (seed 001 eq. 1), the smallest path delay and the paths'
-    /// bandwidths (001 §III-D: "sized as a function of the MDI and the bandwidths of the selected
-    /// paths"). `buffer_frames` is `S`; `frame_bytes` the typical frame (the MSS plus headers).
-    ///
-    /// Derivation. With delays `d_min ≤ d_max`, `MDI = d_max/(d_max+d_min) − 0.5`, so
-    /// `d_max = d_min·(0.5+MDI)/(0.5−MDI)` and the delay difference is
-    /// `Δ = d_max − d_min = d_min · 2·MDI / (0.5 − MDI)`.
-    /// A frame sent on the slowest path arrives at most `Δ` after the frames sent after it on faster
-    /// paths, so an in-order frame is never more than `Δ` late unless it was lost. Queueing adds to
-    /// the base delays, hence `hold = HOLD_MARGIN·Δ + MIN_HOLD`, clamped to `[MIN_HOLD, MAX_HOLD]`.
-    /// While the head waits, frames arrive at most at the sum of the paths' rates `Σc`, so a
-    /// non-lost gap never has more than `hold·Σc / frame_bytes` frames behind it: that is the count
-    /// `T`, clamped to `[MIN_THRESHOLD_FRAMES, S − 1]` (`T < S`, so the count release comes before the
-    /// buffer is full). A gap that outlives either bound is a loss: release and go on.
-    pub fn from_paths(
-        mdi: f64,
-        d_min: Duration,
-        rates_bytes_per_s: &[u64],
-        frame_bytes: usize,
-        buffer_frames: usize,
-    ) -> Threshold {
-        // MDI is in [0, 0.5); anything else (NaN, rounding) is clamped just below the limit.
-        let mdi = if mdi.is_finite() {
-            mdi.clamp(0.0, 0.49)
-        } else {
-            0.49
-        };
-        let delta = d_min.as_secs_f64() * 2.0 * mdi / (0.5 - mdi);
-        let hold_s = f64::from(HOLD_MARGIN) * delta + MIN_HOLD.as_secs_f64();
-        let hold =
-            Duration::from_secs_f64(hold_s.clamp(MIN_HOLD.as_secs_f64(), MAX_HOLD.as_secs_f64()));
-        let sum: u64 = rates_bytes_per_s
-            .iter()
-            .fold(0u64, |a, r| a.saturating_add(*r));
-        let frames = (hold.as_secs_f64() * sum as f64 / frame_bytes.max(1) as f64).ceil();
-        let max = buffer_frames.clamp(2, MAX_BUFFER_FRAMES) - 1;
-        // `as` saturates for floats; the clamp keeps T in range.
-        let frames = (frames as usize).clamp(MIN_THRESHOLD_FRAMES.min(max), max);
-        Threshold { frames, hold }
-    }
-
-    /// The same from the paths' one-way delays instead of the MDI (computes the MDI, eq. 1).
-    pub fn from_delays(
-        delays: &[Duration],
-        rates_bytes_per_s: &[u64],
-        frame_bytes: usize,
-        buffer_frames: usize,
-    ) -> Threshold {
-        let d_min = delays.iter().copied().min().unwrap_or_default();
-        let d_max = delays.iter().copied().max().unwrap_or_default();
-        let sum = (d_min + d_max).as_secs_f64();
-        let mdi = if sum > 0.0 {
-            d_max.as_secs_f64() / sum - 0.5
-        } else {
-            0.0
-        };
-        Threshold::from_paths(mdi, d_min, rates_bytes_per_s, frame_bytes, buffer_frames)
-    }
-}
 
 /// The resequencer's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +102,10 @@ pub struct Params {
     pub lrf: u32,
     /// Flows idle this long are forgotten.
     pub idle_timeout: Duration,
+    /// Lengthen the hold (and the count `T` with it) to what frames were measured to wait
+    /// behind gaps ([`SkewMax`], module `skew`), up to [`MAX_MEASURED_HOLD`]; never shorter than
+    /// `threshold`.
+    pub adapt_hold: bool,
 }
 
 impl Default for Params {
@@ -190,6 +115,7 @@ impl Default for Params {
             threshold: Threshold::default(),
             lrf: DEFAULT_LRF,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            adapt_hold: false,
         }
     }
 }
@@ -227,6 +153,11 @@ pub struct Stats {
     pub flows_expired: u64,
     /// Flows evicted to make room ([`MAX_FLOWS`]).
     pub flows_evicted: u64,
+    /// Gaps that filled while frames waited behind them (a skew sample each).
+    pub gaps_filled: u64,
+    /// Frames of a gap released early (hold time or count) that arrived afterwards (a skew sample
+    /// each; also counted in `dup_late`).
+    pub late_after_release: u64,
 }
 
 /// One frame leaving the resequencer, to be written to TUN in this order.
@@ -261,6 +192,9 @@ struct Flow<P> {
     last_seen: Instant,
     /// When the flow was first seen.
     started: Instant,
+    /// The last release of a gap by the hold time or the count: the arrival of the oldest frame
+    /// that was held, and the highest number released (for skew samples of late frames).
+    released: Option<(Instant, u64)>,
     /// The lanes (connections) it arrived on: (lane, highest extended seq, last seen).
     lanes: Vec<(u64, u64, Instant)>,
 }
@@ -276,6 +210,12 @@ pub struct Resequencer<K, P> {
     out: VecDeque<Delivery<K, P>>,
     next_sweep: Option<Instant>,
     stats: Stats,
+    /// The measured skew ([`Params::adapt_hold`]).
+    skew: SkewMax,
+    /// `T` in force: `params.threshold`, lengthened by the measured skew.
+    eff: Threshold,
+    /// The latest time seen (to re-derive `eff` when `T` is set from outside).
+    last_now: Option<Instant>,
 }
 
 /// Why a buffer is released ignoring its gap.
@@ -303,7 +243,51 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             out: VecDeque::new(),
             next_sweep: None,
             stats: Stats::default(),
+            skew: SkewMax::new(),
+            eff: params.threshold,
+            last_now: None,
         }
+    }
+
+    /// `T` in force at the last event: the configured (or path-sized) `T`, with
+    /// [`Params::adapt_hold`] lengthened to the measured skew × 5/4 + [`MIN_HOLD`] (at most
+    /// [`MAX_MEASURED_HOLD`]) and the count scaled by the same factor (below `S`).
+    pub fn threshold(&self) -> Threshold {
+        self.eff
+    }
+
+    /// The largest reordering delay measured over the last 5–10 s (`None`: none measured).
+    pub fn measured_skew(&self) -> Option<Duration> {
+        self.last_now.and_then(|now| self.skew.get(now))
+    }
+
+    /// Re-derives `eff` at `now`.
+    fn update_eff(&mut self, now: Instant) {
+        self.last_now = Some(self.last_now.map_or(now, |t| t.max(now)));
+        let base = self.params.threshold;
+        self.eff = base;
+        if !self.params.adapt_hold {
+            return;
+        }
+        let Some(skew) = self.skew.get(now) else {
+            return;
+        };
+        let (num, den) = SKEW_MARGIN;
+        let hold = (skew * num / den + MIN_HOLD).min(MAX_MEASURED_HOLD);
+        if hold <= base.hold {
+            return;
+        }
+        let scaled = base.frames as u128 * hold.as_micros() / base.hold.as_micros().max(1);
+        let frames = usize::try_from(scaled)
+            .unwrap_or(usize::MAX)
+            .clamp(base.frames, self.params.buffer_frames - 1);
+        self.eff = Threshold { frames, hold };
+    }
+
+    /// One skew sample (a gap's wait, a late frame's lateness).
+    fn skew_sample(&mut self, now: Instant, d: Duration) {
+        self.skew.sample(now, d);
+        self.update_eff(now);
     }
 
     /// The parameters in force.
@@ -317,6 +301,10 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             frames: threshold.frames.clamp(1, self.params.buffer_frames - 1),
             hold: threshold.hold,
         };
+        match self.last_now {
+            Some(now) => self.update_eff(now),
+            None => self.eff = self.params.threshold,
+        }
     }
 
     /// The counters.
@@ -357,6 +345,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
         packet: P,
         len: usize,
     ) {
+        self.update_eff(now);
         self.handle(now, &key, lane, seq, packet, len);
         self.infer_losses(now, &key);
     }
@@ -386,6 +375,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
                     deadline: None,
                     last_seen: now,
                     started: now,
+                    released: None,
                     lanes: Vec::new(),
                 },
             );
@@ -406,6 +396,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
                 flow.expected = u64::from(seq) + 1;
                 // The lanes' numbers belong to the old sequence.
                 flow.lanes.clear();
+                flow.released = None;
                 flow.started = now;
             }
             self.stats.in_order += 1;
@@ -415,14 +406,36 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
         if !ahead {
             note_lane(&mut flow.lanes, lane, 0, now);
             self.stats.dup_late += 1;
+            // A frame of a gap released early: it was this late behind the frames held then.
+            let ext = flow.expected.saturating_sub(u64::from(distance));
+            let late = flow
+                .released
+                .filter(|(_, through)| ext <= *through)
+                .map(|(oldest, _)| now.saturating_duration_since(oldest));
             self.out.push_back(Delivery { key, seq, packet });
+            if let Some(d) = late {
+                self.stats.late_after_release += 1;
+                self.skew_sample(now, d);
+            }
             return;
         }
         let ext = flow.expected + u64::from(diff);
         note_lane(&mut flow.lanes, lane, ext, now);
         if diff == 0 {
+            // A gap filled: the frames held behind it waited since the oldest one arrived.
+            let waited = if flow.buf.is_empty() {
+                None
+            } else {
+                flow.arrivals
+                    .front()
+                    .map(|(t, _)| now.saturating_duration_since(*t))
+            };
             flow.expected += 1;
             self.stats.in_order += 1;
+            if let Some(d) = waited {
+                self.stats.gaps_filled += 1;
+                self.skew_sample(now, d);
+            }
             self.out.push_back(Delivery {
                 key: key.clone(),
                 seq,
@@ -488,7 +501,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
         flow.arrivals.push_back((now, ext));
         self.total_bytes += len;
         self.stats.buffered += 1;
-        if flow.buf.len() > self.params.threshold.frames {
+        if flow.buf.len() > self.eff.frames {
             self.release_all(&key, Gap::Threshold, self.params.lrf);
         } else {
             self.refresh_deadline(&key);
@@ -513,15 +526,26 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
     /// Releases every buffer whose oldest frame waited the hold time, and sweeps idle flows when
     /// due. Afterwards drain [`Resequencer::poll_deliver`].
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.update_eff(now);
         while let Some((t, key)) = self.deadlines.iter().next().cloned() {
             if t > now {
                 break;
             }
             self.deadlines.remove(&(t, key.clone()));
+            let mut longer = false;
             if let Some(f) = self.flows.get_mut(&key) {
                 f.deadline = None;
+                // The hold grew (a skew sample) since this deadline was set: wait on.
+                longer = f
+                    .arrivals
+                    .front()
+                    .is_some_and(|(a, _)| *a + self.eff.hold > now);
             }
-            self.release_all(&key, Gap::Timeout, self.params.lrf);
+            if longer {
+                self.refresh_deadline(&key);
+            } else {
+                self.release_all(&key, Gap::Timeout, self.params.lrf);
+            }
         }
         if self.next_sweep.is_some_and(|t| now >= t) {
             self.expire(now);
@@ -560,7 +584,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
 
     /// Releases through the lowest number every recent lane has passed (module docs).
     fn infer_losses(&mut self, now: Instant, key: &K) {
-        let hold = self.params.threshold.hold;
+        let hold = self.eff.hold;
         let Some(flow) = self.flows.get(key) else {
             return;
         };
@@ -641,6 +665,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
         };
         let mut last = None;
         let n = flow.buf.len() as u64;
+        let oldest = flow.arrivals.front().map(|(t, _)| *t);
         while let Some((ext, h)) = flow.buf.pop_first() {
             last = Some(ext);
             self.out.push_back(Delivery {
@@ -654,6 +679,9 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
         flow.arrivals.clear();
         if let Some(last) = last {
             flow.expected = flow.expected.max(last + u64::from(lrf));
+            if matches!(why, Gap::Threshold | Gap::Timeout) {
+                flow.released = oldest.map(|t| (t, last));
+            }
         }
         match why {
             Gap::Threshold => self.stats.released_threshold += n,
@@ -682,10 +710,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             let buf = &flow.buf;
             flow.arrivals.retain(|(_, e)| buf.contains_key(e));
         }
-        let want = flow
-            .arrivals
-            .front()
-            .map(|(t, _)| *t + self.params.threshold.hold);
+        let want = flow.arrivals.front().map(|(t, _)| *t + self.eff.hold);
         if want != flow.deadline {
             if let Some(old) = flow.deadline {
                 self.deadlines.remove(&(old, key.clone()));

@@ -4,7 +4,7 @@
 //! every tunnel connection and the gateway ⇄ controller channel.
 //!
 //! The identity convention: a gateway certificate carries exactly one subject alternative name
-//! of type dNSName, `branch-<b>.mms` with `b` the decimal branch id (1..=15, no leading zero),
+//! of type dNSName, `branch-<b>.mms` with `b` the decimal branch id (1..=250, no leading zero),
 //! and the extended key usages serverAuth and clientAuth (the same certificate serves the
 //! gateway's listeners and its outbound connections). [`identity_of`] maps a peer's certificate
 //! back to its branch; [`server_name`] is what a client dials.
@@ -58,7 +58,7 @@ pub fn dns_name(b: BranchId) -> String {
 
 /// The rustls server name a client verifies when it dials branch `b`.
 pub fn server_name(b: BranchId) -> rustls::pki_types::ServerName<'static> {
-    // `branch-<1..15>.mms` is always a valid DNS name; the fallback is unreachable but keeps
+    // `branch-<1..250>.mms` is always a valid DNS name; the fallback is unreachable but keeps
     // this function total (a wrong name fails verification, it never accepts).
     rustls::pki_types::ServerName::try_from(dns_name(b)).unwrap_or_else(|_| {
         rustls::pki_types::ServerName::IpAddress(std::net::Ipv4Addr::UNSPECIFIED.into())
@@ -71,7 +71,7 @@ pub fn parse_dns_name(name: &str) -> Option<BranchId> {
         .strip_prefix(IDENTITY_PREFIX)?
         .strip_suffix(IDENTITY_SUFFIX)?;
     if digits.is_empty()
-        || digits.len() > 2
+        || digits.len() > 3
         || digits.starts_with('0')
         || !digits.bytes().all(|c| c.is_ascii_digit())
     {
@@ -127,12 +127,13 @@ mod tests {
 
     #[test]
     fn dns_names_round_trip() {
-        for n in 1..=15 {
+        for n in 1..=250 {
             assert_eq!(parse_dns_name(&dns_name(b(n))), Some(b(n)));
         }
         for bad in [
             "branch-0.mms",
-            "branch-16.mms",
+            "branch-251.mms",
+            "branch-1000.mms",
             "branch-02.mms",
             "branch-.mms",
             "branch-2.mms.",

@@ -25,5 +25,8 @@ mod wan;
 pub use class::{Class, ClassParseError};
 pub use ids::{BranchId, IdError, MemberId, PathGroupId};
 pub use mac::{MacAddr, MacParseError};
-pub use port_plan::{branch_port_range, listen_port, PathCode};
+pub use port_plan::{
+    branch_port_range, listen_port, CodeRange, PathCode, PortPlan, PortPlanError, LISTEN_PORTS,
+    MIN_EXTENDED_PORT,
+};
 pub use wan::WanKind;

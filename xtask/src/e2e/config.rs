@@ -51,6 +51,7 @@ pub fn mmsg_config(
                 .iter()
                 .map(|&id| PathGroupConfig { id, weight: 1 })
                 .collect(),
+            nat: false,
         });
     }
     Ok(c)

@@ -40,14 +40,24 @@ pub fn build_remotes(
         if groups.is_empty() {
             continue;
         }
+        // A port behind NAT cannot be dialled: only the public ones are subflow destinations;
+        // a branch with none is dialled by no one and sends on what it dials (docs/nat.md).
+        let nat = other.wan.iter().all(|p| p.nat);
+        let wan_addresses = other
+            .wan
+            .iter()
+            .filter(|p| nat || !p.nat)
+            .map(|p| p.ip())
+            .collect();
         out.push(RemoteBranch {
             id: other.id.get(),
-            wan_addresses: other.wan.iter().map(|p| p.ip()).collect(),
+            wan_addresses,
             lan_prefixes: other.lan.iter().map(|n| ipnet::IpNet::V4(*n)).collect(),
             path_groups: groups
                 .into_iter()
                 .map(|(id, weight)| PathGroupConfig { id, weight })
                 .collect(),
+            nat,
         });
     }
     out

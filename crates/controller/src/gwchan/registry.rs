@@ -44,6 +44,11 @@ pub struct GatewayView {
     pub last_report_age_ms: Option<u64>,
     /// Sessions opened so far (a replaced or reconnecting gateway counts again).
     pub sessions: u64,
+    /// The WAN state it learned from its kernel, last reported (protocol 5 gateways; `None`:
+    /// none yet). What differed from the inventory was committed to it (`docs/ssc.md`), for
+    /// authenticated sessions only (mutual TLS, unix socket); a clear TCP session's is shown only.
+    #[serde(default)]
+    pub wan_learned: Option<mpa::gwchan::WanState>,
 }
 
 /// `GET /api/v1/gateways`.
@@ -120,6 +125,7 @@ fn own_part(branch: &crate::inventory::Branch) -> OwnPart {
                 kind: p.kind,
                 mac: p.mac,
                 rate_mbit: None,
+                nat: p.nat,
             })
             .collect(),
     }
@@ -141,6 +147,8 @@ pub struct Registry {
     /// Where reports go for the capacity estimates: set by [`GwChan::run`].
     capacity: std::sync::OnceLock<(Arc<Mutex<Wrr>>, Arc<Notify>)>,
     authority: std::sync::OnceLock<Arc<Authority>>,
+    /// Where learned WAN states are committed ([`Registry::learn_into`]; `ssc run` sets it).
+    store: std::sync::OnceLock<Arc<crate::store::Store>>,
     /// Pre-auth state of the TCP listeners (limits set by [`super::GwChan::bind`]).
     preauth: Arc<crate::preauth::Guard>,
 }
@@ -174,6 +182,7 @@ impl Registry {
             }),
             capacity: std::sync::OnceLock::new(),
             authority: std::sync::OnceLock::new(),
+            store: std::sync::OnceLock::new(),
             preauth: crate::preauth::Guard::new(
                 "gateway",
                 crate::preauth::PreAuthLimits::default(),
@@ -214,6 +223,43 @@ impl Registry {
         }
         drop(w);
         changed.notify_one();
+    }
+
+    /// Commits the WAN states gateways learn (protocol 5) into `store`'s inventory; without
+    /// it they are only shown. Only the first call counts.
+    pub fn learn_into(&self, store: Arc<crate::store::Store>) {
+        let _ = self.store.set(store);
+    }
+
+    /// A learned WAN state of `branch`: the port changes against the current inventory
+    /// ([`crate::learned::patches`]), committed in one transaction when there are any (the
+    /// store's subscribers then recompute the swap flows and every gateway's remotes). Blocking
+    /// (database write): call it off the async threads. Returns the ports changed.
+    pub fn learn(&self, branch: u8, state: &mpa::gwchan::WanState) -> Vec<String> {
+        self.lock().views.entry(branch).or_default().0.wan_learned = Some(state.clone());
+        let (Some(store), Ok(b)) = (self.store.get(), BranchId::new(branch)) else {
+            return Vec::new();
+        };
+        let patches = crate::learned::patches(&store.snapshot(), b, state);
+        if patches.is_empty() {
+            return Vec::new();
+        }
+        let changed: Vec<String> = patches.iter().map(|(p, _)| p.to_string()).collect();
+        let r = store.update(|c| {
+            // Against the catalog of this transaction (an operator change may have come between).
+            let p = crate::learned::patches(c, b, state);
+            crate::learned::apply(c, &p)
+        });
+        match r {
+            Ok(_) => {
+                tracing::info!(branch, ports = ?changed, "learned WAN state committed to the inventory");
+                changed
+            }
+            Err(e) => {
+                tracing::warn!(branch, error = %e, "learned WAN state refused by the inventory");
+                Vec::new()
+            }
+        }
     }
 
     /// A report of an unauthenticated (clear TCP) session: counted, never fed into the
@@ -257,13 +303,18 @@ impl Registry {
             .branches()
             .map(|b| (b.id.get(), own_part(b)))
             .collect();
+        // The paper's plan is the gateways' default: sent only when extended.
+        let ports = match catalog.settings().ports {
+            mms_types::PortPlan::Paper => None,
+            p => Some(p),
+        };
         for b in catalog.inventory().branches() {
             let remotes = build_remotes(catalog, weights, b.id);
             let id = b.id.get();
             let same = inner.configs.get(&id).is_some_and(|tx| {
-                tx.borrow()
-                    .as_ref()
-                    .is_some_and(|c| c.remotes == remotes && c.priorities == prio)
+                tx.borrow().as_ref().is_some_and(|c| {
+                    c.remotes == remotes && c.priorities == prio && c.ports == ports
+                })
             });
             if same {
                 continue;
@@ -275,6 +326,7 @@ impl Registry {
                 remotes,
                 classifier: None,
                 priorities: prio.clone(),
+                ports,
             });
             if let Some((v, _)) = inner.views.get_mut(&id) {
                 v.config_version = cfg.version;
@@ -381,6 +433,7 @@ impl Registry {
             last_report: entry.0.last_report.take(),
             last_report_age_ms: None,
             sessions,
+            wan_learned: entry.0.wan_learned.take(),
         };
         Ok(Opened {
             id,

@@ -517,6 +517,18 @@ pub(super) async fn session<S>(
                                 v.last_error = error;
                             });
                         }
+                        Ok(Ok(GatewayMsg::WanState(state))) if protocol >= gwchan::WAN_STATE_PROTOCOL => {
+                            debug!(branch, ?state, "learned WAN state");
+                            if transport.authenticated() {
+                                let reg = Arc::clone(&registry);
+                                // A database write: off the async threads; the session goes on.
+                                tokio::task::spawn_blocking(move || reg.learn(branch, &state));
+                            } else {
+                                // Anyone who reaches the clear TCP port can claim a branch: its
+                                // addresses would redirect the other gateways' tunnels. Shown only.
+                                registry.with_view(branch, id, |v, _| v.wan_learned = Some(state));
+                            }
+                        }
                         Ok(Ok(other)) => {
                             return Err(SessionEnd::Protocol(format!("unexpected {other:?}")));
                         }

@@ -65,7 +65,7 @@ impl Default for OfcConfig {
     }
 }
 
-/// The branch of a switch: its datapath id, when that is 1..=15.
+/// The branch of a switch: its datapath id, when that is 1..=250.
 pub fn branch_of_datapath(datapath_id: u64) -> Option<BranchId> {
     u8::try_from(datapath_id)
         .ok()

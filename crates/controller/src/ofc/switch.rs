@@ -112,7 +112,7 @@ pub enum SwitchError {
     #[error("send: {0}")]
     Send(#[from] SendError),
     /// The datapath id maps to no branch.
-    #[error("datapath id {0:#018x} is no branch id 1..=15 (set other-config:datapath-id to the branch id)")]
+    #[error("datapath id {0:#018x} is no branch id 1..=250 (set other-config:datapath-id to the branch id)")]
     NotABranch(u64),
     /// Over TLS: the switch's certificate is another branch's than its datapath id.
     #[error("datapath id says branch {datapath}, the TLS certificate is branch {certificate}'s: refused")]

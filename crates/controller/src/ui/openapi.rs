@@ -99,6 +99,7 @@ fn schemas() -> Value {
         "mdi_threshold": {"type": "number", "minimum": 0, "maximum": 0.5, "default": 0.4},
         "replace_margin": {"type": "number", "minimum": 0, "default": 0.2},
         "allow_transit": {"type": "boolean", "default": true},
+        "ports": {"type": "string", "default": "paper", "description": "outer port plan: \"paper\" (0xBASG, branch ids 1..=15) or an extended range \"FIRST-LAST\" reserved on every gateway (issue #20; docs/controller.md \"Extended port plan\")"},
         "adaptive": {"type": "object", "additionalProperties": false, "description": "adaptive path groups (seed 003; docs/ssc.md \"Adaptive path groups\"); off by default", "properties": {
             "enabled": {"type": "boolean", "default": false},
             "lambda": {"type": "number", "exclusiveMinimum": true, "minimum": 0, "maximum": 1, "default": 0.8},

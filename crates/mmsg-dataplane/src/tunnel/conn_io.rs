@@ -86,6 +86,8 @@ pub(super) enum ConnEnd {
     Invalid(InboundError),
     #[error("peer certificate no longer valid after a reload: {0}")]
     Invalidated(rustls::Error),
+    #[error("a newer connection from the peer took over its traffic")]
+    Replaced,
 }
 
 /// Resolves when a reload invalidates the peer of this connection (see

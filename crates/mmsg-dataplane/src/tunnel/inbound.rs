@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use bytes::BytesMut;
 use mpa::config::Config;
 use mpa::framing::{Hello, Inbound, InboundConnection, InboundError};
@@ -36,7 +37,7 @@ use super::preauth::{Permit, PREAUTH_BUF, PREAUTH_DEADLINE};
 use super::shared::core_key;
 use super::socket::{apply_lowat, check_fallback, mark_class, mptcp_socket};
 use super::subflows::{subflow_status, SUBFLOW_CHECK};
-use super::{conn_name, Shared};
+use super::{conn_name, reverse, Shared};
 use crate::secure::{self, Rekey};
 use crate::stats::{ConnState, ConnStatus, Stats};
 use crate::sys;
@@ -79,9 +80,16 @@ fn clear_source_allowed(config: &Config, peer: IpAddr, branch: Option<BranchId>)
         .any(|r| r.wan_addresses.contains(&a))
 }
 
-/// Opens the MPTCP listener of path group `group` on our port `0xA00G`.
-pub fn listen(sh: &Shared, group: PathGroupId) -> anyhow::Result<TcpListener> {
-    let port = mms_types::listen_port(sh.own, group);
+/// Opens the MPTCP listener of path group `group` on our port: `0xA00G` in the paper's port
+/// plan, `first + G` in the extended one (`Config::ports`).
+pub fn listen(
+    sh: &Shared,
+    group: PathGroupId,
+    plan: mms_types::PortPlan,
+) -> anyhow::Result<TcpListener> {
+    let port = plan
+        .listen_port(sh.own, group)
+        .with_context(|| format!("branch {} has no listen port in port plan {plan}", sh.own))?;
     let s = mptcp_socket(&sh.opts)?;
     s.set_reuse_address(true)?;
     s.bind(&SockAddr::from(SocketAddrV4::new(
@@ -344,9 +352,13 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         );
         return;
     }
+    let key = (hello.src_branch, hello.path_group, hello.class);
+    // A remote behind NAT: this connection carries our traffic to it too (`reverse`).
+    let ours = reverse::carries_our_traffic(&config, key)
+        .then(|| sh.queue(&key))
+        .flatten();
     drop((config, permit));
     Stats::inc(&st.accepts);
-    let key = (hello.src_branch, hello.path_group, hello.class);
     mark_class(&fd, hello.class);
     let name = format!("{} from {peer}", conn_name("in", key));
     info!(conn = %name, "inbound tunnel connection up");
@@ -369,6 +381,23 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let peer_check = peer_id
         .as_ref()
         .map(|(_, _, c)| (c.clone(), pki::tls::PeerRole::Client));
+    if let Some(oq) = ours {
+        let c = reverse::Accepted {
+            r,
+            w,
+            rekey,
+            decoder: ic,
+            buf,
+            fd,
+        };
+        let end = reverse::carry(&sh, &name, key, &oq, c, peer_check.as_ref(), reported).await;
+        if matches!(end, ConnEnd::Dead(_)) {
+            Stats::inc(&st.conn_dead);
+        }
+        info!(conn = %name, reason = %end, "inbound tunnel connection (carrying our traffic) closed");
+        sh.stats.remove_conn(&name);
+        return;
+    }
     let cc = ConnCounters::new(&sh);
     // Liveness and keepalives: the core of an inbound connection (no queue).
     let core = Mutex::new(ConnCore::inbound(core_key(key)));

@@ -9,7 +9,8 @@
 //! and then runs three futures (writer — the only one writing to the socket, so frames never
 //! interleave —, reader, subflow manager) until one ends; per accepted connection one task
 //! (hello check, then reader + keepalive writer). Only outbound connections carry our data;
-//! inbound ones carry the peer's data to us and our keepalives back.
+//! inbound ones carry the peer's data to us and our keepalives back, except those of a remote
+//! behind NAT, which we cannot dial: they carry our data to it as well (`reverse`).
 //!
 //! With `[tls]` ([`crate::secure`], docs/security.md) every connection runs TLS 1.3 with mutual
 //! authentication first (the dialer checks the server is the dialled branch, the acceptor that
@@ -31,12 +32,16 @@
 //! - `inbound`: listeners, accept, TLS, hello and its policy ([`listen`], [`accept_loop`]).
 //! - `preauth`: the bounds on unauthenticated connections (caps in total and per source, the
 //!   deadline, the pre-auth buffer) and the rate limit of refusal log lines; pure.
-//! - `socket`: MPTCP socket options, the class's DSCP mark, the fallback check.
+//! - `socket`: MPTCP socket options, the class's DSCP mark, the fallback check, TCP keepalives
+//!   behind NAT.
+//! - `reverse`: an accepted connection from a remote behind NAT carries our traffic to it too
+//!   (docs/nat.md).
 
 mod conn_io;
 mod inbound;
 mod outbound;
 mod preauth;
+mod reverse;
 mod shared;
 mod socket;
 mod subflows;

@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 use super::conn_io::{
     peer_invalidated, publish_core, reader, writer, ConnCounters, ConnEnd, Decoder, RX_CHUNK,
 };
-use super::socket::{apply_lowat, check_fallback, mark_class, mptcp_socket};
+use super::socket::{apply_lowat, check_fallback, mark_class, mptcp_socket, nat_keepalive};
 use super::subflows::{self, wanted_pairs};
 use super::{conn_name, ConnEvent, ConnKey, OutQueue, Shared, TunEvent};
 use crate::secure::{self, Rekey};
@@ -59,6 +59,9 @@ async fn connect_once(
 ) -> io::Result<TcpStream> {
     let s = mptcp_socket(&sh.opts)?;
     mark_class(&s, class);
+    if sh.config().wan.iter().any(|w| w.nat) {
+        nat_keepalive(&s);
+    }
     s.bind(&SockAddr::from(SocketAddrV4::new(local, 0)))?;
     match s.connect(&SockAddr::from(remote)) {
         Ok(()) => {}
@@ -85,7 +88,11 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
         return;
     };
     let (branch, group, class) = key;
-    let port = mms_types::listen_port(branch, group);
+    let plan = sh.config().ports;
+    let Some(port) = plan.listen_port(branch, group) else {
+        warn!(conn = %name, %plan, "the port plan has no listen port for this branch");
+        return;
+    };
     let pairs = wanted_pairs(&sh.config(), class, &remote_addrs);
     if pairs.is_empty() {
         warn!(conn = %name, "no (uplink, remote address) pair for this connection");

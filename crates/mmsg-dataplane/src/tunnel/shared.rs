@@ -113,6 +113,11 @@ pub struct OutQueue {
     /// behind a slower subflow, [`mpa::queue::reorder_held`]), sampled with the budget: the
     /// writer does not count them against it.
     pub(super) reorder_held: AtomicU64,
+    /// Held by the accepted connection that carries this queue's traffic to a remote behind NAT
+    /// (`reverse`): one at a time.
+    pub(super) attach: tokio::sync::Mutex<()>,
+    /// Tells the accepted connection holding `attach` that a newer one takes over.
+    pub(super) takeover: Notify,
 }
 
 impl OutQueue {
@@ -131,6 +136,8 @@ impl OutQueue {
             inflight_budget: AtomicU64::new(0),
             delivery_rate: AtomicU64::new(0),
             reorder_held: AtomicU64::new(0),
+            attach: tokio::sync::Mutex::new(()),
+            takeover: Notify::new(),
         }
     }
 }

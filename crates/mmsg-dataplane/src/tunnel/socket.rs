@@ -126,6 +126,31 @@ pub(super) fn check_fallback(
     fallback
 }
 
+/// Idle time before a subflow behind NAT sends a TCP keepalive probe (docs/nat.md). The tunnel's
+/// own keepalive frame (after [`mpa::keepalive::KEEPALIVE_INTERVAL`] idle) travels on whichever
+/// subflow MPTCP picks, so an idle subflow could lose its NAT mapping; the kernel copies
+/// `SO_KEEPALIVE` and `TCP_KEEPIDLE`/`INTVL`/`CNT` of an MPTCP socket to every subflow. 20 s is
+/// far below common NAT timeouts for established TCP (RFC 5382: at least 2 h 4 min; home
+/// routers and carrier NATs seen at 5–60 min, rarely below 5 min) and even below the shortest UDP
+/// ones (RFC 4787: at least 2 min; some 30 s).
+pub const NAT_KEEPALIVE_IDLE: std::time::Duration = std::time::Duration::from_secs(20);
+/// Interval between unanswered keepalive probes.
+pub const NAT_KEEPALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+/// Unanswered probes before the kernel resets the subflow (the subflow manager re-creates it):
+/// a lost mapping ends its subflow within 20 + 4 × 5 = 40 s.
+pub const NAT_KEEPALIVE_PROBES: u32 = 4;
+
+/// TCP keepalives on every subflow of a connection that crosses a NAT (not fatal).
+pub(super) fn nat_keepalive(s: &impl AsFd) {
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(NAT_KEEPALIVE_IDLE)
+        .with_interval(NAT_KEEPALIVE_INTERVAL)
+        .with_retries(NAT_KEEPALIVE_PROBES);
+    if let Err(e) = socket2::SockRef::from(s).set_tcp_keepalive(&ka) {
+        debug!(error = %e, "TCP keepalive not applied to a tunnel socket behind NAT");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,14 +41,14 @@ pub use remote::{PathGroupConfig, RemoteBranch, SelectionPolicy, MAX_WEIGHT};
 pub use security::{TlsPolicyError, TunnelSecurity, INSECURE_CLEAR_FLAG};
 pub use striping::{Auto, StripingConfig};
 pub use tls::{TlsConfig, TlsMode};
-pub use wan::{WanPort, MAX_WAN_PORTS, MAX_WAN_RATE_MBIT};
+pub use wan::{nat_only, WanPort, MAX_WAN_PORTS, MAX_WAN_RATE_MBIT};
 
 use std::time::Duration;
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use mms_types::WanKind;
+use mms_types::{PortPlan, WanKind};
 
 use crate::{BranchId, Class};
 
@@ -61,7 +61,8 @@ pub const MAX_FLOW_IDLE_TIMEOUT_S: u64 = 86_400;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// This branch's id, 1..=15 (the first nibble of the ports it listens on).
+    /// This branch's id, 1..=15 (the first nibble of the ports it listens on); 1..=250 with an
+    /// extended `ports` plan.
     pub branch_id: u8,
     /// The prefixes of this branch's LAN (inner source addresses).
     pub lan_prefixes: Vec<IpNet>,
@@ -111,6 +112,15 @@ pub struct Config {
     /// balancing"). Default: `policy = "off"`.
     #[serde(default)]
     pub internet: InternetConfig,
+    /// The outer port plan (issue #20, `mms_types::PortPlan`): `"paper"` (listen on `0xB00G`,
+    /// branch ids 1..=15; the default) or the extended range `"16384-32767"` every gateway
+    /// reserves (listen on `first + G`, branch ids 1..=250). A controller's pushed config sets it.
+    #[serde(default, skip_serializing_if = "is_paper")]
+    pub ports: PortPlan,
+}
+
+fn is_paper(p: &PortPlan) -> bool {
+    *p == PortPlan::Paper
 }
 
 fn default_flow_idle_timeout_s() -> u64 {
@@ -190,10 +200,15 @@ impl Config {
     /// Checks every range and cross-reference; reports all problems, each with its key.
     pub fn validate(&self) -> Result<(), ValidationError> {
         let mut p = Problems::default();
-        if BranchId::new(self.branch_id).is_err() {
+        // The paper's port plan carries branch ids in one nibble; the extended plan to 250.
+        let max_id = match self.ports {
+            PortPlan::Paper => BranchId::PAPER_MAX,
+            PortPlan::Extended(_) => BranchId::MAX,
+        };
+        if BranchId::new(self.branch_id).is_err() || self.branch_id > max_id {
             p.push(
                 "branch_id",
-                format!("{} is out of range 1..=15", self.branch_id),
+                format!("{} is out of range 1..={max_id}", self.branch_id),
             );
         }
         check_prefixes(&mut p, "lan_prefixes", &self.lan_prefixes);
@@ -204,6 +219,7 @@ impl Config {
             self.branch_id,
             &self.lan_prefixes,
             &self.wan,
+            max_id,
         );
 
         if !(1..=MAX_FLOW_IDLE_TIMEOUT_S).contains(&self.flow_idle_timeout_s) {

@@ -20,7 +20,7 @@ pub const MAX_WEIGHT: u32 = 1_000;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RemoteBranch {
-    /// Its branch id, 1..=15, not ours.
+    /// Its branch id, 1..=15 (1..=250 with an extended `ports` plan), not ours.
     pub id: u8,
     /// The public addresses of its WAN ports (the MPTCP subflow destinations), in port order.
     pub wan_addresses: Vec<Ipv4Addr>,
@@ -29,6 +29,13 @@ pub struct RemoteBranch {
     /// The path groups to it (one MPTCP connection per group and class). Default: group 0, weight 1.
     #[serde(default = "default_path_groups")]
     pub path_groups: Vec<PathGroupConfig>,
+    /// Every WAN port of that branch is behind NAT (docs/nat.md): it cannot be dialled. We never
+    /// dial it; it dials us, and we send our traffic to it on the connections it dialled (each
+    /// accepted only after TLS proved its branch). Its `wan_addresses` are then only the
+    /// addresses its connections may come from (the NAT's outside addresses; clear mode checks
+    /// them). Default: `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nat: bool,
 }
 
 fn default_path_groups() -> Vec<PathGroupConfig> {
@@ -72,6 +79,7 @@ pub(super) fn check_remotes(
     branch_id: u8,
     lan_prefixes: &[IpNet],
     wan: &[WanPort],
+    max_id: u8,
 ) {
     let addrs: BTreeSet<Ipv4Addr> = wan.iter().map(|w| w.address.addr()).collect();
     let mut ids = BTreeSet::new();
@@ -79,10 +87,10 @@ pub(super) fn check_remotes(
     let mut remote_prefixes: Vec<(String, usize, u8, IpNet)> = Vec::new();
     for (r, remote) in remotes.iter().enumerate() {
         let key = format!("remote[{r}]");
-        if BranchId::new(remote.id).is_err() {
+        if BranchId::new(remote.id).is_err() || remote.id > max_id {
             p.push(
                 format!("{key}.id"),
-                format!("{} is out of range 1..=15", remote.id),
+                format!("{} is out of range 1..={max_id}", remote.id),
             );
         } else if remote.id == branch_id {
             p.push(
@@ -143,6 +151,16 @@ pub(super) fn check_remotes(
                 }
             }
             remote_prefixes.push((k, r, remote.id, *net));
+        }
+        if remote.nat && super::wan::nat_only(wan) {
+            p.push(
+                format!("{key}.nat"),
+                format!(
+                    "branch {} and this gateway are both behind NAT only: neither can dial the \
+                     other (reach it through a transit branch with a public port, docs/nat.md)",
+                    remote.id
+                ),
+            );
         }
         if remote.path_groups.is_empty() {
             p.push(

@@ -44,6 +44,15 @@ pub struct StripingConfig {
     /// 1..=1000, or "auto". Default: "auto".
     #[serde(default)]
     pub release_hold_ms: Auto,
+    /// Lengthen the hold (and the count with it) to the reordering delay the resequencer measures
+    /// (gaps that filled, frames that came after their gap was released), up to 1 s; never shorter
+    /// than `release_hold_ms`. Default: true.
+    #[serde(default = "default_true")]
+    pub release_hold_adapt: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_striping_threshold_kbit() -> u64 {
@@ -110,6 +119,7 @@ impl StripingConfig {
             },
             lrf: self.lrf,
             idle_timeout: crate::resequencer::DEFAULT_IDLE_TIMEOUT,
+            adapt_hold: self.release_hold_adapt,
         }
     }
 

@@ -310,6 +310,7 @@ fn type1_prefers_leased_uplinks() {
         kind: WanKind::Leased,
         mac: None,
         rate_mbit: None,
+        nat: false,
     });
     c.validate().unwrap();
     assert_eq!(c.uplinks_for(Class::TypeI), vec![1]);
@@ -468,4 +469,62 @@ lan_prefixes = ["198.19.2.128/25", "198.19.0.0/16", "198.19.3.0/24", "2001:db8:3
         ],
         "overlaps inside one remote (198.19.2.0/24 and /25 of branch 2) are fine; IPv6 and IPv4 never overlap"
     );
+}
+
+#[test]
+fn nat_marks_parse_and_a_pair_behind_nat_on_both_sides_is_refused() {
+    let remote = "[[remote]]\nid = 2\nwan_addresses = [\"198.18.20.1\"]\nlan_prefixes = [\"198.19.2.0/24\"]\n";
+    // Defaults: nothing behind NAT, and the marks are not written back.
+    let c = Config::parse(&format!("{MINIMAL}{remote}")).unwrap();
+    assert!(!c.wan[0].nat && !c.remote[0].nat && !nat_only(&c.wan));
+    let text = toml::to_string(&c).unwrap();
+    assert!(!text.contains("nat"), "{text}");
+    // Our port behind NAT, the remote public: fine (we dial it).
+    let ours = MINIMAL.replace(
+        "gateway = \"198.18.10.1\"\n",
+        "gateway = \"198.18.10.1\"\nnat = true\n",
+    );
+    let c = Config::parse(&format!("{ours}{remote}")).unwrap();
+    assert!(c.wan[0].nat && nat_only(&c.wan));
+    // The remote behind NAT, we public: fine (it dials us).
+    let theirs = format!("{MINIMAL}{remote}nat = true\n");
+    assert!(Config::parse(&theirs).unwrap().remote[0].nat);
+    // Both: neither can dial the other.
+    let p = problems(&format!("{ours}{remote}nat = true\n"));
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(
+        p[0].starts_with("remote[0].nat:") && p[0].contains("branch 2"),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn branch_ids_above_15_need_the_extended_port_plan() {
+    let text = MINIMAL.replace("branch_id = 1", "branch_id = 200");
+    assert_eq!(
+        problems(&text),
+        vec!["branch_id: 200 is out of range 1..=15"]
+    );
+    let c = Config::parse(&format!("ports = \"16384-32767\"\n{text}")).unwrap();
+    assert_eq!(c.ports.to_string(), "16384-32767");
+    assert_eq!(
+        c.ports
+            .listen_port(c.branch().unwrap(), crate::PathGroupId::new(2).unwrap()),
+        Some(16386)
+    );
+    let e = Config::parse(&format!("ports = \"100-200\"\n{text}"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("must start at 1024"), "{e}");
+    // A pushed plan replaces the file's.
+    let pushed = crate::gwchan::GatewayConfig {
+        version: 1,
+        branch_id: 200,
+        remotes: Vec::new(),
+        classifier: None,
+        priorities: Default::default(),
+        ports: Some("20000-21000".parse().unwrap()),
+    };
+    let merged = pushed.validate_for(&c).unwrap();
+    assert_eq!(merged.ports.to_string(), "20000-21000");
 }

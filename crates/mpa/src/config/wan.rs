@@ -38,6 +38,11 @@ pub struct WanPort {
     /// shaping (a queue in a modem we do not own cannot be prioritised).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_mbit: Option<u32>,
+    /// This port is behind NAT (carrier NAT, most LTE and many cable uplinks, docs/nat.md): it
+    /// can dial out but cannot be dialled. Its connections get TCP keepalives on every subflow
+    /// (`mmsg`'s `NAT_KEEPALIVE_IDLE`) so the NAT keeps their mappings. Default: `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nat: bool,
 }
 
 impl WanPort {
@@ -46,6 +51,11 @@ impl WanPort {
         self.mac
             .unwrap_or_else(|| MacAddr::from_ipv4(self.address.addr()))
     }
+}
+
+/// Whether every one of `wan` is behind NAT (nobody can dial this gateway; docs/nat.md).
+pub fn nat_only(wan: &[WanPort]) -> bool {
+    !wan.is_empty() && wan.iter().all(|w| w.nat)
 }
 
 /// `wan`: the port count, and per port its name, address, rate and gateway.

@@ -122,7 +122,7 @@ fn hello_rejections() {
         Err(HelloError::UnsupportedVersion(9))
     );
     assert_eq!(with(5, 0), Err(HelloError::InvalidBranch(0)));
-    assert_eq!(with(6, 16), Err(HelloError::InvalidBranch(16)));
+    assert_eq!(with(6, 251), Err(HelloError::InvalidBranch(251)));
     assert_eq!(with(6, 1), Err(HelloError::SameBranch(1)));
     assert_eq!(with(7, 16), Err(HelloError::InvalidPathGroup(16)));
     assert_eq!(with(8, 3), Err(HelloError::InvalidClass(3)));

@@ -84,15 +84,23 @@ enum Prefix {
 /// Which inner source addresses each remote branch may send from (WireGuard's AllowedIPs): its
 /// configured `lan_prefixes`. Built once per config ([`AllowedSources::from_config`]); checking a
 /// packet allocates nothing and scans the sender's prefixes only (validation bounds them to
-/// [`crate::config::MAX_PREFIXES_PER_BRANCH`]: at most 64 × 15 × 48 bytes ≈ 46 KiB). Validation keeps the remotes' prefixes disjoint from each other and
+/// [`crate::config::MAX_PREFIXES_PER_BRANCH`]: at most 64 × 15 × 48 bytes ≈ 46 KiB for 15 remotes, plus 24 bytes per possible branch id). Validation keeps the remotes' prefixes disjoint from each other and
 /// from ours, so a source address belongs to at most one branch.
 ///
 /// IPv6: an inner IPv6 packet passes only when the sender's `lan_prefixes` include an IPv6 prefix
 /// holding its source; a remote with IPv4 prefixes only may send IPv4 only.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllowedSources {
-    /// Indexed by branch id (1..=15); index 0 unused.
-    by_branch: [Vec<Prefix>; 16],
+    /// Indexed by branch id (1..=250, `BranchId::MAX`); index 0 unused.
+    by_branch: Vec<Vec<Prefix>>,
+}
+
+impl Default for AllowedSources {
+    fn default() -> Self {
+        Self {
+            by_branch: vec![Vec::new(); usize::from(BranchId::MAX) + 1],
+        }
+    }
 }
 
 impl AllowedSources {

@@ -193,3 +193,17 @@ fn apply_rebuilds_the_source_table() {
     gw.handle_frame(conn, now, frame(FrameType::Ip, None, p));
     assert!(gw.poll_tun_write().is_some());
 }
+
+#[test]
+fn branches_above_15_may_send_from_their_lan() {
+    // The 17-branch netns test found this table sized for 15 branches (issue #20).
+    let mut c = config("");
+    c.ports = "16384-32767".parse().unwrap();
+    if let Some(r) = c.remote.first_mut() {
+        r.id = 250;
+    }
+    let s = AllowedSources::from_config(&c);
+    let ip = |a: &str| a.parse::<IpAddr>().unwrap();
+    assert!(s.allows(b(250), ip("198.19.2.1")));
+    assert!(!s.allows(b(17), ip("198.19.2.1")));
+}

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{ClassifierConfig, Config, RemoteBranch};
 use crate::Class;
+use mms_types::PortPlan;
 
 /// The configuration the controller pushes to one gateway: replaces the file's `remote` (and
 /// `classifier` when present) as a whole.
@@ -26,6 +27,10 @@ pub struct GatewayConfig {
     /// DSCP marks per class and WAN hop count (PM, seed 000 §IV), for the egress qdiscs.
     #[serde(default)]
     pub priorities: Priorities,
+    /// The outer port plan (issue #20); `None`: the paper's (`0xB00G`), as older controllers
+    /// send it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<PortPlan>,
 }
 
 /// The PM's marks: the DSCP a Type I tunnel socket sets, and the DSCP of each (class, WAN hops).
@@ -71,6 +76,7 @@ impl GatewayConfig {
     pub fn merge_into(&self, base: &Config) -> Config {
         let mut c = base.clone();
         c.remote = self.remotes.clone();
+        c.ports = self.ports.unwrap_or_default();
         if let Some(cl) = &self.classifier {
             c.classifier = cl.clone();
         }

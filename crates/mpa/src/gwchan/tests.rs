@@ -19,7 +19,7 @@ fn base() -> Config {
 fn golden_hello() {
     let mut out = Vec::new();
     encode(&GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")), &mut out).unwrap();
-    let body = br#"{"type":"hello","protocol":4,"software":"mmsg 0.1.0"}"#;
+    let body = br#"{"type":"hello","protocol":5,"software":"mmsg 0.1.0"}"#;
     // u32 big-endian length, then the JSON body.
     let mut want = (body.len() as u32).to_be_bytes().to_vec();
     want.extend_from_slice(body);
@@ -29,21 +29,22 @@ fn golden_hello() {
     assert_eq!(m, GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")));
     assert!(Hello::ours("x").check().is_ok());
     let e = Hello {
-        protocol: 5,
+        protocol: 6,
         software: String::new(),
     }
     .check()
     .unwrap_err();
-    assert!(e.contains("protocol version 5"), "{e}");
+    assert!(e.contains("protocol version 6"), "{e}");
     // The controller still serves version 1 and 2 gateways (1 cannot enrol, 2 gets no CRL) and
-    // runs their sessions at their version; a gateway talks to controllers of 2..=4.
+    // runs their sessions at their version; a gateway talks to controllers of 2..=5.
     for (v, serves, talks, session) in [
-        (0, false, false, 4),
+        (0, false, false, 5),
         (1, true, false, 1),
         (2, true, true, 2),
         (3, true, true, 3),
         (4, true, true, 4),
-        (5, false, false, 4),
+        (5, true, true, 5),
+        (6, false, false, 5),
     ] {
         let h = Hello::with_protocol(v, "");
         assert_eq!(h.check_gateway().is_ok(), serves, "{v}");
@@ -94,6 +95,7 @@ fn config_round_trip_and_merge() {
                 PathGroupConfig { id: 0, weight: 700 },
                 PathGroupConfig { id: 1, weight: 300 },
             ],
+            nat: false,
         }],
         classifier: Some(ClassifierConfig {
             default_class: Class::TypeII,
@@ -112,6 +114,7 @@ fn config_round_trip_and_merge() {
             type1_socket_dscp: 46,
             marks: [("type1/1".to_owned(), 46)].into_iter().collect(),
         },
+        ports: None,
     };
     let mut out = Vec::new();
     encode(&ControllerMsg::Config(cfg.clone()), &mut out).unwrap();
@@ -347,6 +350,31 @@ fn the_pushed_priority_table_is_this_builds() {
     assert!(!Priorities::default().matches_table());
 }
 
+#[test]
+fn golden_wan_state() {
+    let m = GatewayMsg::WanState(WanState {
+        ports: vec![WanLearned {
+            port: 0,
+            name: "wan0".into(),
+            address: Some("198.18.20.77/24".parse().unwrap()),
+            next_hop: Some("198.18.20.254".parse().unwrap()),
+            next_hop_mac: Some("02:00:c6:12:14:01".parse().unwrap()),
+        }],
+    });
+    let mut out = Vec::new();
+    encode(&m, &mut out).unwrap();
+    let body = br#"{"type":"wan_state","ports":[{"port":0,"name":"wan0","address":"198.18.20.77/24","next_hop":"198.18.20.254","next_hop_mac":"02:00:c6:12:14:01"}]}"#;
+    assert_eq!(&out[4..], &body[..]);
+    let (d, _): (GatewayMsg, usize) = decode(&out).unwrap().unwrap();
+    assert_eq!(d, m);
+    // A port without an address (lease lost) and unknown next hop.
+    let body = br#"{"type":"wan_state","ports":[{"port":1,"name":"wan1","address":null,"next_hop":null,"next_hop_mac":null}]}"#;
+    let mut framed = (body.len() as u32).to_be_bytes().to_vec();
+    framed.extend_from_slice(body);
+    let (d, _): (GatewayMsg, usize) = decode(&framed).unwrap().unwrap();
+    assert!(matches!(d, GatewayMsg::WanState(s) if s.ports[0].address.is_none()));
+}
+
 /// Zero-touch set-up (protocol 4): the request and the answer round-trip, and the answer makes
 /// a valid config with `[controller]` and `[tls]` that parses back from its TOML.
 #[test]
@@ -358,6 +386,7 @@ fn setup_round_trip_and_config() {
         remotes: b.remote.clone(),
         classifier: None,
         priorities: Priorities::table(),
+        ports: None,
     };
     let setup = GatewaySetup {
         branch_id: 1,

@@ -14,6 +14,7 @@ fn params(frames: usize, hold_ms: u64) -> Params {
         },
         lrf: DEFAULT_LRF,
         idle_timeout: Duration::from_secs(30),
+        adapt_hold: false,
     }
 }
 
@@ -408,6 +409,7 @@ fn memory_stays_bounded_under_an_adversarial_stream() {
         },
         lrf: DEFAULT_LRF,
         idle_timeout: Duration::from_secs(30),
+        adapt_hold: false,
     };
     let mut r: Resequencer<u32, u64> = Resequencer::new(p);
     let t = Instant::now();
@@ -473,14 +475,21 @@ proptest! {
     /// Never panics; every frame comes out exactly once (no drops), no frame waits past the hold
     /// time, and the bounds hold at every step.
     #[test]
-    fn every_frame_exactly_once(ops in prop::collection::vec(op(), 1..400), s in 2usize..64, t in 1usize..64) {
+    fn every_frame_exactly_once(
+        ops in prop::collection::vec(op(), 1..400),
+        s in 2usize..64,
+        t in 1usize..64,
+        adapt_hold in any::<bool>(),
+    ) {
         let p = Params {
             buffer_frames: s,
             threshold: Threshold { frames: t, hold: MS * 20 },
             lrf: DEFAULT_LRF,
             idle_timeout: Duration::from_secs(1),
+            adapt_hold,
         };
-        let hold = MS * 20;
+        // A measured hold may grow up to MAX_MEASURED_HOLD, never beyond.
+        let hold = if adapt_hold { MAX_MEASURED_HOLD } else { MS * 20 };
         let mut r: Resequencer<u8, usize> = Resequencer::new(p);
         let t0 = Instant::now();
         let mut now = t0;
@@ -536,4 +545,81 @@ proptest! {
         prop_assert!(seen.iter().all(|s| *s), "every frame delivered");
         prop_assert_eq!(r.flows(), 0);
     }
+}
+
+/// Striping over 25 and 85 ms (60 ms of skew, e.g. queues the paths' RTTs do not show) with a
+/// 10 ms hold configured: the counters after 2 s and at the end, and `T` in force at the end.
+fn skewed_run(adapt_hold: bool) -> (Stats, Stats, Threshold) {
+    let mut p = params(1_000, 10);
+    p.buffer_frames = 4_096;
+    p.adapt_hold = adapt_hold;
+    let mut sim = Sim::new(p);
+    let t0 = sim.t0;
+    // A frame every 0.5 ms (2,000 frames/s), 4 s.
+    let arrivals = striped(t0, 8_000, MS / 2, &[25, 85], &[]);
+    let mut half = None;
+    for (t, s) in &arrivals {
+        if half.is_none() && *t >= t0 + Duration::from_secs(2) {
+            half = Some(sim.r.stats());
+        }
+        sim.arrive(*t, 1, *s);
+    }
+    sim.advance(t0 + Duration::from_secs(5));
+    let mut seen = sim.seqs();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..8_000).collect::<Vec<_>>(), "every frame once");
+    (half.unwrap(), sim.r.stats(), sim.r.threshold())
+}
+
+#[test]
+fn the_hold_follows_the_measured_skew() {
+    // A fixed 10 ms hold against 60 ms of skew: gaps released all the time, frames then late.
+    let (_, fixed, t) = skewed_run(false);
+    assert_eq!(t.hold, MS * 10);
+    assert!(fixed.released_timeout > 1_000, "{fixed:?}");
+    assert!(fixed.late_after_release > 1_000, "{fixed:?}");
+    // Measured: the first late frames lengthen the hold to ~60·5/4 + 5 = 80 ms, after which
+    // every gap fills in order. A late frame's sample counts from the oldest frame held when its
+    // gap was released, so it may exceed the skew by up to the hold then (10 ms): ≤ 92.5 ms.
+    let (half, adapted, t) = skewed_run(true);
+    assert!(
+        t.hold >= MS * 75 && t.hold <= MS * 93,
+        "hold {:?} for 60 ms of skew",
+        t.hold
+    );
+    assert!(t.frames > 1_000, "the count grows with the hold: {t:?}");
+    assert_eq!(
+        adapted.released_timeout, half.released_timeout,
+        "no hold-time release in the second half: {adapted:?}"
+    );
+    assert_eq!(adapted.late_after_release, half.late_after_release);
+    assert!(adapted.gaps_filled > 1_000, "{adapted:?}");
+    assert!(
+        adapted.late_after_release < fixed.late_after_release / 10,
+        "{adapted:?} vs {fixed:?}"
+    );
+}
+
+#[test]
+fn the_measured_hold_is_bounded_and_falls_back() {
+    let mut p = params(100, 10);
+    p.adapt_hold = true;
+    let mut sim = Sim::new(p);
+    let t0 = sim.t0;
+    // Frame 1 arrives, frame 0 only 1.5 s later: a 1.5 s skew sample (its gap was released after
+    // 10 ms, so frame 0 comes late).
+    sim.arrive(t0, 1, 1);
+    sim.arrive(t0 + Duration::from_millis(1_500), 1, 0);
+    assert_eq!(sim.r.stats().late_after_release, 1);
+    assert_eq!(sim.r.measured_skew(), Some(Duration::from_millis(1_500)));
+    assert_eq!(sim.r.threshold().hold, MAX_MEASURED_HOLD);
+    // Ten quiet seconds later the sample has left the window: the configured hold again.
+    sim.arrive(t0 + Duration::from_secs(12), 1, 2);
+    assert_eq!(sim.r.measured_skew(), None);
+    assert_eq!(sim.r.threshold(), sim.r.params().threshold);
+    // Without adapt_hold a sample changes nothing.
+    let mut sim = Sim::new(params(100, 10));
+    sim.arrive(t0, 1, 1);
+    sim.arrive(t0 + Duration::from_millis(300), 1, 0);
+    assert_eq!(sim.r.threshold().hold, MS * 10);
 }

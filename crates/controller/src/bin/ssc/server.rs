@@ -171,6 +171,8 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         // Re-signs the CRL before its next_update; gateway sessions push every new one.
         tokio::spawn(Arc::clone(&authority).resign_crl_periodically());
         registry.set_authority(authority);
+        // Learned WAN addresses (protocol 5 gateways) update the inventory (docs/ssc.md).
+        registry.learn_into(Arc::clone(&store));
         let gwc = controller::gwchan::GwChan::bind(&gw, Arc::clone(&registry))
             .await
             .context("start the gateway channel")?;

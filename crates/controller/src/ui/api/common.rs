@@ -174,7 +174,7 @@ pub struct ApiJson<T>(pub T);
 pub(super) fn parse_branch(name: &str, s: &str) -> Result<BranchId, ApiError> {
     let n: u8 = s
         .parse()
-        .map_err(|_| ApiError::invalid(format!("{name}: {s:?} is not a branch id 1..=15")))?;
+        .map_err(|_| ApiError::invalid(format!("{name}: {s:?} is not a branch id 1..=250")))?;
     BranchId::new(n).map_err(|e| ApiError::invalid(format!("{name}: {e}")))
 }
 

@@ -43,7 +43,8 @@ pub struct MemberView {
     pub id: u8,
     /// The paper's notation.
     pub path: String,
-    /// The path code `0xBASG` used on the wire.
+    /// The outer port code used on the wire: `0xBASG` in the paper's port plan, the allocated
+    /// one in the extended plan.
     pub code: String,
     /// WAN hops.
     pub wan_hops: usize,
@@ -65,29 +66,32 @@ pub struct GroupView {
     pub destination: u8,
     /// Group id G.
     pub id: u8,
-    /// The port the destination MPA listens on for this group, `0xB00G`.
+    /// The port the destination MPA listens on for this group: `0xB00G` in the paper's port
+    /// plan, `first + G` in the extended one.
     pub listen_port: String,
     /// Members in id order.
     pub members: Vec<MemberView>,
 }
 
 impl GroupView {
-    fn of(g: &PathGroup) -> Self {
+    fn of(g: &PathGroup, ports: mms_types::PortPlan, codes: &crate::codes::CodeTable) -> Self {
+        let listen = ports.listen_port(g.destination, g.id).unwrap_or(0);
+        let code = |id| match ports {
+            mms_types::PortPlan::Paper => g.code(id).port(),
+            mms_types::PortPlan::Extended(_) => codes.get(g.code(id)).unwrap_or(0),
+        };
         Self {
             source: g.source.get(),
             destination: g.destination.get(),
             id: g.id.get(),
-            listen_port: format!(
-                "{:#06x}",
-                crate::path_group::listen_port(g.destination, g.id)
-            ),
+            listen_port: format!("{listen:#06x}"),
             members: g
                 .members
                 .iter()
                 .map(|(&id, m)| MemberView {
                     id: id.get(),
                     path: m.to_string(),
-                    code: format!("{:#06x}", g.code(id).port()),
+                    code: format!("{:#06x}", code(id)),
                     wan_hops: m.wan_hops(),
                     source: m.source().to_string(),
                     transits: m
@@ -165,7 +169,8 @@ pub(super) async fn list_groups(
     State(state): State<AppState>,
 ) -> Result<Json<Vec<GroupView>>, ApiError> {
     let c = snapshot(&state);
-    Ok(Json(c.groups().groups().map(GroupView::of).collect()))
+    let view = |g| GroupView::of(g, c.settings().ports, c.codes());
+    Ok(Json(c.groups().groups().map(view).collect()))
 }
 
 pub(super) async fn list_pair_groups(
@@ -183,7 +188,11 @@ pub(super) async fn list_pair_groups(
     let groups = c
         .groups()
         .pair(a, b)
-        .map(|m| m.values().map(GroupView::of).collect())
+        .map(|m| {
+            m.values()
+                .map(|g| GroupView::of(g, c.settings().ports, c.codes()))
+                .collect()
+        })
         .unwrap_or_default();
     Ok(Json(groups))
 }
@@ -206,7 +215,7 @@ pub(super) async fn set_group(
     let view = c
         .groups()
         .group(a, b, g)
-        .map(GroupView::of)
+        .map(|g| GroupView::of(g, c.settings().ports, c.codes()))
         .ok_or(CatalogError::NoGroup {
             source_branch: a,
             destination: b,

@@ -18,7 +18,7 @@ pub struct NewApiToken {
     pub name: String,
     /// `provisioner`, `read-only` or `admin`.
     pub role: Role,
-    /// `provisioner` only (and required there): the branches (1..=15) it may create enrolment
+    /// `provisioner` only (and required there): the branches (1..=250) it may create enrolment
     /// tokens for.
     #[serde(default)]
     pub branches: Vec<u8>,
@@ -157,7 +157,7 @@ pub(super) async fn add_token(
         Role::Provisioner => {
             if branches.is_empty() {
                 return Err(ApiError::invalid(
-                    "branches: a provisioner token names the branches it may enrol (1..=15)",
+                    "branches: a provisioner token names the branches it may enrol (1..=250)",
                 ));
             }
             if let Some(b) = branches
@@ -165,7 +165,7 @@ pub(super) async fn add_token(
                 .find(|b| crate::inventory::BranchId::new(**b).is_err())
             {
                 return Err(ApiError::invalid(format!(
-                    "branches: {b} is not a branch id 1..=15"
+                    "branches: {b} is not a branch id 1..=250"
                 )));
             }
         }

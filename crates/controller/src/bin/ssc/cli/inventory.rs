@@ -48,6 +48,9 @@ pub(crate) struct PortFields {
     /// MAC of the gateway.
     #[arg(long)]
     gateway_mac: Option<MacAddr>,
+    /// A new port is behind NAT: it can dial out but cannot be dialled (docs/nat.md).
+    #[arg(long)]
+    nat: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -101,6 +104,7 @@ impl PortFields {
             mac: self.mac,
             kind: self.kind.map(WanKind::from).unwrap_or_default(),
             capacity_mbps,
+            nat: self.nat,
         })
     }
 }
@@ -370,6 +374,7 @@ pub(crate) fn branch(cmd: BranchCommand) -> anyhow::Result<()> {
                             mac: p.mac,
                             kind: p.kind,
                             capacity_mbps: p.capacity_mbps,
+                            nat: p.nat,
                         }],
                     }
                 }

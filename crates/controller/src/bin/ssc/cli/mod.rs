@@ -61,7 +61,7 @@ impl ClientArgs {
 pub(crate) fn branch_id(s: &str) -> Result<BranchId, String> {
     let n: u8 = s
         .parse()
-        .map_err(|_| format!("{s:?} is not a branch id 1..=15"))?;
+        .map_err(|_| format!("{s:?} is not a branch id 1..=250"))?;
     BranchId::new(n).map_err(|e| e.to_string())
 }
 

@@ -295,6 +295,7 @@ mod tests {
                     last_report: Some(report),
                     last_report_age_ms: Some(1000),
                     sessions: 1,
+                    wan_learned: None,
                 }],
                 ..GatewayList::default()
             },

@@ -52,6 +52,10 @@ pub(crate) enum SettingsCommand {
         /// Seconds between two rounds of the automatic path configuration (default 10).
         #[arg(long)]
         auto_period: Option<f64>,
+        /// The outer port plan: `paper` (0xBASG, branch ids 1..=15) or an extended range
+        /// `16384-32767` reserved on every gateway, needed for branch ids above 15.
+        #[arg(long)]
+        ports: Option<mms_types::PortPlan>,
     },
 }
 
@@ -70,6 +74,7 @@ pub(crate) fn settings(cmd: SettingsCommand) -> anyhow::Result<()> {
             lambda,
             min_groups,
             retire_after,
+            ports,
             auto,
             auto_pairs,
             auto_period,
@@ -108,6 +113,9 @@ pub(crate) fn settings(cmd: SettingsCommand) -> anyhow::Result<()> {
             }
             if let Some(v) = auto_period {
                 s.auto.period_s = v;
+            }
+            if let Some(v) = ports {
+                s.ports = v;
             }
             print_json(&send(&client, "PUT", "/api/v1/settings", &s)?)
         }
