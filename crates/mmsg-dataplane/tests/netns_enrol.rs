@@ -22,31 +22,17 @@
     clippy::indexing_slicing
 )]
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{
-    cargo_bin, netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed, MMSG,
-};
+use common::{netns, repo_root, require_root_and, run_ok, start_mmsg, status, Testbed, MMSG};
 
 const TOKEN: &str = "netns-enrol-test-token-0123456";
 
-fn ssc_bin() -> &'static Path {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| cargo_bin("controller", "ssc", false))
-}
-
 fn ssc(ns: &str, api: &str, args: &[&str]) -> String {
-    run_ok(
-        Command::new("ip")
-            .args(["netns", "exec", ns])
-            .arg(ssc_bin())
-            .args(args)
-            .args(["--api", api, "--token", TOKEN]),
-    )
+    common::ssc::cli(ns, api, TOKEN, args)
 }
 
 fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool, logs: &dyn Fn()) {
@@ -108,62 +94,13 @@ fn enrol_mutual_tls_channel_and_renewal_under_traffic() {
     require_root_and(&["ip", "ping"]);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let root = repo_root();
     let prefix = format!("mcs{}", std::process::id() % 1000);
     let tb = Testbed::up(&prefix);
     let (inet, gw1, gw2, h1) = (tb.ns("inet"), tb.ns("gw1"), tb.ns("gw2"), tb.ns("h1"));
     // Replies of a local process in `inet` would be diverted into the WAN emulator (which only
     // forwards between branches): the controller's own addresses route normally.
-    for a in ["198.18.10.1", "198.18.20.1"] {
-        run_ok(Command::new("ip").args([
-            "-n", &inet, "rule", "add", "pref", "90", "from", a, "lookup", "main",
-        ]));
-    }
-
-    // ssc in the routers' namespace.
-    std::fs::write(
-        dir.join("ssc.toml"),
-        format!(
-            "[api]\nlisten = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n\n[database]\npath = \"ssc.redb\"\n\n\
-             [openflow]\nlisten = \"\"\n\n[gateways]\ntls_listen = \"0.0.0.0:6691\"\n"
-        ),
-    )
-    .unwrap();
-    let log = dir.join("ssc.log");
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", &inet])
-        .arg(ssc_bin())
-        .args(["run", "--config"])
-        .arg(dir.join("ssc.toml"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let api = line
-        .trim()
-        .strip_prefix("ssc: REST API listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line of ssc: {line:?}"))
-        .to_owned();
-    let ssc_proc = Proc {
-        child,
-        log: log.clone(),
-    };
-    ssc(
-        &inet,
-        &api,
-        &[
-            "import",
-            "--inventory",
-            root.join("examples/inventory-2x2.toml").to_str().unwrap(),
-            "--paths",
-            root.join("examples/paths-2x2.toml").to_str().unwrap(),
-        ],
-    );
+    let (ssc_proc, api) =
+        common::ssc::start_ssc_in_inet(&inet, dir, TOKEN, &["198.18.10.1", "198.18.20.1"]);
     let ca = dir.join("ca/ca.pem");
 
     // (1) Enrolment inside each gateway namespace.

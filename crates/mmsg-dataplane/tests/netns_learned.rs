@@ -25,15 +25,12 @@
     clippy::indexing_slicing
 )]
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{
-    cargo_bin, netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed, MMSG,
-};
+use common::{netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed, MMSG};
 
 const TOKEN: &str = "netns-learned-test-token-01234";
 /// The transfer's and the ping's length: 2 s before the change, then room for the re-dial and
@@ -48,19 +45,8 @@ const TRANSFER_BPS: f64 = 8e6;
 /// iperf3's report interval at the receiver (its minimum).
 const INTERVAL_S: f64 = 0.1;
 
-fn ssc_bin() -> &'static Path {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| cargo_bin("controller", "ssc", false))
-}
-
 fn ssc(ns: &str, api: &str, args: &[&str]) -> String {
-    run_ok(
-        Command::new("ip")
-            .args(["netns", "exec", ns])
-            .arg(ssc_bin())
-            .args(args)
-            .args(["--api", api, "--token", TOKEN]),
-    )
+    common::ssc::cli(ns, api, TOKEN, args)
 }
 
 fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool, logs: &dyn Fn()) {
@@ -219,60 +205,13 @@ fn a_wan_address_change_is_learned_reported_and_redialled() {
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let root = repo_root();
     let prefix = format!("adx{}", std::process::id() % 1000);
     let tb = Testbed::up(&prefix);
     let (inet, gw1, gw2) = (tb.ns("inet"), tb.ns("gw1"), tb.ns("gw2"));
     let (h1, h2) = (tb.ns("h1"), tb.ns("h2"));
     // The controller's own addresses route normally (not into the WAN emulator).
-    for a in ["198.18.10.1", "198.18.21.1"] {
-        run_ok(Command::new("ip").args([
-            "-n", &inet, "rule", "add", "pref", "90", "from", a, "lookup", "main",
-        ]));
-    }
-    std::fs::write(
-        dir.join("ssc.toml"),
-        format!(
-            "[api]\nlisten = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n\n[database]\npath = \"ssc.redb\"\n\n\
-             [openflow]\nlisten = \"\"\n\n[gateways]\ntls_listen = \"0.0.0.0:6691\"\n"
-        ),
-    )
-    .unwrap();
-    let log = dir.join("ssc.log");
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", &inet])
-        .arg(ssc_bin())
-        .args(["run", "--config"])
-        .arg(dir.join("ssc.toml"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let api = line
-        .trim()
-        .strip_prefix("ssc: REST API listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line of ssc: {line:?}"))
-        .to_owned();
-    let ssc_proc = Proc {
-        child,
-        log: log.clone(),
-    };
-    ssc(
-        &inet,
-        &api,
-        &[
-            "import",
-            "--inventory",
-            root.join("examples/inventory-2x2.toml").to_str().unwrap(),
-            "--paths",
-            root.join("examples/paths-2x2.toml").to_str().unwrap(),
-        ],
-    );
+    let (ssc_proc, api) =
+        common::ssc::start_ssc_in_inet(&inet, dir, TOKEN, &["198.18.10.1", "198.18.21.1"]);
     let ca = dir.join("ca/ca.pem");
     let mut cfgs = Vec::new();
     for (b, ns, ctl) in [

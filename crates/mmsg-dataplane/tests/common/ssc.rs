@@ -39,3 +39,69 @@ pub fn start_ssc(dir: &Path) -> (Proc, String, String) {
     }
     (Proc { child, log }, api.unwrap(), tls.unwrap())
 }
+
+/// `ssc ARGS --api API --token TOKEN` inside namespace `ns`; returns its stdout.
+pub fn cli(ns: &str, api: &str, token: &str, args: &[&str]) -> String {
+    super::run_ok(
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(ssc_bin())
+            .args(args)
+            .args(["--api", api, "--token", token]),
+    )
+}
+
+/// `ssc run` inside the testbed's `inet` namespace (REST on loopback with `token`, gateway
+/// channel over TLS on port 6691 of every address, no OpenFlow), with the 2x2 example inventory
+/// and paths imported. `addrs` are the controller's addresses the gateways dial: their replies
+/// route normally instead of into the WAN emulator. Returns the process and the REST base URL.
+pub fn start_ssc_in_inet(inet: &str, dir: &Path, token: &str, addrs: &[&str]) -> (Proc, String) {
+    for a in addrs {
+        super::run_ok(Command::new("ip").args([
+            "-n", inet, "rule", "add", "pref", "90", "from", a, "lookup", "main",
+        ]));
+    }
+    std::fs::write(
+        dir.join("ssc.toml"),
+        format!(
+            "[api]\nlisten = \"127.0.0.1:0\"\ntoken = \"{token}\"\n\n[database]\npath = \"ssc.redb\"\n\n\
+             [openflow]\nlisten = \"\"\n\n[gateways]\ntls_listen = \"0.0.0.0:6691\"\n"
+        ),
+    )
+    .unwrap();
+    let log = dir.join("ssc.log");
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", inet])
+        .arg(ssc_bin())
+        .args(["run", "--config"])
+        .arg(dir.join("ssc.toml"))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let api = line
+        .trim()
+        .strip_prefix("ssc: REST API listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line of ssc: {line:?}"))
+        .to_owned();
+    let proc = Proc { child, log };
+    let root = super::repo_root();
+    cli(
+        inet,
+        &api,
+        token,
+        &[
+            "import",
+            "--inventory",
+            root.join("examples/inventory-2x2.toml").to_str().unwrap(),
+            "--paths",
+            root.join("examples/paths-2x2.toml").to_str().unwrap(),
+        ],
+    );
+    (proc, api)
+}
