@@ -265,7 +265,7 @@ fn sample_budget(fd: &OwnedFd, b: &mut InflightBudget<SubflowKey>, oq: &OutQueue
                 .saturating_add(u64::from(t.notsent_bytes))
         });
     let held = match (sys::outq_bytes(fd), sys::outq_unsent_bytes(fd)) {
-        (Ok(unacked), Ok(unsent)) if reorder_hold_on() => {
+        (Ok(unacked), Ok(unsent)) => {
             mpa::queue::reorder_held(unacked, unsent, subflow_queued, b.budget())
         }
         _ => 0,
@@ -273,12 +273,6 @@ fn sample_budget(fd: &OwnedFd, b: &mut InflightBudget<SubflowKey>, oq: &OutQueue
     oq.reorder_held.store(held, Ordering::Relaxed);
     oq.delivery_rate.store(b.rate(), Ordering::Relaxed);
     oq.inflight_budget.store(b.budget(), Ordering::Relaxed);
-}
-
-/// EXPERIMENT (to be removed): `MMSG_REORDER_HOLD=0` counts held bytes against the budget as before.
-fn reorder_hold_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MMSG_REORDER_HOLD").map_or(true, |v| v != "0"))
 }
 
 /// One fast-failover round: samples every subflow and destroys the ones the detector declares
