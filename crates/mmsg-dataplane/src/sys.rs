@@ -104,33 +104,21 @@ pub fn tun_set_iff(fd: impl AsFd, name: &str, flags: i16) -> io::Result<String> 
 /// Bytes in a (MPTCP or TCP) socket's send queue not acknowledged yet (`TIOCOUTQ`, alias
 /// `SIOCOUTQ`; MPTCP sockets answer it at the MPTCP level).
 pub fn outq_bytes(fd: impl AsFd) -> io::Result<u64> {
-    let mut v: libc::c_int = 0;
-    // SAFETY: TIOCOUTQ writes one `int` through the pointer; `v` lives across the call.
-    let rc = unsafe {
-        libc::ioctl(
-            fd.as_fd().as_raw_fd(),
-            libc::TIOCOUTQ,
-            &mut v as *mut libc::c_int,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(u64::try_from(v).unwrap_or(0))
+    int_ioctl(fd, libc::TIOCOUTQ)
 }
 
 /// `SIOCOUTQNSD`: bytes of a socket's send queue not sent yet (on an MPTCP socket: not yet handed
 /// to a subflow).
 pub fn outq_unsent_bytes(fd: impl AsFd) -> io::Result<u64> {
+    int_ioctl(fd, libc::SIOCOUTQNSD)
+}
+
+/// A socket ioctl that answers one `int` (a byte count): negative answers read as 0.
+fn int_ioctl(fd: impl AsFd, request: libc::Ioctl) -> io::Result<u64> {
     let mut v: libc::c_int = 0;
-    // SAFETY: SIOCOUTQNSD writes one `int` through the pointer; `v` lives across the call.
-    let rc = unsafe {
-        libc::ioctl(
-            fd.as_fd().as_raw_fd(),
-            libc::SIOCOUTQNSD,
-            &mut v as *mut libc::c_int,
-        )
-    };
+    // SAFETY: the requests passed here (TIOCOUTQ, SIOCOUTQNSD) write one `int` through the
+    // pointer; `v` lives across the call.
+    let rc = unsafe { libc::ioctl(fd.as_fd().as_raw_fd(), request, &mut v as *mut libc::c_int) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
