@@ -49,6 +49,7 @@ mod tun_rx;
 
 pub use inbound::{accept_loop, listen};
 pub use outbound::run_outbound;
+pub use preauth::{MAX_PREAUTH_PER_SOURCE, MAX_PREAUTH_TOTAL, PREAUTH_DEADLINE};
 pub use shared::{
     build, conn_keys, conn_name, ConnEvent, ConnKey, OutQueue, PathManagement, Shared, SocketOpts,
     TunEvent, CLASSES,

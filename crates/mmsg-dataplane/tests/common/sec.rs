@@ -213,6 +213,16 @@ pub fn flood_result(f: Child) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// The "closed_by_peer" count of a [`flood_result`] line: connections gw2 closed while the
+/// flooder still held them (refused at accept, or admitted and timed out).
+pub fn closed_by_peer(result: &str) -> u64 {
+    result
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("flooder result {result:?}: no closed count"))
+}
+
 /// iperf3 TCP h1 -> h2 (198.19.2.10) at [`TRANSFER_RATE`] for `secs`, gw2's peak RSS sampled
 /// meanwhile: (Mbit/s received, peak KiB).
 pub fn transfer(h1: &str, h2: &str, port: u16, secs: u32, gw2_pid: u32) -> (f64, u64) {
