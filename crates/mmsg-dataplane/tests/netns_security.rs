@@ -27,11 +27,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::sec::{
-    closed_by_peer, counter, flood, flood_result, refusals_logged, transfer, wait_for, Rogue, GW2,
-    ROGUE,
+    assert_source_cap_engaged, counter, flood, flood_result, refusals_logged, transfer, wait_for,
+    Rogue, GW2, ROGUE,
 };
-use mmsg_dataplane::tunnel::{MAX_PREAUTH_PER_SOURCE, PREAUTH_DEADLINE};
-
 use common::{netns, repo_root, require_root_and, run, run_ok, start_mmsg_with, status, Testbed};
 
 /// Branch 1's first WAN address (allowed as a clear-mode source at gw2).
@@ -319,21 +317,11 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
         d("tunnel_refused_preauth_limit") + d("hello_rejected"),
         FLOOD as u64
     );
-    // The cap engaged: of branch 1's WAN connections gw2 closed while the flooder held them,
-    // only those admitted and then timed out were not refused at accept, at most
-    // `MAX_PREAUTH_PER_SOURCE` per `PREAUTH_DEADLINE` of the hold (how many gw2 reaches during
-    // the hold depends on the machine's speed, see `netns_security_tls`).
-    let closed_wan = closed_by_peer(&results[1]);
-    let admitted_wan =
-        (MAX_PREAUTH_PER_SOURCE as u64) * (1 + u64::from(hold) / PREAUTH_DEADLINE.as_secs());
-    assert!(
-        closed_wan >= 10 * admitted_wan,
-        "gw2 closed only {closed_wan} of the WAN flood's connections during the hold"
-    );
-    assert!(
-        d("tunnel_refused_preauth_limit") + admitted_wan >= closed_wan,
-        "the cap engaged: refused at accept {}, WAN connections closed by gw2 {closed_wan}",
-        d("tunnel_refused_preauth_limit")
+    assert_source_cap_engaged(
+        d("tunnel_refused_preauth_limit"),
+        &results[1],
+        hold,
+        "branch-1 WAN flood",
     );
     assert_eq!(d("accepts"), 0);
     assert!(

@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mmsg_dataplane::tunnel::{MAX_PREAUTH_PER_SOURCE, PREAUTH_DEADLINE};
+
 use super::{netns, run_ok};
 
 /// gw2's MPA port of path group 0 and its first WAN address.
@@ -215,12 +217,33 @@ pub fn flood_result(f: Child) -> String {
 
 /// The "closed_by_peer" count of a [`flood_result`] line: connections gw2 closed while the
 /// flooder still held them (refused at accept, or admitted and timed out).
-pub fn closed_by_peer(result: &str) -> u64 {
+fn closed_by_peer(result: &str) -> u64 {
     result
         .split_whitespace()
         .nth(1)
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("flooder result {result:?}: no closed count"))
+}
+
+/// The per-source pre-auth cap engaged for a flood from one address (`result`, its
+/// [`flood_result`] line; `hold_s` as given to [`flood`]): of its connections gw2 closed while the
+/// flooder held them, only those admitted and then timed out were not refused at accept
+/// (`refused`, the growth of `tunnel_refused_preauth_limit`), at most `MAX_PREAUTH_PER_SOURCE`
+/// per `PREAUTH_DEADLINE` of the hold. How many gw2 reaches during the hold depends on the
+/// machine's speed (those it reaches later end at EOF), so the bound is on that count, and gw2
+/// must have reached ten times what the cap admits.
+pub fn assert_source_cap_engaged(refused: u64, result: &str, hold_s: u32, what: &str) {
+    let closed = closed_by_peer(result);
+    let admitted =
+        (MAX_PREAUTH_PER_SOURCE as u64) * (1 + u64::from(hold_s) / PREAUTH_DEADLINE.as_secs());
+    assert!(
+        closed >= 10 * admitted,
+        "gw2 closed only {closed} of the {what}'s connections during the hold"
+    );
+    assert!(
+        refused + admitted >= closed,
+        "the cap engaged: refused at accept {refused}, {what}'s connections closed by gw2 {closed}"
+    );
 }
 
 /// iperf3 TCP h1 -> h2 (198.19.2.10) at [`TRANSFER_RATE`] for `secs`, gw2's peak RSS sampled
