@@ -37,6 +37,14 @@ use controller::swap::{
 use proptest::prelude::*;
 
 fn inventory(ids: &[u8], ports: &[u8]) -> Inventory {
+    inventory_with(ids, ports, |b, k| {
+        (Ipv4Addr::new(198, 18, 10 * b + k, 2), 24)
+    })
+}
+
+/// Branches `ids` with `ports[i]` WAN ports each; `wan(b, k)` is port k's address and prefix
+/// length (its router is the address below it).
+fn inventory_with(ids: &[u8], ports: &[u8], wan: impl Fn(u8, u8) -> (Ipv4Addr, u8)) -> Inventory {
     let branches = ids
         .iter()
         .zip(ports)
@@ -46,11 +54,11 @@ fn inventory(ids: &[u8], ports: &[u8]) -> Inventory {
             lan: vec![format!("198.19.{b}.0/24").parse().unwrap()],
             wan: (0..n)
                 .map(|k| {
-                    let addr = Ipv4Addr::new(198, 18, 10 * b + k, 2);
-                    let gw = Ipv4Addr::new(198, 18, 10 * b + k, 1);
+                    let (addr, len) = wan(b, k);
+                    let gw = Ipv4Addr::from(u32::from(addr) - 1);
                     WanPort {
                         port: PortIndex::new(k).unwrap(),
-                        address: format!("{addr}/24").parse().unwrap(),
+                        address: format!("{addr}/{len}").parse().unwrap(),
                         gateway: gw,
                         gateway_mac: Some(MacAddr::from_ipv4(gw)),
                         mac: Some(MacAddr::from_ipv4(addr)),
@@ -118,7 +126,15 @@ fn groups(inv: &Inventory, ids: &[u8], ports: &[u8], specs: &[GroupSpec]) -> Pat
 }
 
 fn topology() -> impl Strategy<Value = (Vec<u8>, Vec<u8>, Vec<GroupSpec>)> {
-    proptest::sample::subsequence((1u8..=15).collect::<Vec<_>>(), 2..=6).prop_flat_map(|ids| {
+    topology_of(1..=15, 2..=6)
+}
+
+/// A subsequence of `ids` (`count` of them), 1..=3 WAN ports each, and up to 12 raw group specs.
+fn topology_of(
+    ids: std::ops::RangeInclusive<u8>,
+    count: std::ops::RangeInclusive<usize>,
+) -> impl Strategy<Value = (Vec<u8>, Vec<u8>, Vec<GroupSpec>)> {
+    proptest::sample::subsequence(ids.collect::<Vec<_>>(), count).prop_flat_map(|ids| {
         let n = ids.len();
         let member = (
             any::<u8>(),
@@ -461,55 +477,14 @@ proptest! {
 
 /// Branches with ids up to 40; WAN port k of branch b at 198.18.b.(4k+2)/30 (router +1).
 fn inventory_wide(ids: &[u8], ports: &[u8]) -> Inventory {
-    let branches = ids
-        .iter()
-        .zip(ports)
-        .map(|(&b, &n)| Branch {
-            id: BranchId::new(b).unwrap(),
-            name: format!("b{b}"),
-            lan: vec![format!("198.19.{b}.0/24").parse().unwrap()],
-            wan: (0..n)
-                .map(|k| {
-                    let addr = Ipv4Addr::new(198, 18, b, 4 * k + 2);
-                    let gw = Ipv4Addr::new(198, 18, b, 4 * k + 1);
-                    WanPort {
-                        port: PortIndex::new(k).unwrap(),
-                        address: format!("{addr}/30").parse().unwrap(),
-                        gateway: gw,
-                        gateway_mac: Some(MacAddr::from_ipv4(gw)),
-                        mac: Some(MacAddr::from_ipv4(addr)),
-                        kind: WanKind::Internet,
-                        capacity_mbps: 40,
-                        nat: false,
-                    }
-                })
-                .collect(),
-        })
-        .collect();
-    Inventory::new(branches).unwrap()
+    inventory_with(ids, ports, |b, k| {
+        (Ipv4Addr::new(198, 18, b, 4 * k + 2), 30)
+    })
 }
 
 fn wide_topology() -> impl Strategy<Value = (Vec<u8>, Vec<u8>, Vec<GroupSpec>)> {
     // Always some ids above 15.
-    proptest::sample::subsequence((10u8..=40).collect::<Vec<_>>(), 3..=7).prop_flat_map(|ids| {
-        let n = ids.len();
-        let member = (
-            any::<u8>(),
-            any::<u8>(),
-            proptest::option::of((any::<u8>(), any::<u8>(), any::<u8>())),
-        );
-        let group = (
-            any::<u8>(),
-            any::<u8>(),
-            any::<u8>(),
-            proptest::collection::vec(member, 1..=9),
-        );
-        (
-            Just(ids),
-            proptest::collection::vec(1u8..=3, n),
-            proptest::collection::vec(group, 0..=12),
-        )
-    })
+    topology_of(10..=40, 3..=7)
 }
 
 proptest! {

@@ -17,46 +17,20 @@
     clippy::indexing_slicing
 )]
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
+use common::ssc::{spawn_ssc, ssc_bin};
 use common::tls::TestPki;
-use common::{
-    cargo_bin, netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed, MMSG,
-};
+use common::{netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed, MMSG};
 
 const TOKEN: &str = "gwchan-netns-test-token-0123";
 
-fn ssc_bin() -> &'static Path {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| cargo_bin("controller", "ssc", false))
-}
-
 /// `ssc run` in the root namespace; returns the process and the REST API base URL.
 fn start_ssc(dir: &Path, log: PathBuf) -> (Proc, String) {
-    let f = std::fs::File::create(&log).unwrap();
-    let mut child = Command::new(ssc_bin())
-        .args(["run", "--config"])
-        .arg(dir.join("ssc.toml"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(f)
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(stdout)
-        .read_line(&mut line)
-        .unwrap();
-    let api = line
-        .trim()
-        .strip_prefix("ssc: REST API listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line of ssc: {line:?}"))
-        .to_owned();
-    (Proc { child, log }, api)
+    spawn_ssc(None, &dir.join("ssc.toml"), &log)
 }
 
 fn ssc(api: &str, args: &[&str]) -> String {

@@ -22,23 +22,16 @@
     clippy::indexing_slicing
 )]
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{
-    cargo_bin, netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed, MMSG,
-};
+use common::ssc::{spawn_ssc, ssc_bin};
+use common::{netns, repo_root, require_root_and, run_ok, start_mmsg, status, Testbed, MMSG};
 
 const TOKEN: &str = "netns-ovs-tls-test-token-012345";
 const OF_TARGET: &str = "ssl:127.0.0.1:6654";
-
-fn ssc_bin() -> &'static Path {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| cargo_bin("controller", "ssc", false))
-}
 
 fn ssc(ns: &str, api: &str, args: &[&str]) -> String {
     run_ok(
@@ -121,29 +114,7 @@ fn mmsg_sets_up_openflow_over_tls_and_follows_renewals() {
     )
     .unwrap();
     let log = dir.join("ssc.log");
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", &gw1])
-        .arg(ssc_bin())
-        .args(["run", "--config"])
-        .arg(dir.join("ssc.toml"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let api = line
-        .trim()
-        .strip_prefix("ssc: REST API listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line of ssc: {line:?}"))
-        .to_owned();
-    let ssc_proc = Proc {
-        child,
-        log: log.clone(),
-    };
+    let (ssc_proc, api) = spawn_ssc(Some(&gw1), &dir.join("ssc.toml"), &log);
     ssc(
         &gw1,
         &api,

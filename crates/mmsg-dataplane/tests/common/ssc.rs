@@ -12,6 +12,43 @@ pub fn ssc_bin() -> &'static Path {
     BIN.get_or_init(|| cargo_bin("controller", "ssc", false))
 }
 
+/// `ssc run --config CONFIG` (in namespace `ns`, else here), stderr into `log`; returns the
+/// process and the REST API base URL, its first stdout line.
+pub fn spawn_ssc(ns: Option<&str>, config: &Path, log: &Path) -> (Proc, String) {
+    let mut cmd = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(ssc_bin());
+            c
+        }
+        None => Command::new(ssc_bin()),
+    };
+    let mut child = cmd
+        .args(["run", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let api = line
+        .trim()
+        .strip_prefix("ssc: REST API listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line of ssc: {line:?}"))
+        .to_owned();
+    (
+        Proc {
+            child,
+            log: log.to_owned(),
+        },
+        api,
+    )
+}
+
 /// `ssc run --config DIR/ssc.toml` (log in `DIR/ssc.log`); returns the process, the REST API
 /// base URL and the TLS gateway address (`tls:HOST:PORT`), read from its first stdout lines.
 pub fn start_ssc(dir: &Path) -> (Proc, String, String) {
@@ -69,27 +106,7 @@ pub fn start_ssc_in_inet(inet: &str, dir: &Path, token: &str, addrs: &[&str]) ->
         ),
     )
     .unwrap();
-    let log = dir.join("ssc.log");
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", inet])
-        .arg(ssc_bin())
-        .args(["run", "--config"])
-        .arg(dir.join("ssc.toml"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let api = line
-        .trim()
-        .strip_prefix("ssc: REST API listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line of ssc: {line:?}"))
-        .to_owned();
-    let proc = Proc { child, log };
+    let (proc, api) = spawn_ssc(Some(inet), &dir.join("ssc.toml"), &dir.join("ssc.log"));
     let root = super::repo_root();
     cli(
         inet,
