@@ -365,26 +365,20 @@ impl System {
             .append(append)
             .truncate(!append)
             .open(self.mmsg_log(b))?;
-        let metrics = self
+        let metrics: Vec<&str> = self
             .metrics_listen
             .iter()
-            .flat_map(|a| ["--metrics-listen", a.as_str()]);
-        let child = Command::new("ip")
-            .args(["netns", "exec", &testbed::ns_gw(&self.prefix, b)])
-            .arg(&self.mmsg)
-            .arg("run")
-            .arg("--config")
-            .arg(self.mmsg_config_path(b))
-            .args(mmsg::run_flags_of(&self.mmsg_config_path(b))?)
-            .arg("--control")
-            .arg(&control)
-            .args(metrics)
-            .env("MMSG_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("start mmsg")?;
+            .flat_map(|a| ["--metrics-listen", a.as_str()])
+            .collect();
+        let child = mmsg::spawn_run(
+            &self.prefix,
+            b,
+            &self.mmsg,
+            &self.mmsg_config_path(b),
+            &control,
+            log,
+            &metrics,
+        )?;
         Ok(Gateway {
             branch: b,
             child,

@@ -272,6 +272,35 @@ pub fn write_config(path: &Path, comment: &str, c: &Config) -> anyhow::Result<()
     std::fs::write(path, to_toml(comment, c)?).with_context(|| format!("write {}", path.display()))
 }
 
+/// `BIN run --config CONFIG [its run flags, `run_flags_of`] --control CONTROL EXTRA...` in
+/// branch `b`'s gateway namespace of testbed `prefix`, `MMSG_LOG=info`, output into `log`.
+pub fn spawn_run(
+    prefix: &str,
+    b: u8,
+    bin: &Path,
+    config: &Path,
+    control: &Path,
+    log: std::fs::File,
+    extra: &[&str],
+) -> anyhow::Result<std::process::Child> {
+    Command::new("ip")
+        .args(["netns", "exec", &crate::testbed::ns_gw(prefix, b)])
+        .arg(bin)
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .args(run_flags_of(config)?)
+        .arg("--control")
+        .arg(control)
+        .args(extra)
+        .env("MMSG_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("start mmsg")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
@@ -370,21 +370,7 @@ impl System {
     fn spawn_mmsg(&self, b: u8, config: &Path) -> anyhow::Result<Gateway> {
         let control = self.log_dir.join(format!("mmsg-gw{b}.sock"));
         let log = std::fs::File::create(self.log_dir.join(format!("mmsg-gw{b}.log")))?;
-        let child = Command::new("ip")
-            .args(["netns", "exec", &testbed::ns_gw(&self.prefix, b)])
-            .arg(&self.mmsg)
-            .arg("run")
-            .arg("--config")
-            .arg(config)
-            .args(mmsg::run_flags_of(config)?)
-            .arg("--control")
-            .arg(&control)
-            .env("MMSG_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("start mmsg")?;
+        let child = mmsg::spawn_run(&self.prefix, b, &self.mmsg, config, &control, log, &[])?;
         Ok(Gateway {
             branch: b,
             child,
