@@ -208,13 +208,13 @@ struct RunArgs {
     /// fixed --socket-buffer stays).
     #[arg(long, env = "MMSG_SEND_BUDGET", default_value_t = 3.0)]
     send_budget: f64,
-    /// Send time budget: a tunnel connection's writer keeps what its socket holds unacknowledged
-    /// at most the subflows' measured delivery rate × (--send-time-gain × their minimum RTT +
-    /// this), so the standing queue stays in the gateway's per-flow queue (docs/mmsg.md
-    /// "Latency under load"); `0s`: off (write while the socket takes it). Off by default until
-    /// it keeps a striped flow's rate when one group is congested (`e2e_congestion`: 4 instead
-    /// of 28 Mbit/s) and the rate of asymmetric uplinks (10+2 Mbit/s: 3 instead of 9); `5ms`
-    /// is the setting measured for latency.
+    /// Send time budget: a tunnel connection's writer keeps what its paths hold (not yet handed
+    /// to a subflow, or in flight on one) at most the subflows' measured delivery rate ×
+    /// (--send-time-gain × their minimum RTT + this), so the standing queue stays in the
+    /// gateway's per-flow queue (docs/mmsg.md "Latency under load"); `0s`: off (write while the
+    /// socket takes it). Off by default while it still costs goodput: a striped flow 28 instead
+    /// of ~40 Mbit/s (`e2e_congestion`), unequal uplinks (10+2 Mbit/s) 6-10 instead of ~10;
+    /// `5ms` is the setting measured for latency.
     #[arg(long, env = "MMSG_SEND_TIME_BUDGET", default_value = "0s")]
     send_time_budget: humantime::Duration,
     /// Gain of the send time budget on the minimum RTT: the budget is the delivery rate ×

@@ -142,6 +142,31 @@ pub(super) fn publish_core(st: &Stats, before: &Counters, after: &Counters) {
     );
 }
 
+/// What counts against the send time budget of the MPTCP socket `fd` now: its unacknowledged
+/// bytes (`TIOCOUTQ`, one ioctl) while they are below `budget`; otherwise what its paths hold
+/// ([`mpa::queue::path_queued`]: not yet handed to a subflow plus every subflow's queue, one
+/// ioctl and one `MPTCP_TCPINFO`), so bytes the data level holds behind a slower subflow do not
+/// keep the writer waiting. Measured at each batch, not sampled: the data-level acknowledgement
+/// jumps when the slow subflow's byte arrives, and a sampled figure then over-commits.
+fn committed_bytes(fd: BorrowedFd<'_>, budget: u64) -> io::Result<u64> {
+    let unacked = sys::outq_bytes(fd)?;
+    if unacked < budget {
+        return Ok(unacked);
+    }
+    let unsent = sys::outq_unsent_bytes(fd)?;
+    let subflows = sys::mptcp_subflow_tcpinfo(fd)?;
+    Ok(mpa::queue::path_queued(
+        unsent,
+        subflows.iter().map(|t| mpa::queue::SubflowQueue {
+            established: t.state == sys::TCP_ESTABLISHED,
+            unacked_segments: t.unacked,
+            mss: t.snd_mss,
+            notsent: t.notsent_bytes,
+        }),
+    )
+    .min(unacked))
+}
+
 /// The writer of a connection: drains its [`ConnCore`] (queued frames, strict priority + CoDel,
 /// then a keepalive when one is due) in batches and writes them; ends when the peer is dead. An
 /// outbound connection passes its [`OutQueue`] (the wake-up on new packets, the send time budget
@@ -177,8 +202,7 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                 let committed = if budget == 0 {
                     Ok(0)
                 } else {
-                    let held = q.reorder_held.load(Ordering::Relaxed);
-                    sys::outq_bytes(fd).map(|c| c.saturating_sub(held))
+                    committed_bytes(fd, budget)
                 };
                 let rate = q.delivery_rate.load(Ordering::Relaxed);
                 committed.map_or(Gate::Write(max_batch), |c| {

@@ -109,10 +109,6 @@ pub struct OutQueue {
     pub(super) inflight_budget: AtomicU64,
     /// The delivery rate that budget was made of, bytes/s (the writer's drain-time estimate).
     pub(super) delivery_rate: AtomicU64,
-    /// Bytes `TIOCOUTQ` counts that the subflows already delivered (held at the data level
-    /// behind a slower subflow, [`mpa::queue::reorder_held`]), sampled with the budget: the
-    /// writer does not count them against it.
-    pub(super) reorder_held: AtomicU64,
     /// Held by the accepted connection that carries this queue's traffic to a remote behind NAT
     /// (`reverse`): one at a time.
     pub(super) attach: tokio::sync::Mutex<()>,
@@ -135,7 +131,6 @@ impl OutQueue {
             queued_bytes: AtomicU64::new(0),
             inflight_budget: AtomicU64::new(0),
             delivery_rate: AtomicU64::new(0),
-            reorder_held: AtomicU64::new(0),
             attach: tokio::sync::Mutex::new(()),
             takeover: Notify::new(),
         }

@@ -226,7 +226,8 @@ fn log_subflow_changes(name: &str, before: &[SubflowStatus], now: &[SubflowStatu
 }
 
 /// One round of the send time budget: every subflow's acknowledged bytes and minimum RTT into
-/// the connection's [`InflightBudget`], the budget and rate out to its writer. A socket that
+/// the connection's [`InflightBudget`], the budget and rate out to its writer (which counts
+/// against it what the paths hold, [`mpa::queue::path_queued`]). A socket that
 /// does not answer `MPTCP_TCPINFO` (fallback to TCP) gets no budget: the writer writes as before.
 fn sample_budget(fd: &OwnedFd, b: &mut InflightBudget<SubflowKey>, oq: &OutQueue) {
     let (Ok(present), Ok(infos)) = (sys::mptcp_subflow_addrs(fd), sys::mptcp_subflow_tcpinfo(fd))
@@ -251,26 +252,13 @@ fn sample_budget(fd: &OwnedFd, b: &mut InflightBudget<SubflowKey>, oq: &OutQueue
                     established: t.state == sys::TCP_ESTABLISHED,
                     bytes_acked: t.bytes_acked,
                     min_rtt_us: t.min_rtt_us,
+                    queued: u64::from(t.unacked) * u64::from(t.snd_mss)
+                        + u64::from(t.notsent_bytes),
+                    srtt_us: t.rtt_us,
                 },
             )
         }),
     );
-    // What the subflows hold (in flight or not sent yet); the rest of TIOCOUTQ beyond what no
-    // subflow has yet was delivered and waits at the data level behind a slower subflow.
-    let subflow_queued = infos
-        .iter()
-        .filter(|t| t.state == sys::TCP_ESTABLISHED)
-        .fold(0u64, |sum, t| {
-            sum.saturating_add(u64::from(t.unacked) * u64::from(t.snd_mss))
-                .saturating_add(u64::from(t.notsent_bytes))
-        });
-    let held = match (sys::outq_bytes(fd), sys::outq_unsent_bytes(fd)) {
-        (Ok(unacked), Ok(unsent)) => {
-            mpa::queue::reorder_held(unacked, unsent, subflow_queued, b.budget())
-        }
-        _ => 0,
-    };
-    oq.reorder_held.store(held, Ordering::Relaxed);
     oq.delivery_rate.store(b.rate(), Ordering::Relaxed);
     oq.inflight_budget.store(b.budget(), Ordering::Relaxed);
 }

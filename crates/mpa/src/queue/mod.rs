@@ -49,5 +49,5 @@ pub use flow_hash::{FlowHash, FlowHasher};
 pub use fq::{
     Arrival, FairQueue, FlowStats, FLOW_BUCKETS, OVERFLOW_BATCH_PACKETS, QUANTUM_BYTES, SET_WAYS,
 };
-pub use inflight::{reorder_held, write_gate, DeliverySample, Gate, InflightBudget};
+pub use inflight::{path_queued, write_gate, DeliverySample, Gate, InflightBudget, SubflowQueue};
 pub use sojourn::{SojournHistogram, SOJOURN_BOUNDS_NS, SOJOURN_BUCKETS};
