@@ -18,7 +18,7 @@ use mpa::framing::{
     Deframer, Frame, FrameType, Inbound, InboundConnection, InboundError, MAX_FRAME_LEN,
 };
 use mpa::gateway::{tun_write, ConnCore, Counters, Event, PacketDrop};
-use mpa::queue::{write_gate, Gate};
+use mpa::queue::{write_gate, Gate, SubflowQueue};
 use mpa::write_size::WriteSizer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::warn;
@@ -155,16 +155,17 @@ fn committed_bytes(fd: BorrowedFd<'_>, budget: u64) -> io::Result<u64> {
     }
     let unsent = sys::outq_unsent_bytes(fd)?;
     let subflows = sys::mptcp_subflow_tcpinfo(fd)?;
-    Ok(mpa::queue::path_queued(
-        unsent,
-        subflows.iter().map(|t| mpa::queue::SubflowQueue {
-            established: t.state == sys::TCP_ESTABLISHED,
-            unacked_segments: t.unacked,
-            mss: t.snd_mss,
-            notsent: t.notsent_bytes,
-        }),
-    )
-    .min(unacked))
+    Ok(mpa::queue::path_queued(unsent, subflows.iter().map(subflow_queue)).min(unacked))
+}
+
+/// One subflow's queue ([`mpa::queue::SubflowQueue`]) from its `tcp_info`.
+pub(super) fn subflow_queue(t: &sys::SubflowTcpInfo) -> SubflowQueue {
+    SubflowQueue {
+        established: t.state == sys::TCP_ESTABLISHED,
+        unacked_segments: t.unacked,
+        mss: t.snd_mss,
+        notsent: t.notsent_bytes,
+    }
 }
 
 /// The writer of a connection: drains its [`ConnCore`] (queued frames, strict priority + CoDel,

@@ -34,7 +34,7 @@ use mpa::subflow_health::{HealthSample, PathHold, StallDetector, Verdict};
 use mpa::Class;
 use tracing::{debug, info, warn};
 
-use super::conn_io::ConnCounters;
+use super::conn_io::{subflow_queue, ConnCounters};
 use super::socket::{apply_send_budget, check_fallback};
 use super::{OutQueue, PathManagement, Shared};
 use crate::genl::{SubflowCreate, SubflowDestroy};
@@ -252,8 +252,7 @@ fn sample_budget(fd: &OwnedFd, b: &mut InflightBudget<SubflowKey>, oq: &OutQueue
                     established: t.state == sys::TCP_ESTABLISHED,
                     bytes_acked: t.bytes_acked,
                     min_rtt_us: t.min_rtt_us,
-                    queued: u64::from(t.unacked) * u64::from(t.snd_mss)
-                        + u64::from(t.notsent_bytes),
+                    queued: subflow_queue(t).bytes(),
                     srtt_us: t.rtt_us,
                 },
             )

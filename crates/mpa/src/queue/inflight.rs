@@ -64,8 +64,7 @@ pub struct DeliverySample {
     pub bytes_acked: u64,
     /// `tcpi_min_rtt`, microseconds (0: none yet).
     pub min_rtt_us: u32,
-    /// What it holds now, bytes ([`path_queued`]'s count for this subflow: segments in flight ×
-    /// mss plus not-sent bytes).
+    /// What it holds now, bytes ([`SubflowQueue::bytes`]).
     pub queued: u64,
     /// `tcpi_rtt`, microseconds (smoothed; 0: none yet).
     pub srtt_us: u32,
@@ -236,11 +235,18 @@ pub struct SubflowQueue {
 pub fn path_queued(unsent: u64, subflows: impl IntoIterator<Item = SubflowQueue>) -> u64 {
     subflows
         .into_iter()
-        .filter(|q| q.established)
-        .fold(unsent, |sum, q| {
-            sum.saturating_add(u64::from(q.unacked_segments) * u64::from(q.mss))
-                .saturating_add(u64::from(q.notsent))
-        })
+        .fold(unsent, |sum, q| sum.saturating_add(q.bytes()))
+}
+
+impl SubflowQueue {
+    /// What it holds: segments in flight × mss plus not-sent bytes; 0 unless established.
+    pub fn bytes(&self) -> u64 {
+        if !self.established {
+            return 0;
+        }
+        (u64::from(self.unacked_segments) * u64::from(self.mss))
+            .saturating_add(u64::from(self.notsent))
+    }
 }
 
 /// What the writer may do now ([`write_gate`]).
