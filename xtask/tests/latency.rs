@@ -36,32 +36,15 @@ fn p99(v: &Value, load: &str) -> f64 {
         .unwrap_or_else(|| panic!("no loaded_rtt_ms.{load}.p99 in {}", v["name"]))
 }
 
-#[test]
-fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
-    let t0 = Instant::now();
-    let prefix = format!("lat{}", std::process::id() % 100_000);
+/// Runs `xtask bench latency` with `args` on a testbed named `tag` + this process's id, echoes
+/// its progress lines as `MEASURE`, and returns its JSON.
+fn bench_latency(tag: &str, args: &[&str]) -> Value {
+    let prefix = format!("{tag}{}", std::process::id() % 100_000);
     let json = std::env::temp_dir().join(format!("mms-{prefix}-latency.json"));
-    let fairness_secs = FAIRNESS_SECS.to_string();
     let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "bench",
-            "latency",
-            "--secs",
-            "5",
-            "--warmup",
-            "2",
-            "--loads",
-            "idle,bulk4,udp2x",
-            "--fairness-secs",
-            fairness_secs.as_str(),
-            "--variant",
-            "budget:--send-time-budget 5ms",
-            "--variant",
-            "old",
-            "--prefix",
-            &prefix,
-            "--json",
-        ])
+        .args(["bench", "latency"])
+        .args(args)
+        .args(["--prefix", &prefix, "--json"])
         .arg(&json)
         .current_dir(repo())
         .output()
@@ -75,8 +58,32 @@ fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
         "bench latency failed:\n{}{stderr}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
+    r
+}
+
+#[test]
+fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
+    let t0 = Instant::now();
+    let fairness_secs = FAIRNESS_SECS.to_string();
+    let r = bench_latency(
+        "lat",
+        &[
+            "--secs",
+            "5",
+            "--warmup",
+            "2",
+            "--loads",
+            "idle,bulk4,udp2x",
+            "--fairness-secs",
+            fairness_secs.as_str(),
+            "--variant",
+            "budget:--send-time-budget 5ms",
+            "--variant",
+            "old",
+        ],
+    );
     let path = r["path_rtt_ms"].as_f64().unwrap();
     let (new, old) = (&r["variants"][0], &r["variants"][1]);
     assert_eq!(
@@ -175,12 +182,9 @@ fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
 #[test]
 fn unequal_uplinks_keep_their_goodput_with_the_budget() {
     let t0 = Instant::now();
-    let prefix = format!("lau{}", std::process::id() % 100_000);
-    let json = std::env::temp_dir().join(format!("mms-{prefix}-latency.json"));
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "bench",
-            "latency",
+    let r = bench_latency(
+        "lau",
+        &[
             "--rate-mbit",
             "10,2,10,2",
             "--secs",
@@ -195,25 +199,8 @@ fn unequal_uplinks_keep_their_goodput_with_the_budget() {
             "budget:--send-time-budget 5ms",
             "--variant",
             "default",
-            "--prefix",
-            &prefix,
-            "--json",
-        ])
-        .arg(&json)
-        .current_dir(repo())
-        .output()
-        .expect("run xtask bench latency");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    for line in stderr.lines().filter(|l| l.starts_with("bench latency")) {
-        eprintln!("MEASURE {line}");
-    }
-    assert!(
-        out.status.success(),
-        "bench latency failed:\n{}{stderr}",
-        String::from_utf8_lossy(&out.stdout)
+        ],
     );
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&json);
     let (budget, off) = (&r["variants"][0], &r["variants"][1]);
     assert_eq!(
         (budget["name"].as_str(), off["name"].as_str()),
