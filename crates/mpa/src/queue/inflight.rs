@@ -80,6 +80,9 @@ struct Estimate {
     rate: f64,
     rate_at: Instant,
     min_rtt: Duration,
+    /// What it held and its smoothed RTT at the last sample.
+    held: u64,
+    srtt: Duration,
 }
 
 impl Estimate {
@@ -123,13 +126,12 @@ impl<K: Ord + Copy> InflightBudget<K> {
         subflows: impl IntoIterator<Item = (K, DeliverySample)>,
     ) {
         let mut seen = BTreeMap::new();
-        let mut now_held = BTreeMap::new();
         for (k, s) in subflows {
             if !s.established {
                 continue;
             }
-            now_held.insert(k, (s.queued, Duration::from_micros(u64::from(s.srtt_us))));
             let min_rtt = Duration::from_micros(u64::from(s.min_rtt_us));
+            let srtt = Duration::from_micros(u64::from(s.srtt_us));
             let e = match self.subflows.remove(&k) {
                 Some(mut e) if s.bytes_acked >= e.acked_then => {
                     let dt = now.saturating_duration_since(e.since);
@@ -142,6 +144,8 @@ impl<K: Ord + Copy> InflightBudget<K> {
                         e.acked_then = s.bytes_acked;
                     }
                     e.min_rtt = min_rtt;
+                    e.held = s.queued;
+                    e.srtt = srtt;
                     e
                 }
                 // New, or its counter went backwards (another subflow under the same name).
@@ -151,6 +155,8 @@ impl<K: Ord + Copy> InflightBudget<K> {
                     rate: 0.0,
                     rate_at: now,
                     min_rtt,
+                    held: s.queued,
+                    srtt,
                 },
             };
             seen.insert(k, e);
@@ -162,17 +168,16 @@ impl<K: Ord + Copy> InflightBudget<K> {
             .values()
             .map(|e| e.decayed(now))
             .fold(0.0f64, f64::max);
-        for (k, e) in &self.subflows {
+        for e in self.subflows.values() {
             let r = e.decayed(now);
             rate += r;
             let target = self.gain * e.min_rtt.as_secs_f64() + self.margin.as_secs_f64();
             let share = r * target;
             budget += share;
-            let (held, srtt) = now_held.get(k).copied().unwrap_or_default();
-            if srtt.as_secs_f64() > target && r < SLOW_SHARE * fastest {
+            if e.srtt.as_secs_f64() > target && r < SLOW_SHARE * fastest {
                 // A slow subflow whose path queues beyond the budget's aim: what it holds
                 // beyond its share is its own.
-                excess = excess.saturating_add(held.saturating_sub(share as u64));
+                excess = excess.saturating_add(e.held.saturating_sub(share as u64));
             }
         }
         self.rate = rate;
@@ -306,23 +311,23 @@ mod tests {
         }
     }
 
+    /// A budget fed two samples of two subflows (keys 1 and 2), 100 ms apart.
+    fn two_samples(first: [DeliverySample; 2], then: [DeliverySample; 2]) -> InflightBudget<u8> {
+        let t0 = Instant::now();
+        let mut b = InflightBudget::new(5 * MS, 2.0);
+        b.handle_sample(t0, [(1u8, first[0]), (2u8, first[1])]);
+        b.handle_sample(t0 + 100 * MS, [(1u8, then[0]), (2u8, then[1])]);
+        b
+    }
+
     /// A fast subflow (1.25 MB/s) and a slow one (0.125 MB/s) whose path queues (srtt 80 ms
     /// against an aim of 2 × 20 + 5 = 45 ms) and holds 30 kB, five times its 5.6 kB share: the
     /// excess is its own, added to the budget, so the fast subflow keeps the room of its share.
     #[test]
     fn a_slow_queued_subflow_keeps_its_excess_out_of_the_fast_ones_room() {
-        let t0 = Instant::now();
-        let mut b = InflightBudget::new(5 * MS, 2.0);
-        b.handle_sample(
-            t0,
-            [(1u8, held(0, 20, 25, 0)), (2u8, held(0, 20, 80, 30_000))],
-        );
-        b.handle_sample(
-            t0 + 100 * MS,
-            [
-                (1u8, held(125_000, 20, 25, 20_000)),
-                (2u8, held(12_500, 20, 80, 30_000)),
-            ],
+        let b = two_samples(
+            [held(0, 20, 25, 0), held(0, 20, 80, 30_000)],
+            [held(125_000, 20, 25, 20_000), held(12_500, 20, 80, 30_000)],
         );
         let fast_share = 1_250_000.0 * 0.045;
         let slow_share = 125_000.0 * 0.045;
@@ -343,25 +348,14 @@ mod tests {
     /// sum, so their queues cannot grow past it.
     #[test]
     fn alike_or_unqueued_subflows_have_no_excess() {
-        let t0 = Instant::now();
-        let mut b = InflightBudget::new(5 * MS, 2.0);
-        b.handle_sample(t0, [(1u8, held(0, 20, 60, 0)), (2u8, held(0, 20, 60, 0))]);
-        b.handle_sample(
-            t0 + 100 * MS,
-            [
-                (1u8, held(125_000, 20, 60, 90_000)),
-                (2u8, held(100_000, 20, 60, 90_000)),
-            ],
+        let b = two_samples(
+            [held(0, 20, 60, 0), held(0, 20, 60, 0)],
+            [held(125_000, 20, 60, 90_000), held(100_000, 20, 60, 90_000)],
         );
         assert_eq!(b.excess(), 0, "alike subflows: 1.0 and 0.8 of the fastest");
-        let mut b = InflightBudget::new(5 * MS, 2.0);
-        b.handle_sample(t0, [(1u8, held(0, 20, 25, 0)), (2u8, held(0, 20, 40, 0))]);
-        b.handle_sample(
-            t0 + 100 * MS,
-            [
-                (1u8, held(125_000, 20, 25, 20_000)),
-                (2u8, held(12_500, 20, 40, 30_000)),
-            ],
+        let b = two_samples(
+            [held(0, 20, 25, 0), held(0, 20, 40, 0)],
+            [held(125_000, 20, 25, 20_000), held(12_500, 20, 40, 30_000)],
         );
         assert_eq!(
             b.excess(),
