@@ -90,6 +90,9 @@ pub struct System {
     pub groups_1_2: usize,
     /// The gateway-channel socket of `ssc` (controller mode; `mmsg` connects to it).
     pub gw_socket: PathBuf,
+    /// The run's CA and the gateways' TLS files ([`Options::tls`]); `ssc` runs this CA (`[ca]
+    /// dir`), so the CRL it signs and pushes is one the gateways accept.
+    pub tls_dir: Option<PathBuf>,
     api: Client,
     ssc_child: Option<Child>,
     stats_interval: String,
@@ -99,11 +102,32 @@ pub struct System {
 }
 
 /// Whether one `mmsg status` shows gateway `b` fully up ([`System::wait_tunnels_up`]); else why not.
+/// In controller mode with TLS that includes running `ssc`'s CRL (the provisioned one has
+/// `crl_number` 0, every list `ssc` signs a higher one) and having refused none of its pushes.
 fn tunnels_ready(s: &Value, static_configs: bool, b: u8, groups: usize) -> Result<(), String> {
     if !static_configs {
         let src = s.pointer("/controller/source").unwrap_or(&Value::Null);
         if src != "controller" {
             return Err(format!("no config from ssc yet (source {src})"));
+        }
+        if !s["tls"].is_null() {
+            for c in [
+                "crl_refused_signature",
+                "crl_refused_replay",
+                "tls_crl_refused",
+            ] {
+                let n = s
+                    .pointer(&format!("/counters/{c}"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                if n > 0 {
+                    return Err(format!("refused {n} CRL push(es) of ssc ({c})"));
+                }
+            }
+            match s.pointer("/tls/crl_number").and_then(Value::as_u64) {
+                Some(n) if n >= 1 => {}
+                n => return Err(format!("not on ssc's CRL yet (crl_number {n:?})")),
+            }
         }
     }
     let want = expected_connections_with(static_configs, b, groups);
@@ -256,6 +280,7 @@ impl System {
             routes,
             static_configs: opts.static_configs,
             gw_socket: log_dir.join("ssc-gw.sock"),
+            tls_dir: opts.tls.then(|| log_dir.join("tls")),
             api: Client::new("http://127.0.0.1:1", Some(TOKEN), Duration::from_secs(10)),
             ssc_child: None,
             stats_interval: opts.stats_interval.clone(),
@@ -290,6 +315,11 @@ impl System {
             }
         }
 
+        // Before ssc starts: it runs the same CA (`[ca] dir`), under the name it gives its own.
+        let tls = match &sys.tls_dir {
+            Some(dir) => mmsg::provision_tls(dir, controller::authority::CA_NAME, &BRANCHES)?,
+            None => BTreeMap::new(),
+        };
         sys.start_ssc(true)?;
         let out = Command::new(&sys.ssc)
             .args([
@@ -311,11 +341,6 @@ impl System {
             String::from_utf8_lossy(&out.stderr).trim()
         );
 
-        let tls = if opts.tls {
-            mmsg::provision_tls(&log_dir.join("tls"), "MMS e2e CA", &BRANCHES)?
-        } else {
-            BTreeMap::new()
-        };
         for b in BRANCHES {
             let cfg = sys.mmsg_config_path(b);
             let mut config = if opts.static_configs {
@@ -414,12 +439,15 @@ impl System {
                 self.gw_socket.display().to_string()
             )
         };
+        let ca = self.tls_dir.as_ref().map_or(String::new(), |d| {
+            format!("\n[ca]\ndir = {:?}\n", d.display().to_string())
+        });
         let config = self.log_dir.join("ssc.toml");
         std::fs::write(
             &config,
             format!(
                 "[api]\ntoken = \"{TOKEN}\"\nlisten = \"127.0.0.1:0\"\n\n[database]\npath = {:?}\n\n\
-                 [openflow]\nlisten = \"\"\nunix = [{}]\n{gateways}",
+                 [openflow]\nlisten = \"\"\nunix = [{}]\n{gateways}{ca}",
                 dbdir.join("ssc.redb").display().to_string(),
                 sockets.join(", ")
             ),

@@ -105,10 +105,20 @@ pub fn status(mmsg: &Path, control: &Path) -> anyhow::Result<Value> {
     serde_json::from_slice(&out.stdout).context("parse mmsg status --json")
 }
 
+/// Serial numbers of the gateway certificates [`provision_tls`] issues: this plus the branch id.
+/// Far above the serials a controller's CA hands out (2, 3, ... in `ssc`'s store), so a run that
+/// shares its CA with `ssc` (`[ca] dir`, as `xtask::e2e` does) never has two certificates with
+/// one serial (a revocation of one would revoke both).
+pub const PROVISIONED_SERIALS: u64 = 1 << 40;
+
 /// Makes a CA named `ca_name` for the run in `dir` (`ca.pem`, `ca.key`) and issues branch `b`'s
-/// gateway certificate (`gw<b>.pem`, `gw<b>.key`; serial = branch id) for each of `branches`;
-/// and an empty CRL (`crl.pem`); returns each branch's `[tls]` table. Keys are written 0600
-/// (`pki`), as `mmsg` requires.
+/// gateway certificate (`gw<b>.pem`, `gw<b>.key`; serial [`PROVISIONED_SERIALS`] + b) and an
+/// empty CRL (`gw<b>-crl.pem`, its own file as on a real gateway, which rewrites it when the
+/// controller pushes a newer list) for each of `branches`; returns each branch's `[tls]` table.
+/// Keys are written 0600 (`pki`), as `mmsg` requires.
+///
+/// The CRLs have `crl_number` 0, so that the first list a controller running this CA signs
+/// (number 1) replaces them; a higher number here would make the gateways refuse it as a replay.
 pub fn provision_tls(
     dir: &Path,
     ca_name: &str,
@@ -119,29 +129,36 @@ pub fn provision_tls(
     ca.save(&dir.join("ca.pem"), &dir.join("ca.key"))
         .context("save the run's CA")?;
     // An empty CRL of the run's CA: `crl_file` is required with `[controller]` (issue #17).
-    let crl = ca.crl(&[], 1).context("sign the run's CRL")?;
-    pki::files::write_private(&dir.join("crl.pem"), crl.as_bytes())
-        .context("write the run's CRL")?;
+    let crl = ca.crl(&[], 0).context("sign the run's CRL")?;
     let mut out = BTreeMap::new();
     for &b in branches {
         let id = mpa::BranchId::new(b).with_context(|| format!("branch id {b}"))?;
         let issued = ca
-            .issue_gateway(id, u64::from(b), pki::ca::DEFAULT_VALIDITY)
+            .issue_gateway(
+                id,
+                PROVISIONED_SERIALS + u64::from(b),
+                pki::ca::DEFAULT_VALIDITY,
+            )
             .with_context(|| format!("issue branch {b}'s certificate"))?;
         let (cert, key) = gateway_files(dir, b);
         pki::ca::Ca::save_issued(&issued, &cert, &key)
             .with_context(|| format!("save branch {b}'s certificate"))?;
-        out.insert(b, tls_files(dir, b));
+        let files = tls_files(dir, b);
+        if let Some(path) = &files.crl_file {
+            pki::files::write_private(path, crl.as_bytes())
+                .with_context(|| format!("write {}", path.display()))?;
+        }
+        out.insert(b, files);
     }
     Ok(out)
 }
 
 /// The `[tls]` table of branch `b` for the files [`provision_tls`] wrote in `dir` (with the
-/// run's CRL as `crl_file`).
+/// branch's own CRL file as `crl_file`).
 pub fn tls_files(dir: &Path, b: u8) -> TlsConfig {
     let (cert, key) = gateway_files(dir, b);
     TlsConfig {
-        crl_file: Some(dir.join("crl.pem")),
+        crl_file: Some(dir.join(format!("gw{b}-crl.pem"))),
         ..tls(&dir.join("ca.pem"), &cert, &key)
     }
 }

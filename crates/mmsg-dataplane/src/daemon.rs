@@ -111,6 +111,7 @@ fn tls_status(tls: &TlsState, reloads: u64) -> TlsStatus {
         reloads,
         not_after: crate::enrol::not_after(&tls.files().cert).unwrap_or(0),
         crl_next_update: current.creds.crl.map(|c| c.next_update),
+        crl_number: current.creds.crl.and_then(|c| u64::try_from(c.number).ok()),
     }
 }
 

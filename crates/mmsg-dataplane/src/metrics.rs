@@ -191,6 +191,13 @@ pub fn render(report: &StatusReport, wan: &[Ipv4Addr]) -> String {
                 [(vec![], n as f64)],
             );
         }
+        if let Some(n) = t.crl_number {
+            e.gauge(
+                "tls_crl_number",
+                "crl_number of the CRL in use (the controller's pushes raise it)",
+                [(vec![], n as f64)],
+            );
+        }
     }
     if let Some(i) = &report.internet {
         let port = |p: usize| vec![("wan_port", p.to_string())];

@@ -140,6 +140,7 @@ fn report() -> StatusReport {
         reloads: 0,
         not_after: 1_900_000_000,
         crl_next_update: Some(1_800_000_000),
+        crl_number: Some(3),
     });
     stats.report(1, true, "userspace")
 }

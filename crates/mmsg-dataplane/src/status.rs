@@ -174,6 +174,10 @@ pub struct TlsStatus {
     /// The CRL in use: its `nextUpdate`, Unix seconds (after it new handshakes are refused).
     #[serde(default)]
     pub crl_next_update: Option<u64>,
+    /// The CRL in use: its `crl_number` (a controller's pushes raise it; the provisioned file's
+    /// list has whatever number its CA gave it).
+    #[serde(default)]
+    pub crl_number: Option<u64>,
 }
 
 /// The gateway channel to the controller (`crate::gwchan`, `docs/gwchan.md`).

@@ -148,6 +148,9 @@ pub fn render(
                     t.not_after.saturating_sub(unix_now) / 86_400
                 );
             }
+            if let Some(n) = t.crl_number {
+                let _ = write!(s, ", CRL #{n}");
+            }
             let _ = write!(s, ")");
         }
         None if now.insecure_clear_tunnels => {
@@ -353,6 +356,7 @@ mod tests {
                 reloads: 0,
                 not_after: 2_000_000_000,
                 crl_next_update: None,
+                crl_number: None,
             }),
             internet: None,
             reseq: None,
