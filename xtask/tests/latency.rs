@@ -20,15 +20,11 @@
     clippy::indexing_slicing
 )]
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
+
 use std::time::Instant;
 
 use serde_json::Value;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn p99(v: &Value, load: &str) -> f64 {
     v["loaded_rtt_ms"][load]["p99"]
@@ -41,23 +37,11 @@ fn p99(v: &Value, load: &str) -> f64 {
 fn bench_latency(tag: &str, args: &[&str]) -> Value {
     let prefix = format!("{tag}{}", std::process::id() % 100_000);
     let json = std::env::temp_dir().join(format!("mms-{prefix}-latency.json"));
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["bench", "latency"])
-        .args(args)
-        .args(["--prefix", &prefix, "--json"])
-        .arg(&json)
-        .current_dir(repo())
-        .output()
-        .expect("run xtask bench latency");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    for line in stderr.lines().filter(|l| l.starts_with("bench latency")) {
-        eprintln!("MEASURE {line}");
-    }
-    assert!(
-        out.status.success(),
-        "bench latency failed:\n{}{stderr}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let json_arg = json.display().to_string();
+    let mut all = vec!["bench", "latency"];
+    all.extend_from_slice(args);
+    all.extend(["--prefix", &prefix, "--json", &json_arg]);
+    common::xtask(&all, "bench latency");
     let r = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
     r

@@ -25,6 +25,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use mpa::classifier::FlowKey;
 use mpa::config::{Auto, StripingConfig};
 use mpa::framing::Frame;
 use mpa::gateway::{Counters, PacketDrop, Receiver};
@@ -105,11 +106,16 @@ impl Reseq {
 
     /// One sequenced IP frame from a tunnel, received on connection `lane` (an id unique for the
     /// life of the process): resequence it and write whatever is released to TUN. A frame whose
-    /// inner packet does not parse has no flow: it goes straight to TUN.
-    pub fn handle(&self, to_tun: ToTun<'_>, frame: Frame, lane: u64) {
+    /// inner packet does not parse has no flow: it goes straight to TUN. Returns the frame's flow
+    /// when the resequencer started on it with this frame (the caller steers its reverse).
+    pub fn handle(&self, to_tun: ToTun<'_>, frame: Frame, lane: u64) -> Option<FlowKey> {
         let now = Instant::now();
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner.rx.handle_frame(now, lane, frame);
+        let mut started = None;
+        while let Some(flow) = inner.rx.poll_new_flow() {
+            started = Some(flow);
+        }
         drain(to_tun, &mut inner);
         // Wake the timer when a new, earlier deadline appeared.
         let due = inner.rx.poll_timeout();
@@ -117,6 +123,7 @@ impl Reseq {
             inner.armed = due;
             self.wake.notify_one();
         }
+        started
     }
 
     /// Runs the hold-time releases and the idle sweep forever (spawned once by `mmsg run`), and

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use thiserror::Error;
 
-use crate::classifier::{Classifier, PacketInfo, ParseError};
+use crate::classifier::{Classifier, FlowKey, PacketInfo, ParseError};
 use crate::config::{Config, StripingConfig};
 use crate::flow_table::{Assignment, FlowTable, MAX_FLOWS};
 use crate::path_group::PathGroups;
@@ -164,6 +164,28 @@ impl Agent {
         self.branches
             .get_mut(&branch)
             .is_some_and(|s| s.set_rate(group, bytes_per_s))
+    }
+
+    /// Records the measured round trip (µs, 0: unknown) of a path group towards `branch`, for
+    /// the low-delay flows ([`Agent::prefer_low_delay`]).
+    pub fn set_group_delay(&mut self, branch: BranchId, group: PathGroupId, delay_us: u32) -> bool {
+        self.branches
+            .get_mut(&branch)
+            .is_some_and(|s| s.set_delay(group, delay_us))
+    }
+
+    /// Keeps flow `key` on the lowest-delay group towards its destination branch
+    /// ([`FlowTable::prefer_low_delay`]). Called with the reverse of every flow this gateway
+    /// starts resequencing. `false` when `key`'s destination is in no remote branch, no group to
+    /// it is up, or the table is full.
+    pub fn prefer_low_delay(&mut self, now: Instant, key: FlowKey) -> bool {
+        let Some(branch) = self.classifier.route(key.dst) else {
+            return false;
+        };
+        let Some(sched) = self.branches.get_mut(&branch) else {
+            return false;
+        };
+        self.flows.prefer_low_delay(now, key, branch, sched)
     }
 
     /// Changes the configured WRR weight of a path group towards `branch` (the controller

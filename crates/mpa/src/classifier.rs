@@ -64,6 +64,19 @@ pub struct FlowKey {
     pub dst_port: u16,
 }
 
+impl FlowKey {
+    /// The same flow seen the other way (its replies, a TCP flow's ACKs).
+    pub fn reversed(&self) -> FlowKey {
+        FlowKey {
+            src: self.dst,
+            dst: self.src,
+            protocol: self.protocol,
+            src_port: self.dst_port,
+            dst_port: self.src_port,
+        }
+    }
+}
+
 /// What the classifier reads from a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PacketInfo {

@@ -55,6 +55,9 @@ pub struct FlowEntry {
     pub striped: bool,
     /// The sequence number of its next striped frame.
     pub next_seq: u32,
+    /// The flow is kept on the lowest-delay group ([`FlowTable::prefer_low_delay`]): the
+    /// reverse of a flow this gateway resequences.
+    pub low_delay: bool,
 }
 
 impl FlowEntry {
@@ -70,6 +73,7 @@ impl FlowEntry {
             window_bytes: bytes,
             striped: false,
             next_seq: 0,
+            low_delay: false,
         }
     }
 
@@ -99,6 +103,12 @@ pub enum Assignment {
     New,
     /// A known flow whose group is down: the scheduler chose a new one.
     Moved {
+        /// The group it was on.
+        from: PathGroupId,
+    },
+    /// A low-delay flow ([`FlowTable::prefer_low_delay`]) moved to a group whose delay is now
+    /// lower by more than the margin ([`Scheduler::select_low_delay`]).
+    Steered {
         /// The group it was on.
         from: PathGroupId,
     },
@@ -170,21 +180,35 @@ impl FlowTable {
         let timeout = self.idle_timeout;
         if let Some(e) = self.flows.get_mut(&key) {
             let expired = now.saturating_duration_since(e.last_seen) > timeout;
+            let up = sched.is_up(e.group);
             let (group, how) = if e.branch != branch || expired {
                 // Expired (not yet swept) or re-routed: a new flow.
                 (sched.select()?, Assignment::New)
-            } else if sched.is_up(e.group) {
+            } else if e.low_delay {
+                match sched.select_low_delay(up.then_some(e.group)) {
+                    Some(g) if g == e.group => (g, Assignment::Existing),
+                    Some(g) if up => (g, Assignment::Steered { from: e.group }),
+                    Some(g) => (g, Assignment::Moved { from: e.group }),
+                    None => (sched.select()?, Assignment::Moved { from: e.group }),
+                }
+            } else if up {
                 (e.group, Assignment::Existing)
             } else {
                 (sched.select()?, Assignment::Moved { from: e.group })
             };
             if how == Assignment::New {
+                // A low-delay flow that idled out stays one (its striped reverse may still run).
+                let low_delay = e.low_delay && e.branch == branch;
                 *e = FlowEntry::new(branch, group, now, bytes);
+                e.low_delay = low_delay;
+                if low_delay {
+                    e.group = sched.select_low_delay(Some(group)).unwrap_or(group);
+                }
             } else {
                 e.count(now, bytes);
+                e.group = group;
             }
-            e.group = group;
-            return Some((group, how));
+            return Some((e.group, how));
         }
         if self.flows.len() >= self.max_flows {
             self.expire(now);
@@ -215,6 +239,44 @@ impl FlowTable {
         let seq = e.next_seq;
         e.next_seq = seq.wrapping_add(1);
         Some(seq)
+    }
+
+    /// Keeps flow `key` to `branch` on the group with the lowest measured delay from its next
+    /// packet on ([`Scheduler::select_low_delay`], with its margin against flapping), instead of
+    /// where the scheduler's round robin put it. For the reverse of a flow this gateway
+    /// resequences (its ACKs): the sender's window waits for them, so a striped TCP flow over
+    /// paths of unequal delay is clocked by the fastest path instead of whichever group the round
+    /// robin gave its ACKs (docs/results.md, "MDI"). A flow not yet seen is remembered now (on
+    /// the lowest-delay group, or the scheduler's pick while no delay is measured); a full table
+    /// or no group up: `false`, nothing stored.
+    pub fn prefer_low_delay(
+        &mut self,
+        now: Instant,
+        key: FlowKey,
+        branch: BranchId,
+        sched: &mut Scheduler,
+    ) -> bool {
+        if let Some(e) = self.flows.get_mut(&key) {
+            if e.branch == branch {
+                e.low_delay = true;
+                return true;
+            }
+        }
+        if !self.flows.contains_key(&key) && self.flows.len() >= self.max_flows {
+            self.expire(now);
+            if self.flows.len() >= self.max_flows {
+                return false;
+            }
+        }
+        let Some(group) = sched.select_low_delay(None).or_else(|| sched.select()) else {
+            return false;
+        };
+        let mut e = FlowEntry::new(branch, group, now, 0);
+        e.packets = 0;
+        e.low_delay = true;
+        self.flows.insert(key, e);
+        self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
+        true
     }
 
     /// When [`FlowTable::handle_timeout`] should next run (`None` while the table is empty).

@@ -27,6 +27,9 @@ pub struct PathGroup {
     pub up: bool,
     /// The measured throughput in bytes per second, 0 while unknown.
     pub rate_bytes_per_s: u64,
+    /// The measured round trip of its connections in µs (the lowest smoothed RTT of their
+    /// established subflows), 0 while unknown.
+    pub delay_us: u32,
 }
 
 /// The path groups towards one remote branch, sorted by id.
@@ -47,6 +50,7 @@ impl PathGroups {
                     weight: g.weight.max(1),
                     up: false,
                     rate_bytes_per_s: 0,
+                    delay_us: 0,
                 })
             })
             .collect();
@@ -97,6 +101,18 @@ impl PathGroups {
         }
     }
 
+    /// Records the measured round trip of a group (µs, 0: unknown); returns `false` for an
+    /// unknown id.
+    pub fn set_delay(&mut self, id: PathGroupId, delay_us: u32) -> bool {
+        match self.get_mut(id) {
+            Some(g) => {
+                g.delay_us = delay_us;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Changes a group's configured weight (clamped to at least 1); returns `false` for an unknown
     /// id. Used when the controller publishes new weights (`crate::gwchan`): no flow moves.
     pub fn set_weight(&mut self, id: PathGroupId, weight: u32) -> bool {
@@ -118,6 +134,7 @@ impl PathGroups {
             if let Some(old) = self.get(g.id) {
                 g.up = old.up;
                 g.rate_bytes_per_s = old.rate_bytes_per_s;
+                g.delay_us = old.delay_us;
             }
         }
         let removed = self

@@ -327,6 +327,11 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
         self.total_bytes
     }
 
+    /// Whether flow `key` has resequencing state now (it is forgotten when idle or evicted).
+    pub fn has_flow(&self, key: &K) -> bool {
+        self.flows.contains_key(key)
+    }
+
     /// One sequenced frame of flow `key` with sequence number `seq`; `len` is its size in bytes (for
     /// the memory bounds). Afterwards drain [`Resequencer::poll_deliver`]. Without lanes: only `T`
     /// releases a gap.

@@ -77,6 +77,37 @@ impl Scheduler {
         changed
     }
 
+    /// Records a group's measured round trip in µs (0: unknown), for
+    /// [`Scheduler::select_low_delay`].
+    pub fn set_delay(&mut self, group: PathGroupId, delay_us: u32) -> bool {
+        self.groups.set_delay(group, delay_us)
+    }
+
+    /// The group for a flow that wants the lowest delay (the reverse of a striped flow: a TCP
+    /// flow's ACKs, see [`crate::flow_table::FlowTable::prefer_low_delay`]), now on `current`:
+    /// the up group with the lowest measured delay, unless `current` is up, measured and within
+    /// [`steer_margin_us`] of it (so a flow does not flap between groups whose delays are
+    /// alike). Without any measurement: `current` if it is up, else `None` (the caller falls
+    /// back to [`Scheduler::select`]). Deterministic; changes no credits.
+    pub fn select_low_delay(&self, current: Option<PathGroupId>) -> Option<PathGroupId> {
+        let best = self
+            .groups
+            .iter()
+            .filter(|g| g.up && g.delay_us > 0)
+            .min_by_key(|g| (g.delay_us, g.id));
+        let cur = current.and_then(|id| self.groups.get(id)).filter(|g| g.up);
+        match (best, cur) {
+            (None, c) => c.map(|g| g.id),
+            (Some(b), Some(c))
+                if c.delay_us > 0
+                    && c.delay_us <= b.delay_us.saturating_add(steer_margin_us(b.delay_us)) =>
+            {
+                Some(c.id)
+            }
+            (Some(b), _) => Some(b.id),
+        }
+    }
+
     /// Records a group's measured throughput (used by the `throughput` policy).
     pub fn set_rate(&mut self, group: PathGroupId, bytes_per_s: u64) -> bool {
         self.groups.set_rate(group, bytes_per_s)
@@ -177,6 +208,13 @@ impl Scheduler {
     }
 }
 
+/// A low-delay flow moves off its group only when another is lower by more than this (µs): a
+/// quarter of the lower delay, at least 2 ms. Smoothed RTTs of alike paths differ by a few ms
+/// with their queues; paths worth moving to differ by tens (seed 001's MDI paths: 10 vs 100+ ms).
+pub fn steer_margin_us(lowest_us: u32) -> u32 {
+    (lowest_us / 4).max(2_000)
+}
+
 /// A striped flow's packets skip groups whose weight is below this share (per mille) of the up
 /// groups' total. The controller keeps every group at weight ≥ 1 so new *flows* keep probing
 /// it, but one packet of a striped flow on a flooded path (queued for seconds) stalls every
@@ -245,6 +283,40 @@ mod tests {
 
     fn picks(s: &mut Scheduler, n: usize) -> Vec<u8> {
         (0..n).map(|_| s.select().unwrap().get()).collect()
+    }
+
+    #[test]
+    fn low_delay_picks_the_lowest_measured_up_group_and_keeps_a_close_current() {
+        let mut s = sched(&[(0, 1), (1, 1), (2, 1)], SelectionPolicy::Wrr);
+        let g = |id| PathGroupId::new(id).unwrap();
+        let before = s.clone();
+        assert_eq!(s.select_low_delay(None), None, "nothing measured");
+        assert_eq!(
+            s.select_low_delay(Some(g(1))),
+            Some(g(1)),
+            "nothing measured"
+        );
+        s.set_delay(g(0), 30_000);
+        s.set_delay(g(1), 12_000);
+        s.set_delay(g(2), 20_000);
+        assert_eq!(s.select_low_delay(None), Some(g(1)));
+        assert_eq!(s.select_low_delay(Some(g(0))), Some(g(1)), "18 ms worse");
+        // 12 ms + max(2 ms, 3 ms): a current group up to 15 ms stays.
+        s.set_delay(g(2), 15_000);
+        assert_eq!(s.select_low_delay(Some(g(2))), Some(g(2)));
+        s.set_delay(g(2), 15_001);
+        assert_eq!(s.select_low_delay(Some(g(2))), Some(g(1)));
+        // An unmeasured current group gives way to a measured one; a down group is never picked.
+        s.set_delay(g(2), 0);
+        assert_eq!(s.select_low_delay(Some(g(2))), Some(g(1)));
+        s.set_up(g(1), false);
+        assert_eq!(s.select_low_delay(None), Some(g(0)));
+        assert_eq!(steer_margin_us(4_000), 2_000);
+        assert_eq!(steer_margin_us(100_000), 25_000);
+        // No WRR credits were touched.
+        let mut fresh = before;
+        fresh.set_up(g(1), false);
+        assert_eq!(picks(&mut s, 6), picks(&mut fresh, 6));
     }
 
     #[test]

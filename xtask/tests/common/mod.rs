@@ -17,6 +17,31 @@ pub fn ns_run(ns: &str, cmd: &[&str]) -> String {
     xtask::sh::ns(ns, prog, args).unwrap_or_else(|e| panic!("{ns}: {e:#}"))
 }
 
+/// Runs this build's `xtask` with `args` in the repository root (it starts the WAN emulator from
+/// its own image, which a test binary cannot); echoes the lines of its stdout and stderr that
+/// start with `progress` as `MEASURE` and panics, with both streams, when it fails.
+pub fn xtask(args: &[&str], progress: &str) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap_or_else(|e| panic!("run xtask {args:?}: {e}"));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    for line in stdout.lines().chain(stderr.lines()) {
+        if line.starts_with(progress) {
+            eprintln!("MEASURE {line}");
+        }
+    }
+    assert!(
+        out.status.success(),
+        "xtask {args:?} failed:\n{stdout}{stderr}"
+    );
+    out
+}
+
 /// Fails (never skips) when one of `tools` is not installed.
 pub fn require_tools(tools: &[&str]) {
     for tool in tools {

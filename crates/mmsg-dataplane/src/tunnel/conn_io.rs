@@ -23,7 +23,7 @@ use mpa::write_size::WriteSizer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::warn;
 
-use super::{OutQueue, Shared};
+use super::{OutQueue, Shared, TunEvent};
 use crate::deliver::{PeerCheck, ToTun};
 use crate::secure::Rekey;
 use crate::stats::Stats;
@@ -394,7 +394,9 @@ fn on_frame(sh: &Shared, frame: Frame, cc: &ConnCounters, check: &mut PeerCheck)
             };
             // Without `[striping]` here sequenced frames pass like any other (no lock).
             if frame.header.seq.is_some() && sh.reseq.striping() {
-                sh.reseq.handle(to_tun, frame, cc.lane);
+                if let Some(flow) = sh.reseq.handle(to_tun, frame, cc.lane) {
+                    sh.send(TunEvent::LowDelay(flow.reversed()));
+                }
                 return;
             }
             match tun_write(frame, sh.tun.offload()) {

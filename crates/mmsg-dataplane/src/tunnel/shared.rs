@@ -156,6 +156,9 @@ pub enum TunEvent {
     /// replaced): [`mpa::gateway::Router::apply`] keeps the flow table and the up state of the
     /// connections that still exist; a flow whose path group stays does not move.
     Reload,
+    /// The receiver started resequencing a flow: keep this flow, its reverse (the ACKs), on the
+    /// lowest-delay path group ([`mpa::gateway::Router::prefer_low_delay`]).
+    LowDelay(mpa::classifier::FlowKey),
 }
 
 /// Everything the tasks share.

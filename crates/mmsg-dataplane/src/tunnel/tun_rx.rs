@@ -16,12 +16,13 @@ use bytes::{BufMut, BytesMut};
 use mpa::conn_report::GroupRates;
 use mpa::framing::{FRAME_HEADER_LEN, VIRTIO_NET_HDR_LEN};
 use mpa::gateway::{Event, PacketDrop, Router};
+use mpa::{BranchId, PathGroupId};
 use tokio::sync::mpsc;
 use tracing::{debug, info};
 
 use super::shared::core_key;
 use super::{ConnEvent, ConnKey, OutQueue, Shared, TunEvent};
-use crate::stats::Stats;
+use crate::stats::{ConnState, Stats};
 use crate::tun::MAX_TUN_READ;
 
 /// The TUN read arena: packets are split off it (`split_to`), so one allocation serves many reads.
@@ -63,6 +64,9 @@ pub async fn tun_loop(
                     .map(|((b, g, _), oq)| (*b, *g, oq.sent_bytes.load(Ordering::Relaxed)));
                 for (b, g, rate) in rates.handle_sent(Instant::now(), sent) {
                     router.set_group_rate(b, g, rate);
+                }
+                for ((b, g), delay_us) in group_delays(&sh.stats) {
+                    router.set_group_delay(b, g, delay_us);
                 }
                 None
             }
@@ -139,6 +143,13 @@ fn tun_event(
             );
             info!("path group weights updated in place");
         }
+        TunEvent::LowDelay(flow) => {
+            let kept = router.prefer_low_delay(Instant::now(), flow);
+            debug!(
+                ?flow,
+                kept, "reverse of a resequenced flow: lowest-delay group"
+            );
+        }
         TunEvent::Reload => {
             *queues = sh.queues();
             router.apply(&sh.config(), &mut events);
@@ -201,4 +212,36 @@ fn handle_tun_packet(
     if let Some(c) = counter {
         Stats::inc(c);
     }
+}
+
+/// Per path group (remote branch, group) of our outbound connections that are up: the lowest
+/// smoothed RTT (µs) of their established subflows, as `mmsg status` last sampled them (once a
+/// second). A small packet (an ACK) on such a connection takes about that subflow: the MPTCP
+/// scheduler sends on the subflow that delivers soonest. Groups with no sample are left out.
+fn group_delays(stats: &Stats) -> BTreeMap<(BranchId, PathGroupId), u32> {
+    let mut out: BTreeMap<(BranchId, PathGroupId), u32> = BTreeMap::new();
+    stats.for_each_conn(|c| {
+        if c.direction != "out" || c.state != ConnState::Up {
+            return;
+        }
+        let (Ok(b), Ok(g)) = (
+            BranchId::new(c.remote_branch),
+            PathGroupId::new(c.path_group),
+        ) else {
+            return;
+        };
+        let Some(rtt) = c
+            .subflows
+            .iter()
+            .filter(|sf| sf.is_established() && sf.rtt_us > 0)
+            .map(|sf| sf.rtt_us)
+            .min()
+        else {
+            return;
+        };
+        out.entry((b, g))
+            .and_modify(|d| *d = (*d).min(rtt))
+            .or_insert(rtt);
+    });
+    out
 }

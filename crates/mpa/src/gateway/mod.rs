@@ -371,6 +371,10 @@ impl Gateway {
                 Err(d) => self.counters.drop(d),
             }
         }
+        // The reverse of a flow we resequence (its ACKs) goes on the lowest-delay group.
+        while let Some(key) = self.receiver.poll_new_flow() {
+            self.router.prefer_low_delay(now, key.reversed());
+        }
     }
 
     /// The next packet to write to TUN.
@@ -506,6 +510,11 @@ impl Gateway {
     /// Records a group's measured throughput (the `throughput` selection policy).
     pub fn set_group_rate(&mut self, branch: BranchId, group: PathGroupId, bytes_per_s: u64) {
         self.router.set_group_rate(branch, group, bytes_per_s);
+    }
+
+    /// Records a group's measured round trip in µs (0: unknown; the low-delay flows).
+    pub fn set_group_delay(&mut self, branch: BranchId, group: PathGroupId, delay_us: u32) {
+        self.router.set_group_delay(branch, group, delay_us);
     }
 
     /// Changes the resequencer's release threshold `T` (an "auto" `T` sized from the paths).

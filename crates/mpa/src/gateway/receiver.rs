@@ -184,7 +184,15 @@ pub struct Receiver {
     out: VecDeque<TunWrite>,
     out_bytes: usize,
     counters: Counters,
+    /// Flows the resequencer started on since the last [`Receiver::poll_new_flow`] (at most
+    /// [`MAX_NEW_FLOWS`]; more are not reported).
+    new_flows: VecDeque<FlowKey>,
 }
+
+/// At most this many new resequenced flows wait for [`Receiver::poll_new_flow`]; the driver
+/// drains them with every batch, so more only means a flood of new striped flows, whose
+/// low-delay reverse is then skipped (a peer must not grow our memory).
+pub const MAX_NEW_FLOWS: usize = 256;
 
 impl Receiver {
     /// A receiver whose TUN device has offload (`IFF_VNET_HDR`) or not; `params` size the
@@ -198,6 +206,7 @@ impl Receiver {
             out: VecDeque::new(),
             out_bytes: 0,
             counters: Counters::default(),
+            new_flows: VecDeque::new(),
         }
     }
 
@@ -220,6 +229,9 @@ impl Receiver {
                     payload: Bytes::copy_from_slice(&frame.payload),
                 };
                 let len = held.payload.len();
+                if !self.reseq.has_flow(&key) && self.new_flows.len() < MAX_NEW_FLOWS {
+                    self.new_flows.push_back(key);
+                }
                 self.reseq.handle_frame_on(now, key, lane, seq, held, len);
                 self.drain();
             }
@@ -251,6 +263,12 @@ impl Receiver {
         }
         self.out_bytes += ip.len();
         self.out.push_back(w);
+    }
+
+    /// A flow the resequencer started on (once per flow, again after it was forgotten): the
+    /// driver keeps its reverse on the lowest-delay group ([`super::Router::prefer_low_delay`]).
+    pub fn poll_new_flow(&mut self) -> Option<FlowKey> {
+        self.new_flows.pop_front()
     }
 
     /// The next packet to write to TUN, in delivery order.

@@ -277,6 +277,18 @@ impl Router {
         self.agent.set_group_rate(branch, group, bytes_per_s);
     }
 
+    /// Records a group's measured round trip in µs (0: unknown; for the low-delay flows).
+    pub fn set_group_delay(&mut self, branch: BranchId, group: PathGroupId, delay_us: u32) {
+        self.agent.set_group_delay(branch, group, delay_us);
+    }
+
+    /// Keeps flow `key` on the lowest-delay group ([`Agent::prefer_low_delay`]): the driver
+    /// calls it with the reverse of each flow the receiver starts resequencing
+    /// ([`super::Receiver::poll_new_flow`]).
+    pub fn prefer_low_delay(&mut self, now: Instant, key: crate::classifier::FlowKey) -> bool {
+        self.agent.prefer_low_delay(now, key)
+    }
+
     /// The configured outbound connections.
     pub fn conns(&self) -> &BTreeSet<ConnKey> {
         &self.conns

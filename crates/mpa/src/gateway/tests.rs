@@ -357,3 +357,80 @@ fn a_full_connection_queue_drops_from_the_fat_flow() {
         crate::queue::ClassStats::default()
     );
 }
+
+/// The reverse of a flow the receiver resequences (a striped TCP flow's ACKs) is kept on the
+/// group with the lowest measured delay: the receiver reports the flow once, when it starts on
+/// it; the router then puts the reverse there, moves it when another group becomes lower by more
+/// than the margin, and leaves other flows to the round robin.
+#[test]
+fn the_reverse_of_a_resequenced_flow_takes_the_lowest_delay_group() {
+    use crate::framing::encode_frame;
+    let t0 = Instant::now();
+    let (b2, g0, g1) = (
+        BranchId::new(2).unwrap(),
+        PathGroupId::new(0).unwrap(),
+        PathGroupId::new(1).unwrap(),
+    );
+    // A sequenced frame of branch 2's flow 198.19.2.10:0 -> 198.19.1.10:4000.
+    let from_peer = |seq: u32| {
+        let mut p = udp(0);
+        p[12..16].copy_from_slice(&[198, 19, 2, 10]);
+        p[16..20].copy_from_slice(&[198, 19, 1, 10]);
+        p[22..24].copy_from_slice(&4000u16.to_be_bytes());
+        let mut buf = BytesMut::new();
+        encode_frame(FrameType::Ip, Class::TypeII, Some(seq), &p, &mut buf).unwrap();
+        Deframer::default().decode(&mut buf).unwrap().unwrap()
+    };
+    let mut plain = Receiver::new(None, false);
+    plain.handle_frame(t0, 1, from_peer(0));
+    assert_eq!(
+        plain.poll_new_flow(),
+        None,
+        "not resequenced here: not reported"
+    );
+    let mut rx = Receiver::new(Some(Default::default()), false);
+    rx.handle_frame(t0, 1, from_peer(0));
+    rx.handle_frame(t0, 2, from_peer(1));
+    let flow = rx.poll_new_flow().expect("reported when it starts");
+    assert_eq!(rx.poll_new_flow(), None, "once per flow");
+    let reverse = flow.reversed();
+    assert_eq!(
+        reverse,
+        crate::classifier::parse(&udp(4000)).unwrap().flow,
+        "the reverse is our flow 198.19.1.10:4000 -> 198.19.2.10:0"
+    );
+
+    let mut r = Router::new(&config(), false);
+    for g in [0, 1] {
+        r.handle_conn_up(key(g, Class::TypeI));
+        r.handle_conn_up(key(g, Class::TypeII));
+    }
+    let group = |r: &mut Router, sport: u16, t: Instant| {
+        r.handle_tun_packet(t, tun_read(None, &udp(sport)))
+            .unwrap()
+            .conn
+            .group
+    };
+    r.set_group_delay(b2, g0, 40_000);
+    r.set_group_delay(b2, g1, 10_000);
+    assert!(r.prefer_low_delay(t0, reverse));
+    for _ in 0..4 {
+        assert_eq!(group(&mut r, 4000, t0), g1, "lowest delay, every packet");
+    }
+    // Other flows: the round robin over both groups.
+    let others: std::collections::BTreeSet<PathGroupId> =
+        (1..=4).map(|p| group(&mut r, p, t0)).collect();
+    assert_eq!(others.len(), 2, "{others:?}");
+    // Within the margin (2 ms or a quarter): stays; beyond it: moves.
+    r.set_group_delay(b2, g0, 9_000);
+    assert_eq!(group(&mut r, 4000, t0), g1, "1 ms lower: no flap");
+    r.set_group_delay(b2, g0, 5_000);
+    assert_eq!(group(&mut r, 4000, t0), g0, "5 ms lower: moved");
+    // Its group down: the lowest of the others.
+    r.handle_conn_down(key(0, Class::TypeI));
+    assert_eq!(group(&mut r, 4000, t0), g1);
+    // Idle past the flow timeout, it is still a low-delay flow when it comes back.
+    r.handle_conn_up(key(0, Class::TypeI));
+    let later = t0 + Duration::from_secs(3_600);
+    assert_eq!(group(&mut r, 4000, later), g0);
+}
