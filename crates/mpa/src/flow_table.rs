@@ -182,8 +182,12 @@ impl FlowTable {
             let expired = now.saturating_duration_since(e.last_seen) > timeout;
             let up = sched.is_up(e.group);
             let (group, how) = if e.branch != branch || expired {
-                // Expired (not yet swept) or re-routed: a new flow.
-                (sched.select()?, Assignment::New)
+                // Expired (not yet swept) or re-routed: a new flow. A low-delay flow that idled
+                // out stays one (its striped reverse may still run): no round-robin pick for it.
+                let low = (e.low_delay && e.branch == branch)
+                    .then(|| sched.select_low_delay(None))
+                    .flatten();
+                (low.or_else(|| sched.select())?, Assignment::New)
             } else if e.low_delay {
                 match sched.select_low_delay(up.then_some(e.group)) {
                     Some(g) if g == e.group => (g, Assignment::Existing),
@@ -197,18 +201,14 @@ impl FlowTable {
                 (sched.select()?, Assignment::Moved { from: e.group })
             };
             if how == Assignment::New {
-                // A low-delay flow that idled out stays one (its striped reverse may still run).
                 let low_delay = e.low_delay && e.branch == branch;
                 *e = FlowEntry::new(branch, group, now, bytes);
                 e.low_delay = low_delay;
-                if low_delay {
-                    e.group = sched.select_low_delay(Some(group)).unwrap_or(group);
-                }
             } else {
                 e.count(now, bytes);
                 e.group = group;
             }
-            return Some((e.group, how));
+            return Some((group, how));
         }
         if self.flows.len() >= self.max_flows {
             self.expire(now);

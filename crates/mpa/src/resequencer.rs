@@ -327,11 +327,6 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
         self.total_bytes
     }
 
-    /// Whether flow `key` has resequencing state now (it is forgotten when idle or evicted).
-    pub fn has_flow(&self, key: &K) -> bool {
-        self.flows.contains_key(key)
-    }
-
     /// One sequenced frame of flow `key` with sequence number `seq`; `len` is its size in bytes (for
     /// the memory bounds). Afterwards drain [`Resequencer::poll_deliver`]. Without lanes: only `T`
     /// releases a gap.
@@ -340,7 +335,8 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
     }
 
     /// The same for a frame that came on `lane` (the connection: FIFO for one flow's frames), which
-    /// lets a gap every recent lane has passed be released at once (module docs).
+    /// lets a gap every recent lane has passed be released at once (module docs). Returns whether
+    /// this frame started the flow's state (its first frame, or the first after it was forgotten).
     pub fn handle_frame_on(
         &mut self,
         now: Instant,
@@ -349,16 +345,26 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
         seq: u32,
         packet: P,
         len: usize,
-    ) {
+    ) -> bool {
         self.update_eff(now);
-        self.handle(now, &key, lane, seq, packet, len);
+        let started = self.handle(now, &key, lane, seq, packet, len);
         self.infer_losses(now, &key);
+        started
     }
 
-    fn handle(&mut self, now: Instant, key: &K, lane: u64, seq: u32, packet: P, len: usize) {
+    fn handle(
+        &mut self,
+        now: Instant,
+        key: &K,
+        lane: u64,
+        seq: u32,
+        packet: P,
+        len: usize,
+    ) -> bool {
         let key = key.clone();
         self.stats.frames_in += 1;
-        if !self.flows.contains_key(&key) {
+        let started = !self.flows.contains_key(&key);
+        if started {
             if self.flows.len() >= MAX_FLOWS {
                 self.expire(now);
             }
@@ -387,7 +393,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
         }
         let Some(flow) = self.flows.get_mut(&key) else {
-            return;
+            return started;
         };
         flow.last_seen = now;
         // Serial-number distance from `expected` (RFC 1982).
@@ -406,7 +412,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
             }
             self.stats.in_order += 1;
             self.out.push_back(Delivery { key, seq, packet });
-            return;
+            return started;
         }
         if !ahead {
             note_lane(&mut flow.lanes, lane, 0, now);
@@ -422,7 +428,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
                 self.stats.late_after_release += 1;
                 self.skew_sample(now, d);
             }
-            return;
+            return started;
         }
         let ext = flow.expected + u64::from(diff);
         note_lane(&mut flow.lanes, lane, ext, now);
@@ -447,13 +453,13 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
                 packet,
             });
             self.drain_in_order(&key);
-            return;
+            return started;
         }
         if flow.buf.contains_key(&ext) {
             // A duplicate of a frame already held: pass it on at once, as Alg. 1 does for duplicates.
             self.stats.dup_late += 1;
             self.out.push_back(Delivery { key, seq, packet });
-            return;
+            return started;
         }
         // Alg. 1's last branch: the buffer (or the memory) is full.
         let full = flow.buf.len() >= self.params.buffer_frames
@@ -477,12 +483,12 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
                         packet,
                     });
                     self.drain_in_order(&key);
-                    return;
+                    return started;
                 }
             }
         }
         let Some(flow) = self.flows.get_mut(&key) else {
-            return;
+            return started;
         };
         // Still full after releasing the lowest (only when the global memory is held by other
         // flows): forward the new frame rather than exceed the bound.
@@ -499,7 +505,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
                 packet,
             });
             self.drain_in_order(&key);
-            return;
+            return started;
         }
         flow.buf.insert(ext, Held { seq, packet, len });
         flow.bytes += len;
@@ -511,6 +517,7 @@ impl<K: Ord + Clone, P> Resequencer<K, P> {
         } else {
             self.refresh_deadline(&key);
         }
+        started
     }
 
     /// The next frame to write to TUN, in order.

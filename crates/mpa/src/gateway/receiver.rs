@@ -229,10 +229,10 @@ impl Receiver {
                     payload: Bytes::copy_from_slice(&frame.payload),
                 };
                 let len = held.payload.len();
-                if !self.reseq.has_flow(&key) && self.new_flows.len() < MAX_NEW_FLOWS {
+                let started = self.reseq.handle_frame_on(now, key, lane, seq, held, len);
+                if started && self.new_flows.len() < MAX_NEW_FLOWS {
                     self.new_flows.push_back(key);
                 }
-                self.reseq.handle_frame_on(now, key, lane, seq, held, len);
                 self.drain();
             }
             // Unsequenced, or no flow to resequence by: straight to TUN.
