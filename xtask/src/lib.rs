@@ -35,6 +35,7 @@ pub mod scale;
 pub mod sh;
 pub mod stats;
 pub mod table1;
+pub mod test_run;
 pub mod testbed;
 pub mod topology;
 pub mod uplink_lb;

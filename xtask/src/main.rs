@@ -1,10 +1,9 @@
 //! `cargo xtask`: MMS developer tasks (see the library docs of `xtask`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use xtask::testbed::{self, Direction, UpOptions};
 use xtask::topology::{self, Impairment};
@@ -920,55 +919,31 @@ fn testbed_cmd(cmd: TestbedCmd) -> anyhow::Result<()> {
     }
 }
 
-/// Runs one stage (a cargo command), printing its duration.
-fn stage(name: &str, args: &[&str]) -> anyhow::Result<()> {
-    let t = Instant::now();
-    println!("==> {name}: cargo {}", args.join(" "));
-    let status = Command::new(env!("CARGO"))
-        .args(args)
-        .current_dir(repo_root())
-        .status()
-        .with_context(|| format!("run cargo {}", args.join(" ")))?;
-    println!(
-        "==> {name}: {} in {:.0} s",
-        if status.success() { "ok" } else { "FAILED" },
-        t.elapsed().as_secs_f64()
-    );
-    if !status.success() {
-        bail!("stage {name} failed");
-    }
-    Ok(())
-}
-
 fn run_tests(unit_only: bool) -> anyhow::Result<()> {
+    use xtask::test_run::{self, Stage};
     let t = Instant::now();
     if !unit_only {
         deps::ensure()?;
     }
-    // Unit, property and golden tests of every crate; netns tests of crates other than xtask
-    // (each test binary runs alone; tests that need namespaces serialise themselves).
-    stage(
-        "crate tests",
-        &["test", "--workspace", "--exclude", "xtask", "--all-targets"],
-    )?;
-    stage(
-        "xtask unit tests",
-        &["test", "-p", "xtask", "--lib", "--bins"],
-    )?;
+    // One debug build of every test binary (one feature resolution for the whole workspace),
+    // then the stages: the crates' tests, xtask's unit tests, and the testbed and emulator
+    // tests, which measure timing, one at a time.
+    let bins = test_run::build(&repo_root())?;
+    let mut timings = Vec::new();
+    let stages: &[Stage] = if unit_only {
+        &[Stage::Crates, Stage::XtaskUnit]
+    } else {
+        &[Stage::Crates, Stage::XtaskUnit, Stage::Testbed]
+    };
+    let result = stages
+        .iter()
+        .try_for_each(|&s| test_run::run(s, &bins, &mut timings));
+    println!(
+        "==> the slowest test binaries\n{}",
+        test_run::slowest(&timings, 15)
+    );
+    result?;
     if !unit_only {
-        // Testbed and emulator tests measure timing: one at a time.
-        stage(
-            "netns testbed tests",
-            &[
-                "test",
-                "-p",
-                "xtask",
-                "--test",
-                "*",
-                "--",
-                "--test-threads=1",
-            ],
-        )?;
         // Static binaries, Debian packages and the install check (docs/install.md). Without LTO:
         // a fat-LTO dist build took ~23 min here, most of the last CI run's 50 min; what is checked here (static linking,
         // packages, units, install, tunnels from the packaged binaries) does not depend on it.

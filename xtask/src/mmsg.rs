@@ -23,18 +23,33 @@ pub enum Profile {
     Release,
 }
 
+/// The packages every build of the MMS binaries selects, whichever binaries it asks for. Cargo
+/// unifies the dependencies' features over the selected packages, so a build of `-p
+/// mmsg-dataplane` alone, one of `-p mmsg-dataplane -p controller` and `cargo xtask` (`-p xtask`)
+/// each compiled the whole dependency tree again (libc, rustls, ring, ... with other features),
+/// minutes each. With the same selection everywhere, and `xtask` depending on both (so `cargo
+/// xtask` resolves the same features), one release build serves `cargo xtask`, every test and
+/// every benchmark. `crates/*/tests/common` select the same packages.
+pub const PACKAGES: [&str; 3] = ["xtask", "mmsg-dataplane", "controller"];
+
 /// Builds every `(package, bin)` in **one** cargo run and returns the executables cargo reports,
-/// in the same order. One run unifies the dependencies' features once: building `mmsg` and `ssc`
-/// one after the other would rebuild the crates they share with different features (rustls,
-/// ring, ...) every time, minutes each.
+/// in the same order. The run selects [`PACKAGES`] (`package` must be one of them), so the
+/// dependencies' features are the same in every build and nothing is compiled twice.
 pub fn build(root: &Path, profile: Profile, bins: &[(&str, &str)]) -> anyhow::Result<Vec<PathBuf>> {
     let mut cmd = crate::sh::cargo();
     cmd.current_dir(root).arg("build");
     if profile == Profile::Release {
         cmd.arg("--release");
     }
+    for package in PACKAGES {
+        cmd.args(["-p", package]);
+    }
     for (package, bin) in bins {
-        cmd.args(["-p", package, "--bin", bin]);
+        ensure!(
+            PACKAGES.contains(package),
+            "{package} is not among the packages every build selects ({PACKAGES:?})"
+        );
+        cmd.args(["--bin", bin]);
     }
     let out = cmd
         .arg("--message-format=json-render-diagnostics")

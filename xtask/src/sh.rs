@@ -199,7 +199,7 @@ pub fn cargo() -> Command {
 }
 
 /// Whether cargo sets `name` for the crate it builds or runs (not for cargo itself).
-fn is_crate_var(name: &str) -> bool {
+pub fn is_crate_var(name: &str) -> bool {
     [
         "CARGO_PKG_",
         "CARGO_MANIFEST_",

@@ -142,8 +142,9 @@ fn dashboard_on_the_paper_system_with_traffic() {
     .unwrap();
     let gw = gw.as_array().unwrap();
     assert_eq!(gw.len(), 5, "{gw:?}");
-    // The certificates ssc's CA issued (the harness provisions the tunnels' own CA, so the
-    // gateways' tunnel certificates are not among them; enrolled gateways' would be).
+    // The certificates ssc issued (the harness signs the tunnels' certificates with the CA
+    // files in ssc's `[ca] dir`, outside ssc's store, so they are not among them; enrolled
+    // gateways' would be).
     let certs: Value = ureq::get(&format!("{}/api/v1/certificates", sys.api_base))
         .set("authorization", &format!("Bearer {read_only}"))
         .call()
@@ -169,7 +170,7 @@ fn dashboard_on_the_paper_system_with_traffic() {
                 row[5].as_str().unwrap().starts_with(&format!("#{serial},")),
                 "{row:?}"
             ),
-            None => assert_eq!(row[5], "not from ssc CA", "{row:?}"),
+            None => assert_eq!(row[5], "not enrolled", "{row:?}"),
         }
     }
     let v = iperf.join().unwrap();

@@ -29,6 +29,8 @@
     clippy::indexing_slicing
 )]
 mod common;
+#[path = "../../mmsg-dataplane/tests/common/release.rs"]
+mod release;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -173,20 +175,9 @@ impl Drop for Testbed {
                 }
             }
         }
-        let _ = Command::new(env!("CARGO"))
+        let _ = Command::new(release::xtask_bin())
             .current_dir(root())
-            .args([
-                "run",
-                "--release",
-                "-q",
-                "-p",
-                "xtask",
-                "--",
-                "testbed",
-                "down",
-                "--prefix",
-                &self.prefix,
-            ])
+            .args(["testbed", "down", "--prefix", &self.prefix])
             .status();
     }
 }
@@ -331,15 +322,11 @@ fn ofc_programs_reconciles_and_measures_real_ovs() {
         ssc: None,
         dir: tempfile::tempdir().unwrap(),
     };
-    let up = Command::new(env!("CARGO"))
+    // The release xtask that `cargo xtask` and the other tests share (built with the crate
+    // variables of this test removed, which would otherwise rebuild ring and all above it).
+    let up = Command::new(release::xtask_bin())
         .current_dir(root())
         .args([
-            "run",
-            "--release",
-            "-q",
-            "-p",
-            "xtask",
-            "--",
             "testbed",
             "up",
             "--topology",

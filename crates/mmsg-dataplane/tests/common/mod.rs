@@ -1,8 +1,11 @@
 //! Helpers shared by the netns integration tests of `mmsg` (each test binary uses a subset).
 #![allow(dead_code)]
 
+pub mod release;
 pub mod sec;
 pub mod ssc;
+
+pub use release::{cargo_bin, xtask_bin};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -50,54 +53,6 @@ pub fn netns(ns: &str, args: &[&str]) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", ns]).args(args);
     c
-}
-
-/// A binary of this workspace built through cargo, found from cargo's JSON messages.
-pub fn cargo_bin(package: &str, bin: &str, release: bool) -> PathBuf {
-    let mut args = vec![
-        "build",
-        "-p",
-        package,
-        "--bin",
-        bin,
-        "--message-format=json",
-    ];
-    if release {
-        args.push("--release");
-    }
-    let mut cmd = Command::new(env!("CARGO"));
-    // Without the variables cargo set for this test crate: ring's build script reruns (and
-    // everything above it recompiles) when `CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ... change.
-    for (key, _) in std::env::vars_os() {
-        let k = key.to_string_lossy();
-        if [
-            "CARGO_PKG_",
-            "CARGO_MANIFEST_",
-            "CARGO_CRATE_",
-            "CARGO_BIN_",
-        ]
-        .iter()
-        .any(|p| k.starts_with(p))
-            || k == "CARGO_PRIMARY_PACKAGE"
-            || k == "CARGO_TARGET_TMPDIR"
-            || k == "OUT_DIR"
-        {
-            cmd.env_remove(&key);
-        }
-    }
-    let out = run_ok(cmd.current_dir(repo_root()).args(&args));
-    out.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["target"]["name"] == bin)
-        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-        .unwrap_or_else(|| panic!("cargo did not report the {bin} executable"))
-}
-
-/// The xtask binary, built once (release); later calls run it directly, so the timing of
-/// `link cut` does not depend on cargo's start-up or a rebuild.
-pub fn xtask_bin() -> &'static Path {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| cargo_bin("xtask", "xtask", true))
 }
 
 /// `xtask ARGS...` in the repository root.
@@ -196,7 +151,7 @@ pub fn start_mmsg(ns: &str, config: &Path, control: &Path, log: PathBuf) -> Proc
 /// would measure instead of the gateway's behaviour.
 pub fn mmsg_release() -> &'static Path {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| cargo_bin("mmsg-dataplane", "mmsg", true))
+    BIN.get_or_init(|| cargo_bin("mmsg"))
 }
 
 /// `BIN run --config CONFIG --control CONTROL EXTRA...` in namespace `ns`, output into `log`.

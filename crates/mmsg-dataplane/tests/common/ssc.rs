@@ -6,10 +6,10 @@ use std::process::{Command, Stdio};
 
 use super::{cargo_bin, Proc};
 
-/// The debug `ssc` binary, built on first use.
+/// The release `ssc` binary (the build the other tests share), built on first use.
 pub fn ssc_bin() -> &'static Path {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| cargo_bin("controller", "ssc", false))
+    BIN.get_or_init(|| cargo_bin("ssc"))
 }
 
 /// `ssc run --config CONFIG` (in namespace `ns`, else here), stderr into `log`; returns the

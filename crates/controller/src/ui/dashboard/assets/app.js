@@ -328,9 +328,10 @@ function drawGateways(inv, gws, certs) {
       { text: g ? ago(g.last_report_age_ms) : "-" },
       cfg,
       { text: rep ? rep.connections_up + "/" + rep.connections_total : "-", cls: "num" },
-      // Only certificates this ssc's CA issued (enrolment) are known here.
+      // Only certificates this ssc issued (enrolment, renewal) are known here; a gateway whose
+      // files were provisioned another way (another CA, or ssc's CA files used by hand) has none.
       cert ? { text: "#" + cert.serial + ", " + days.toFixed(0) + " d", cls: days < 14 ? "warn" : "" }
-        : { text: "not from ssc CA" },
+        : { text: "not enrolled" },
     ], { "data-branch": String(b.id) });
     if (g) {
       tr.cells[3].title = "config version " + g.config_version + ", sent " + g.config_version_sent +
