@@ -190,6 +190,13 @@ pub fn have(prog: &str) -> bool {
 /// recompiles ring, rustls and everything above them, ~2 minutes each time on 2 cores.
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    without_crate_vars(&mut cmd);
+    cmd
+}
+
+/// Removes from `cmd`'s environment the variables cargo set for the crate that runs us (see
+/// [`cargo`]).
+pub fn without_crate_vars(cmd: &mut Command) -> &mut Command {
     for (key, _) in std::env::vars_os() {
         if key.to_str().is_some_and(is_crate_var) {
             cmd.env_remove(&key);
@@ -199,7 +206,7 @@ pub fn cargo() -> Command {
 }
 
 /// Whether cargo sets `name` for the crate it builds or runs (not for cargo itself).
-pub fn is_crate_var(name: &str) -> bool {
+fn is_crate_var(name: &str) -> bool {
     [
         "CARGO_PKG_",
         "CARGO_MANIFEST_",

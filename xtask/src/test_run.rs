@@ -185,12 +185,8 @@ pub fn run(stage: Stage, bins: &[TestBinary], timings: &mut Vec<Timing>) -> anyh
 /// `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` instead of xtask's (`CARGO` stays).
 fn command(b: &TestBinary) -> Command {
     let mut cmd = Command::new(&b.exe);
-    for (key, _) in std::env::vars_os() {
-        if key.to_str().is_some_and(crate::sh::is_crate_var) {
-            cmd.env_remove(&key);
-        }
-    }
-    cmd.current_dir(&b.dir)
+    crate::sh::without_crate_vars(&mut cmd)
+        .current_dir(&b.dir)
         .env("CARGO_MANIFEST_DIR", &b.dir)
         .env("CARGO_MANIFEST_PATH", b.dir.join("Cargo.toml"))
         .env("CARGO_PKG_NAME", &b.package);
