@@ -332,6 +332,10 @@ enum BenchCmd {
         /// Testbed name prefix (default `sc<pid>`).
         #[arg(long)]
         prefix: Option<String>,
+        /// Clear tunnels, as in the paper's set-up (default: TLS, as `mmsg`'s own default, with
+        /// one CA for the run that `ssc` runs too).
+        #[arg(long)]
+        clear: bool,
     },
 }
 
@@ -765,6 +769,7 @@ fn main() -> anyhow::Result<()> {
             json,
             up_timeout_s,
             prefix,
+            clear,
         }) => {
             deps::ensure()?;
             let opts = xtask::scale::Options {
@@ -774,6 +779,7 @@ fn main() -> anyhow::Result<()> {
                 hubs,
                 xtask: None,
                 up_timeout: std::time::Duration::from_secs(up_timeout_s),
+                tls: !clear,
             };
             xtask::scale::bench(&opts, sample, json.as_deref())?;
             Ok(())

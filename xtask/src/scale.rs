@@ -10,14 +10,19 @@
 //! 2. `ssc run` (the e2e system's configuration: OpenFlow on one unix socket per gateway, the
 //!    gateway channel on a unix socket), then `POST /api/v1/import` of the inventory
 //!    ([`inventory_json`]) without path groups and with `settings.ports` = the extended range;
-//! 3. N `mmsg run` in controller mode (clear tunnels, as the paper's set-up), and waits until
-//!    every switch is connected and every gateway has its config from `ssc`;
+//! 3. N `mmsg run` in controller mode, and waits until every switch is connected and every
+//!    gateway has its config from `ssc`. With [`Options::tls`] (the product's default, and
+//!    `bench scale`'s) the tunnels run TLS: one CA for the run, made before `ssc` starts and run
+//!    by it (`[ca] dir`), a certificate per branch ([`mmsg::provision_tls`]); the gateways then
+//!    also run `ssc`'s CRL. Without it (`--clear`) they are clear, as in the paper's set-up;
 //! 4. **t0**: `POST /api/v1/import` again with the path groups of [`hub_groups`]: for every
 //!    ordered pair of hubs one group 0 with one member `Aa>Ta>Ta>Ba` through transit T (a
 //!    hairpin at T), the transit taken round robin from the other branches. Every byte between
 //!    two hubs therefore crosses a transit. `push_ms` is `ssc`'s own measure of that push (diff,
-//!    FLOW_MODs and every barrier reply; `/api/v1/stats` `last_push.ms`), `all_up_s` the time
-//!    from t0 until every gateway lists its connections up with their subflow.
+//!    FLOW_MODs and every barrier reply; `/api/v1/stats` `last_push.ms`, caught as it appears),
+//!    `push_failed_members` the member paths it left out (a switch that misses a barrier is
+//!    dropped and reconciled when it reconnects), `all_up_s` the time from t0 until every
+//!    gateway lists its connections up with their subflow.
 //!
 //! Everything is torn down in `Drop` (the `mmsg`s and `ssc` by PID, then `testbed down`).
 
@@ -59,6 +64,8 @@ pub struct Options {
     pub xtask: Option<PathBuf>,
     /// How long the tunnels may take to come up after the push.
     pub up_timeout: Duration,
+    /// TLS tunnels (module docs, step 3); `false`: clear tunnels.
+    pub tls: bool,
 }
 
 /// The hubs of `n` branches: the first `h / 2` and the last `h - h / 2` ids, so the mesh holds
@@ -163,6 +170,9 @@ pub struct Report {
     pub codes: usize,
     /// `ssc`'s push of the path groups to every switch (diff, FLOW_MODs, barriers), ms.
     pub push_ms: f64,
+    /// Member paths that push left out (a switch missed a barrier; reconciled when it
+    /// reconnected, before the tunnels came up).
+    pub push_failed_members: u64,
     /// From the import of the path groups until every tunnel was up, s.
     pub all_up_s: f64,
     /// Pings of the sample that got an answer.
@@ -175,6 +185,13 @@ pub struct Report {
     pub mmsg_rss_mb: f64,
     /// Resident memory of `ssc`, MB.
     pub ssc_rss_mb: f64,
+    /// Whether the tunnels ran TLS ([`Options::tls`]).
+    pub tls: bool,
+    /// TLS handshakes the gateways completed as clients (`tls_handshakes_out` summed; one per
+    /// tunnel connection when nothing reconnected), 0 in clear mode.
+    pub tls_handshakes: u64,
+    /// Gateways that run `ssc`'s CRL (`tls.crl_number` ≥ 1 in `mmsg status`), 0 in clear mode.
+    pub crl_from_ssc: usize,
 }
 
 /// One running `mmsg`.
@@ -198,8 +215,13 @@ pub struct System {
     pub transit: BTreeMap<(u8, u8), u8>,
     /// Logs and configs (kept after teardown).
     pub log_dir: PathBuf,
+    /// The run's CA and the gateways' TLS files ([`Options::tls`]).
+    pub tls_dir: Option<PathBuf>,
     /// `ssc`'s push of the path groups, ms.
     pub push_ms: f64,
+    /// Member paths the group push left out (a switch failed a barrier or was not connected;
+    /// it is reconciled when it reconnects).
+    pub push_failed_members: u64,
     /// From the push until every tunnel was up, s.
     pub all_up_s: f64,
     mmsg: PathBuf,
@@ -235,7 +257,9 @@ impl System {
             hubs: hubs.clone(),
             transit: BTreeMap::new(),
             log_dir: log_dir.clone(),
+            tls_dir: opts.tls.then(|| log_dir.join("tls")),
             push_ms: 0.0,
+            push_failed_members: 0,
             all_up_s: 0.0,
             mmsg: mmsg_bin,
             api: Client::new("http://127.0.0.1:1", Some(TOKEN), Duration::from_secs(30)),
@@ -244,6 +268,12 @@ impl System {
             testbed_up: true,
         };
         sys.testbed(opts, &topo, &log_dir)?;
+        // Before ssc starts: it runs the same CA (`[ca] dir`), under the name it gives its own.
+        let ids: Vec<u8> = (1..=opts.branches).collect();
+        let mut tls = match &sys.tls_dir {
+            Some(dir) => mmsg::provision_tls(dir, controller::authority::CA_NAME, &ids)?,
+            None => BTreeMap::new(),
+        };
         sys.start_ssc(&ssc)?;
         let settings = json!({ "ports": PORTS });
         let inventory = inventory_json(&topo);
@@ -254,7 +284,7 @@ impl System {
             let _ = std::fs::remove_file(&cache);
             let mut c = mmsg_controller_config(&topo, &opts.prefix, b, "rr", &gw_socket, &cache)?;
             c.ports = PORTS.parse()?;
-            c.tls = Some(mmsg::clear_tls());
+            c.tls = Some(tls.remove(&b).unwrap_or_else(mmsg::clear_tls));
             let path = log_dir.join(format!("mmsg-gw{b}.toml"));
             mmsg::write_config(
                 &path,
@@ -271,19 +301,17 @@ impl System {
         )?;
         let (groups, transit) = hub_groups(opts.branches, &hubs);
         sys.transit = transit;
+        let before = sys.last_push()?;
         let t0 = Instant::now();
         sys.import(&inventory, &groups, &settings)?;
+        let push = sys.group_push(&before, opts.up_timeout)?;
+        sys.push_ms = push.get("ms").and_then(Value::as_f64).unwrap_or(0.0);
+        sys.push_failed_members = push
+            .get("failed_members")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
         sys.wait(opts.up_timeout, "tunnels", System::tunnels_up)?;
         sys.all_up_s = t0.elapsed().as_secs_f64();
-        let stats = sys.api.get("/api/v1/stats").context("GET /api/v1/stats")?;
-        sys.push_ms = stats
-            .pointer("/last_push/ms")
-            .and_then(Value::as_f64)
-            .context("no last_push in /api/v1/stats")?;
-        let failed = stats
-            .pointer("/last_push/failed_members")
-            .and_then(Value::as_u64);
-        ensure!(failed == Some(0), "the push left members out: {failed:?}");
         Ok(sys)
     }
 
@@ -338,11 +366,14 @@ impl System {
         let _ = std::fs::remove_dir_all(&dbdir);
         std::fs::create_dir_all(&dbdir)?;
         let config = self.log_dir.join("ssc.toml");
+        let ca = self.tls_dir.as_ref().map_or(String::new(), |d| {
+            format!("\n[ca]\ndir = {:?}\n", d.display().to_string())
+        });
         std::fs::write(
             &config,
             format!(
                 "[api]\ntoken = \"{TOKEN}\"\nlisten = \"127.0.0.1:0\"\n\n[database]\npath = {:?}\n\n\
-                 [openflow]\nlisten = \"\"\nunix = [{}]\n\n[gateways]\nunix = [{:?}]\n",
+                 [openflow]\nlisten = \"\"\nunix = [{}]\n\n[gateways]\nunix = [{:?}]\n{ca}",
                 dbdir.join("ssc.redb").display().to_string(),
                 sockets.join(", "),
                 self.log_dir.join("ssc-gw.sock").display().to_string()
@@ -357,6 +388,31 @@ impl System {
         self.ssc_child = Some(child);
         self.api = Client::new(&base, Some(TOKEN), Duration::from_secs(60));
         Ok(())
+    }
+
+    /// `ssc`'s report of its last push to the switches (`/api/v1/stats` `last_push`; null
+    /// before the first).
+    fn last_push(&self) -> anyhow::Result<Value> {
+        let stats = self.api.get("/api/v1/stats").context("GET /api/v1/stats")?;
+        Ok(stats.get("last_push").cloned().unwrap_or(Value::Null))
+    }
+
+    /// The push of the path groups just imported: the first push report after `before` that
+    /// sent FLOW_MODs. (Later pushes, e.g. of a WAN address a gateway reported, replace
+    /// `last_push`, so it is caught as it appears, not read at the end.)
+    fn group_push(&self, before: &Value, timeout: Duration) -> anyhow::Result<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let p = self.last_push()?;
+            if &p != before && p.get("flow_mods").and_then(Value::as_u64) > Some(0) {
+                return Ok(p);
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "no push of the path groups within {timeout:?} (last: {p})"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn import(&self, inventory: &Value, groups: &Value, settings: &Value) -> anyhow::Result<()> {
@@ -483,6 +539,24 @@ impl System {
                 .map_or(0, |v| v.iter().filter(|c| c["direction"] == "out").count());
         }
         Ok(n)
+    }
+
+    /// TLS as every gateway reports it (`mmsg status`): the client handshakes summed
+    /// (`tls_handshakes_out`) and the gateways that run `ssc`'s CRL (`tls.crl_number` ≥ 1; the
+    /// provisioned one is number 0). `(0, 0)` in clear mode.
+    pub fn tls_state(&self) -> anyhow::Result<(u64, usize)> {
+        let (mut handshakes, mut crl) = (0, 0);
+        for g in &self.gateways {
+            let s = mmsg::status(&self.mmsg, &g.control)?;
+            handshakes += s
+                .pointer("/counters/tls_handshakes_out")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            if s.pointer("/tls/crl_number").and_then(Value::as_u64) >= Some(1) {
+                crl += 1;
+            }
+        }
+        Ok((handshakes, crl))
     }
 
     /// Pings from the host of `a` to the host of `b` (3 tries, 1 s each); whether one came back.
@@ -632,6 +706,7 @@ pub fn bench(opts: &Options, sample: usize, json: Option<&Path>) -> anyhow::Resu
     }
     let (flows, codes) = sys.flows_and_codes()?;
     let (mmsg_rss_mb, ssc_rss_mb) = sys.rss_mb();
+    let (tls_handshakes, crl_from_ssc) = sys.tls_state()?;
     let report = Report {
         branches: sys.n,
         hubs: u8::try_from(sys.hubs.len())?,
@@ -639,12 +714,16 @@ pub fn bench(opts: &Options, sample: usize, json: Option<&Path>) -> anyhow::Resu
         flows,
         codes,
         push_ms: sys.push_ms,
+        push_failed_members: sys.push_failed_members,
         all_up_s: sys.all_up_s,
         ping_ok: ok,
         ping_total: chosen.len(),
         transit_packets,
         mmsg_rss_mb,
         ssc_rss_mb,
+        tls: sys.tls_dir.is_some(),
+        tls_handshakes,
+        crl_from_ssc,
     };
     drop(sys);
     let text = serde_json::to_string_pretty(&report)?;

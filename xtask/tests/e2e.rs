@@ -299,6 +299,8 @@ fn paper_system_end_to_end() {
 /// code from that range. Hubs 1, 2, 16 and 17 form a full mesh of tunnels whose only member path
 /// per ordered pair hairpins through a transit branch (3..=15), so a ping between two hubs can
 /// only cross that transit: it must come back, and the transit's swap entries must count it.
+/// The tunnels run TLS (one CA for the run, which `ssc` runs too): every hub's connection was a
+/// TLS handshake, and all 17 gateways take `ssc`'s CRL.
 #[test]
 fn seventeen_branches_with_the_extended_port_plan() {
     common::require_tools(&[
@@ -317,6 +319,7 @@ fn seventeen_branches_with_the_extended_port_plan() {
         hubs: 4,
         xtask: Some(std::path::PathBuf::from(env!("CARGO_BIN_EXE_xtask"))),
         up_timeout: Duration::from_secs(90),
+        tls: true,
     };
     let sys = xtask::scale::System::up(&opts).unwrap();
     println!(
@@ -324,6 +327,10 @@ fn seventeen_branches_with_the_extended_port_plan() {
         t.elapsed().as_secs_f64(),
         sys.push_ms,
         sys.all_up_s
+    );
+    assert_eq!(
+        sys.push_failed_members, 0,
+        "the group push left members out"
     );
     assert_eq!(sys.hubs, vec![1, 2, 16, 17]);
     // ssc shows the extended plan: listen port first + G, codes from the rest of the range.
@@ -365,6 +372,17 @@ fn seventeen_branches_with_the_extended_port_plan() {
         );
         assert!(after >= before + 3, "{a} -> {b}: {before} -> {after}");
     }
+    // TLS: a client handshake per tunnel connection (more if one reconnected), and ssc's CRL
+    // (number >= 1) on every gateway; it is pushed when the gateway channel connects.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut handshakes, mut crl) = sys.tls_state().unwrap();
+    while crl < 17 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+        (handshakes, crl) = sys.tls_state().unwrap();
+    }
+    println!("MEASURE scale17 TLS: {handshakes} client handshakes, {crl} gateways run ssc's CRL");
+    assert!(handshakes >= 4 * 3 * 2, "{handshakes} TLS handshakes");
+    assert_eq!(crl, 17, "gateways running ssc's CRL");
     let (flows, codes) = sys.flows_and_codes().unwrap();
     assert_eq!(codes, 12);
     assert_eq!(flows, 17 * 2 + 12 * 8);
