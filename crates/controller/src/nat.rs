@@ -4,10 +4,13 @@
 //! most LTE uplinks). One WAN hop therefore needs at least one public end: the NAT'd end dials
 //! the public one, and the connection carries data both ways ([`Inventory::can_hop`] refuses a
 //! hop between two NAT'd ports, so the automatic PC never proposes one). A pair of branches whose
-//! ports are **all** behind NAT has no direct member path; it is reached through a transit branch
-//! with a public port, or not at all. [`check_groups`] refuses configured path groups that cannot
-//! be routed, naming the pair, before the flow compiler sees them; [`reach`] says how a pair is
-//! reachable. Pure: no IO, no clock.
+//! ports are **all** behind NAT has no member path at all, not even through a transit: neither
+//! gateway dials the other (each is the other's `nat` remote), and a transit's address swap
+//! carries one connection end to end, which one of them would have to open towards the other's
+//! NAT. Such a pair can only be relayed at the IP layer by a branch with a public port (each
+//! lists the other's LAN prefixes under that branch; docs/nat.md). [`check_groups`] refuses path
+//! groups between such a pair, naming it and the branches that could relay, before the flow
+//! compiler sees them; [`reach`] says how a pair is reachable. Pure: no IO, no clock.
 
 use crate::inventory::{Branch, BranchId, Inventory, WanKind};
 use crate::path_group::{MemberPath, PathGroup};
@@ -17,8 +20,8 @@ use crate::path_group::{MemberPath, PathGroup};
 pub enum Reach {
     /// At least one side has a public port: the other dials it (both public: either dials).
     Direct,
-    /// Both sides are behind NAT only; these branches have a public internet port and can relay
-    /// (member paths through them), in id order.
+    /// Both sides are behind NAT only: no member path joins them; these branches have a public
+    /// internet port and can relay at the IP layer (docs/nat.md), in id order.
     Transit(Vec<BranchId>),
     /// Both sides are behind NAT only and no other branch has a public internet port.
     Unroutable,
@@ -39,23 +42,23 @@ pub enum NatError {
         /// Its destination branch.
         b: BranchId,
     },
-    /// A member path of a NAT-only pair goes straight from one to the other.
+    /// A path group joins two NAT-only branches: no member path can carry it (module docs).
     #[error(
-        "path group {a}>{b} #{group}: member path {path} joins branches {a} and {b} directly, but \
-         both have only WAN ports behind NAT; route it through a transit branch with a public \
-         port (branches {transits})"
+        "path group {a}>{b} #{group}: branches {a} and {b} have only WAN ports behind NAT, so no \
+         member path can join them, not even through a transit (neither can dial the other, and \
+         a transit's address swap carries one connection end to end); remove the group and relay \
+         their traffic at the IP layer through a branch with a public port (branches {relays}: \
+         list each one's LAN prefixes under that branch, docs/nat.md)"
     )]
-    NeedsTransit {
+    NatPair {
         /// The source branch.
         a: BranchId,
         /// The destination branch.
         b: BranchId,
         /// The group id.
         group: u8,
-        /// The direct member path.
-        path: MemberPath,
         /// The branches that could relay, e.g. `3, 4`.
-        transits: String,
+        relays: String,
     },
 }
 
@@ -90,8 +93,8 @@ pub fn reach(inventory: &Inventory, a: BranchId, b: BranchId) -> Reach {
     }
 }
 
-/// Refuses path groups between two NAT-only branches that have no transit at all, or that
-/// contain a direct member path (the first problem, naming the pair).
+/// Refuses every path group between two NAT-only branches (the first one, naming the pair):
+/// [`NatError::NoTransit`] when no branch could relay, else [`NatError::NatPair`].
 pub fn check_groups(inventory: &Inventory, groups: &[PathGroup]) -> Result<(), NatError> {
     for g in groups {
         let (a, b) = (g.source, g.destination);
@@ -99,19 +102,16 @@ pub fn check_groups(inventory: &Inventory, groups: &[PathGroup]) -> Result<(), N
             Reach::Direct => {}
             Reach::Unroutable => return Err(NatError::NoTransit { a, b }),
             Reach::Transit(t) => {
-                if let Some(path) = g.members.values().find(|m| m.transits().is_empty()) {
-                    return Err(NatError::NeedsTransit {
-                        a,
-                        b,
-                        group: g.id.get(),
-                        path: path.clone(),
-                        transits: t
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    });
-                }
+                return Err(NatError::NatPair {
+                    a,
+                    b,
+                    group: g.id.get(),
+                    relays: t
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
             }
         }
     }
@@ -233,7 +233,7 @@ mod tests {
     }
 
     #[test]
-    fn a_nat_only_pair_must_go_through_a_transit() {
+    fn a_nat_only_pair_is_refused_also_through_a_transit_naming_the_relays() {
         let inv = Inventory::new(vec![
             branch(1, &[false]),
             branch(2, &[true]),
@@ -245,13 +245,6 @@ mod tests {
             3,
             vec![MemberPath::direct(port("2a"), port("3a")).unwrap()],
         );
-        let e = check_groups(&inv, &[direct]).unwrap_err();
-        assert!(matches!(e, NatError::NeedsTransit { group: 0, .. }), "{e}");
-        let msg = e.to_string();
-        assert!(
-            msg.contains("2>3 #0") && msg.contains("2a>3a") && msg.contains("branches 1"),
-            "{msg}"
-        );
         let via1 = MemberPath::new(
             port("2a"),
             vec![Transit {
@@ -261,7 +254,25 @@ mod tests {
             port("3a"),
         )
         .unwrap();
-        check_groups(&inv, &[group(2, 3, vec![via1])]).unwrap();
+        for g in [direct, group(2, 3, vec![via1])] {
+            let e = check_groups(&inv, &[g]).unwrap_err();
+            assert_eq!(
+                e,
+                NatError::NatPair {
+                    a: id(2),
+                    b: id(3),
+                    group: 0,
+                    relays: "1".into()
+                }
+            );
+            let msg = e.to_string();
+            assert!(
+                msg.contains("2>3 #0")
+                    && msg.contains("branches 2 and 3")
+                    && msg.contains("branches 1:"),
+                "{msg}"
+            );
+        }
         // A pair with a public side needs nothing.
         let direct = group(
             1,
