@@ -13,7 +13,7 @@
 //! compiler sees them; [`reach`] says how a pair is reachable. Pure: no IO, no clock.
 
 use crate::inventory::{Branch, BranchId, Inventory, WanKind};
-use crate::path_group::{MemberPath, PathGroup};
+use crate::path_group::PathGroup;
 
 /// How one branch pair can be connected ([`reach`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,7 +125,7 @@ mod tests {
 
     use super::*;
     use crate::inventory::{PortIndex, PortRef, WanPort};
-    use crate::path_group::Transit;
+    use crate::path_group::{MemberPath, Transit};
     use mms_types::{MemberId, PathGroupId};
 
     fn id(n: u8) -> BranchId {
