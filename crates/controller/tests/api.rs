@@ -1308,3 +1308,54 @@ async fn metrics_need_a_read_only_token_and_parse() {
         assert!((sum - 1.0).abs() < 1e-6, "{pair:?}: {sum}");
     }
 }
+
+/// Issue #20 (docs/nat.md): a path group between two branches whose ports are all behind NAT
+/// cannot come up, through a transit or not; the API refuses it (422), naming the pair and the
+/// branches that could relay, and stores nothing. A pair with a public side is accepted.
+#[tokio::test]
+async fn a_path_group_between_two_nat_only_branches_is_refused_naming_the_pair() {
+    let api = Api::new();
+    let mut inventory: Value = toml::from_str(INVENTORY).unwrap();
+    for b in inventory["branches"].as_array_mut().unwrap() {
+        if b["id"] == 2 || b["id"] == 3 {
+            for p in b["wan"].as_array_mut().unwrap() {
+                p["nat"] = json!(true);
+            }
+        }
+    }
+    let (s, v) = api
+        .call(
+            Method::POST,
+            "/api/v1/import",
+            Some(json!({"inventory": inventory, "groups": {"groups": []}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    for members in [json!(["2a>1a>1a>3a"]), json!(["2a>3a"])] {
+        let (s, v) = api
+            .call(
+                Method::PUT,
+                "/api/v1/path-groups/2/3/0",
+                Some(json!({ "members": members })),
+            )
+            .await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{members}: {v}");
+        let e = error_of(&v);
+        assert!(
+            e.contains("path group 2>3 #0")
+                && e.contains("branches 2 and 3 have only WAN ports behind NAT")
+                && e.contains("branches 1, 4, 5:"),
+            "{e}"
+        );
+    }
+    assert_eq!(api.get("/api/v1/path-groups/2/3").await.1, json!([]));
+    // Branch 1 is public: 1 -> 2 is fine (2 dials 1; the connection carries both ways).
+    let (s, v) = api
+        .call(
+            Method::PUT,
+            "/api/v1/path-groups/1/2/0",
+            Some(json!({"members": ["1a>2a"]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
