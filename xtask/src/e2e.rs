@@ -439,9 +439,7 @@ impl System {
                 self.gw_socket.display().to_string()
             )
         };
-        let ca = self.tls_dir.as_ref().map_or(String::new(), |d| {
-            format!("\n[ca]\ndir = {:?}\n", d.display().to_string())
-        });
+        let ca = mmsg::ssc_ca_table(self.tls_dir.as_deref());
         let config = self.log_dir.join("ssc.toml");
         std::fs::write(
             &config,

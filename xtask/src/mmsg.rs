@@ -168,6 +168,14 @@ pub fn provision_tls(
     Ok(out)
 }
 
+/// `ssc.toml`'s `[ca]` table that makes `ssc` run the CA [`provision_tls`] wrote in `dir` (with
+/// a leading blank line); empty without one (clear tunnels).
+pub fn ssc_ca_table(dir: Option<&Path>) -> String {
+    dir.map_or(String::new(), |d| {
+        format!("\n[ca]\ndir = {:?}\n", d.display().to_string())
+    })
+}
+
 /// The `[tls]` table of branch `b` for the files [`provision_tls`] wrote in `dir` (with the
 /// branch's own CRL file as `crl_file`).
 pub fn tls_files(dir: &Path, b: u8) -> TlsConfig {

@@ -366,9 +366,7 @@ impl System {
         let _ = std::fs::remove_dir_all(&dbdir);
         std::fs::create_dir_all(&dbdir)?;
         let config = self.log_dir.join("ssc.toml");
-        let ca = self.tls_dir.as_ref().map_or(String::new(), |d| {
-            format!("\n[ca]\ndir = {:?}\n", d.display().to_string())
-        });
+        let ca = mmsg::ssc_ca_table(self.tls_dir.as_deref());
         std::fs::write(
             &config,
             format!(
