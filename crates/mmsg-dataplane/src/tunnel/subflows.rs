@@ -183,9 +183,10 @@ pub(super) async fn run(
             |_| (0, mpa::queue::SojournHistogram::default()),
             |core| (core.queued_bytes() as u64, core.queue_sojourn()),
         );
-        let subflows = subflow_status(fd, &present);
+        let mut subflows = subflow_status(fd, &present);
         let mut before = Vec::new();
         sh.stats.update_conn(name, |c| {
+            keep_known(&mut subflows, &c.subflows);
             before = std::mem::replace(&mut c.subflows, subflows.clone());
             c.token = info.token;
             c.fallback = fb;
@@ -207,6 +208,21 @@ pub(super) async fn run(
         };
         next_round = Instant::now() + pause;
         tokio::time::sleep(tick.min(pause)).await;
+    }
+}
+
+/// A subflow whose TCP state this round could not read ([`subflow_status`]: a subflow came or
+/// went between the two getsockopt calls) keeps its last known entry: otherwise every subflow
+/// of the connection would read as down for a round (a false "subflow down" line for each,
+/// then "up" again) and its byte counters as 0 (a counter reset to a scraper).
+fn keep_known(now: &mut [SubflowStatus], before: &[SubflowStatus]) {
+    for x in now.iter_mut().filter(|x| x.state.is_empty()) {
+        if let Some(known) = before
+            .iter()
+            .find(|y| y.local == x.local && y.remote == x.remote && !y.state.is_empty())
+        {
+            *x = known.clone();
+        }
     }
 }
 
@@ -487,6 +503,37 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
     use crate::tunnel::shared::example_config as config;
+
+    #[test]
+    fn a_round_without_states_keeps_the_last_known_ones() {
+        let sf = |local: &str, state: &str, acked: u64| SubflowStatus {
+            local: local.into(),
+            remote: "198.18.20.2:8192".into(),
+            state: state.into(),
+            rtt_us: 0,
+            cwnd: 0,
+            bytes_acked: acked,
+            bytes_received: 0,
+            bytes_retrans: 0,
+        };
+        let before = vec![
+            sf("198.18.10.2:1", SubflowStatus::ESTABLISHED, 500),
+            sf("198.18.11.2:2", SubflowStatus::ESTABLISHED, 700),
+        ];
+        // This round's MPTCP_TCPINFO did not match: states unknown, counters 0; one subflow
+        // is new.
+        let mut now = vec![
+            sf("198.18.10.2:1", "", 0),
+            sf("198.18.11.2:2", "", 0),
+            sf("198.18.11.2:3", "", 0),
+        ];
+        keep_known(&mut now, &before);
+        assert_eq!(now[0], before[0]);
+        assert_eq!(now[1], before[1]);
+        assert_eq!(now[2], sf("198.18.11.2:3", "", 0));
+        // The round logs nothing: no subflow went down.
+        assert!(now.iter().take(2).all(SubflowStatus::is_established));
+    }
 
     #[test]
     fn subflow_pairs_are_n_times_m() {
