@@ -138,6 +138,10 @@ impl Target for TwoByTwo<'_> {
             _ => bail!("unknown event {kind}"),
         }
     }
+
+    fn conns_dead(&self) -> Option<u64> {
+        self.gws.conns_dead()
+    }
 }
 
 /// The steps of a 2x2 pass: each port cut for `hold` and restored for `settle`, then the

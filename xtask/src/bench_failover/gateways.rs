@@ -150,6 +150,18 @@ impl Gateways {
         Ok(t0.elapsed())
     }
 
+    /// Tunnel connections both gateways' `mmsg` declared dead so far (`mmsg status` counter
+    /// `conn_dead`: nothing received for 3 s), summed; `None` if a status could not be read.
+    pub fn conns_dead(&self) -> Option<u64> {
+        self.gws
+            .iter()
+            .map(|g| {
+                let s = mmsg::status(&self.mmsg_bin, &g.3).ok()?;
+                s.get("counters")?.get("conn_dead")?.as_u64()
+            })
+            .sum()
+    }
+
     /// Waits until every connection of both gateways is up with n × m established subflows.
     pub fn wait_all_subflows(&self, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;

@@ -51,6 +51,11 @@ pub struct Event {
     pub ping_lost: u64,
     /// Worst ping RTT in the window, ms.
     pub ping_max_ms: f64,
+    /// Tunnel connections the gateways declared dead in the window (nothing received for 3 s;
+    /// `mmsg status` counter `conn_dead`). A single cut or restore must lose none: the other
+    /// uplinks carry on. `None` where not read (the paper target; a restarted gateway counts
+    /// from 0 again).
+    pub conns_dead: Option<u64>,
     /// TCP goodput in the 2 s before the event, Mbit/s.
     pub before_mbps: f64,
     /// TCP goodput in the last 2 s of the window, Mbit/s.
@@ -95,6 +100,12 @@ pub trait Target {
     /// Performs event `kind` on `port` (a WAN port, `gw<b>`, `ssc`); returns, for events that
     /// take tunnels down, how long until they were all up again (ms), if it waited for that.
     fn act(&mut self, kind: &str, port: &str) -> anyhow::Result<Option<f64>>;
+
+    /// Tunnel connections the gateways declared dead so far (nothing received for 3 s), if the
+    /// target can tell.
+    fn conns_dead(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// One event of a pass: what, on which port or gateway, and how long from its start until the
@@ -155,8 +166,11 @@ pub fn run_pass(
     std::thread::sleep(WARMUP);
     let mut windows: Vec<Window> = Vec::new();
     let mut tunnels_up: Vec<Option<f64>> = Vec::new();
+    // `conn_dead` at each window's start, and at the end.
+    let mut dead_at: Vec<Option<u64>> = Vec::new();
     let mut result = Ok(());
     for step in steps {
+        dead_at.push(target.conns_dead());
         let (now, now_u) = (Instant::now(), unix_now());
         if let Some(w) = windows.last_mut() {
             w.to = now;
@@ -182,6 +196,7 @@ pub fn run_pass(
             std::thread::sleep(rest);
         }
     }
+    dead_at.push(target.conns_dead());
     // Close the last window.
     if let Some(w) = windows.last_mut() {
         w.to = Instant::now();
@@ -197,7 +212,8 @@ pub fn run_pass(
     let events = windows
         .iter()
         .zip(tunnels_up.iter().chain(std::iter::repeat(&None)))
-        .map(|(w, &tunnels_up_ms)| {
+        .zip(dead_at.windows(2))
+        .map(|((w, &tunnels_up_ms), dead)| {
             let (tcp_gap, tcp_from) = probe::longest_gap_span(&tcp_times, w.from, w.to);
             let (udp_gap, udp_from) = probe::longest_gap_span(&voice_times, w.from, w.to);
             let (udp_sent, udp_lost) = probe::lost_in(&rec.voice, w.from, w.to);
@@ -228,6 +244,11 @@ pub fn run_pass(
                 ping_sent,
                 ping_lost,
                 ping_max_ms,
+                conns_dead: match dead {
+                    // A restart's window spans two processes' counters.
+                    [Some(a), Some(b)] if matches!(w.kind, "cut" | "restore") => b.checked_sub(*a),
+                    _ => None,
+                },
                 before_mbps: probe::mbps_in(
                     &rec.tcp.reads,
                     w.from.checked_sub(RATE_WINDOW).unwrap_or(w.from),
@@ -299,7 +320,7 @@ pub fn print_run(r: &ModeRun) {
             .map_or("survived".to_owned(), |e| format!("LOST ({e})"))
     );
     println!(
-        "{:<17} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "{:<17} {:>8} {:>8} {:>8} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
         "event",
         "gap ms",
         "tcp gap",
@@ -310,11 +331,12 @@ pub fn print_run(r: &ModeRun) {
         "before",
         "recov.",
         "tun. up",
-        "tcp gap@"
+        "tcp gap@",
+        "dead"
     );
     for e in &r.events {
         println!(
-            "{:<17} {:>8.0} {:>8.0} {:>8.0} {:>5}/{:<3} {:>6}/{:<3} {:>9.0} {:>9.1} {:>9.1} {:>9} {:>9.0}",
+            "{:<17} {:>8.0} {:>8.0} {:>8.0} {:>5}/{:<3} {:>6}/{:<3} {:>9.0} {:>9.1} {:>9.1} {:>9} {:>9.0} {:>6}",
             format!("{} {}", e.kind, e.port),
             e.gap_ms,
             e.tcp_gap_ms,
@@ -328,7 +350,8 @@ pub fn print_run(r: &ModeRun) {
             e.recovered_mbps,
             e.tunnels_up_ms
                 .map_or("-".to_owned(), |t| format!("{t:.0}")),
-            e.tcp_gap_from_ms
+            e.tcp_gap_from_ms,
+            e.conns_dead.map_or("-".to_owned(), |n| n.to_string())
         );
     }
 }

@@ -17,7 +17,7 @@ use std::fmt::Display;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -36,11 +36,10 @@ use super::conn_io::{peer_invalidated, reader, writer, ConnCounters, ConnEnd, De
 use super::preauth::{Permit, PREAUTH_BUF, PREAUTH_DEADLINE};
 use super::shared::core_key;
 use super::socket::{apply_lowat, check_fallback, mark_class, mptcp_socket};
-use super::subflows::{subflow_status, SUBFLOW_CHECK};
+use super::subflows;
 use super::{conn_name, reverse, Shared};
 use crate::secure::{self, Rekey};
 use crate::stats::{ConnState, ConnStatus, Stats};
-use crate::sys;
 
 /// Counts a refused inbound connection on `counter` and logs it (WARN, "inbound connection
 /// refused: …") unless its source, or all sources together, already used their log budget
@@ -410,22 +409,8 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             .err()
             .unwrap_or(ConnEnd::Eof)
     };
-    let report = async {
-        loop {
-            let fb = check_fallback(&sh, &fd, &name, &mut reported);
-            let present = sys::mptcp_subflow_addrs(&fd).unwrap_or_default();
-            let info = sys::mptcp_info(&fd).unwrap_or_default();
-            sh.stats.update_conn(&name, |c| {
-                c.token = info.token;
-                c.fallback = fb;
-                c.bytes_retrans = info.bytes_retrans;
-                c.subflows = subflow_status(&fd, &present);
-                c.frames_rx = cc.frames_rx.load(Ordering::Relaxed);
-                c.bytes_rx = cc.bytes_rx.load(Ordering::Relaxed);
-            });
-            tokio::time::sleep(SUBFLOW_CHECK).await;
-        }
-    };
+    // Its `mmsg status` entry, and fast failover on the subflows the remote dialled.
+    let report = subflows::watch_inbound(&sh, &name, &fd, &cc, reported);
     let end: ConnEnd = tokio::select! {
         r = reader(&sh, &mut r, Decoder::In(ic), buf, &core, &cc) => r.err().unwrap_or(ConnEnd::Eof),
         e = keepalives => e,

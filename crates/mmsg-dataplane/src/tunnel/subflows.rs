@@ -1,4 +1,5 @@
-//! Subflow management of an outbound connection and its once-a-second transport sample.
+//! Subflow management of an outbound connection and its once-a-second transport sample; fast
+//! failover also on accepted connections ([`watch_inbound`]).
 //!
 //! A connection of class c to a remote branch should have a subflow on every (uplink of c, remote
 //! WAN address) pair, n × m ([`wanted_pairs`]). With the userspace path manager, every missing
@@ -208,6 +209,57 @@ pub(super) async fn run(
         };
         next_round = Instant::now() + pause;
         tokio::time::sleep(tick.min(pause)).await;
+    }
+}
+
+/// Samples the subflows of an accepted connection for its `mmsg status` entry every
+/// [`SUBFLOW_CHECK`] and runs fast failover on them, forever. The dialling side creates and
+/// re-creates the subflows, so this side only takes out the dead ones (no hold-down, no probes).
+/// It must: our kernel also sends on every subflow of an accepted connection (our keepalives, and
+/// the ACK-only direction's DATA_ACKs), and a subflow whose path was cut stays established here
+/// when the dialling side destroyed it, since its reset was lost on the cut path. Its
+/// retransmission timer backs off to seconds; what the kernel scheduled onto it (a keepalive)
+/// holds every later byte of the connection at the other end (MPTCP delivers in order), so after
+/// the path came back the dialling side heard nothing for 3 s and closed a healthy connection
+/// (the red `failover` CI run of 2026-11-27: both bulk connections of a branch lost at the
+/// next cut). Destroying it here at once makes the kernel send its data again on the others.
+pub(super) async fn watch_inbound(
+    sh: &Shared,
+    name: &str,
+    fd: &OwnedFd,
+    cc: &ConnCounters,
+    mut reported: bool,
+) {
+    let mut failover = failover_enabled().then(Failover::default);
+    let mut next_round = Instant::now();
+    let (mut token, mut fb) = (0, false);
+    loop {
+        let mut tick = SUBFLOW_CHECK;
+        if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
+            let busy = check_health(sh, name, fd, token, f).await;
+            tick = if busy { HEALTH_TICK } else { IDLE_TICK };
+        }
+        let now = Instant::now();
+        if now < next_round {
+            tokio::time::sleep(tick.min(next_round - now)).await;
+            continue;
+        }
+        fb = check_fallback(sh, fd, name, &mut reported);
+        let present = sys::mptcp_subflow_addrs(fd).unwrap_or_default();
+        let info = sys::mptcp_info(fd).unwrap_or_default();
+        token = info.token;
+        let mut subflows = subflow_status(fd, &present);
+        sh.stats.update_conn(name, |c| {
+            keep_known(&mut subflows, &c.subflows);
+            c.subflows = subflows;
+            c.token = info.token;
+            c.fallback = fb;
+            c.bytes_retrans = info.bytes_retrans;
+            c.frames_rx = cc.frames_rx.load(Ordering::Relaxed);
+            c.bytes_rx = cc.bytes_rx.load(Ordering::Relaxed);
+        });
+        next_round = Instant::now() + SUBFLOW_CHECK;
+        tokio::time::sleep(tick.min(SUBFLOW_CHECK)).await;
     }
 }
 
