@@ -264,6 +264,40 @@ impl<K: Ord + Copy> StallDetector<K> {
     }
 }
 
+/// The retransmission-timer backoff a subflow of an accepted connection must have reached (with
+/// a dead verdict) before the accepting side destroys it: its RTO fired twice without progress.
+/// The accepting side cannot create subflows, and it only sends keepalives on them, so it acts
+/// on the kernel's own verdict, never on a late ACK alone (a gateway starved of CPU, e.g. under a
+/// SYN flood, sees late ACKs on every subflow).
+pub const ACCEPTED_MIN_BACKOFF: u8 = 2;
+
+/// Which subflows the accepting side of a connection destroys, given one [`HealthSample`] and
+/// one [`Verdict`] per subflow (in order): the established ones the detector declared dead
+/// (now or before) whose retransmission timer backed off at least [`ACCEPTED_MIN_BACKOFF`]
+/// times, and none at all if that would leave the connection without an established subflow
+/// (the dialling side re-creates subflows; the accepting side destroying the last one would end
+/// the connection).
+pub fn accepted_side_doomed(samples: &[HealthSample], verdicts: &[Verdict]) -> Vec<bool> {
+    let doomed: Vec<bool> = samples
+        .iter()
+        .zip(verdicts)
+        .map(|(s, v)| {
+            matches!(v, Verdict::Dead | Verdict::StillDead)
+                && s.established
+                && s.backoff >= ACCEPTED_MIN_BACKOFF
+        })
+        .collect();
+    let survivor = samples
+        .iter()
+        .zip(&doomed)
+        .any(|(s, &d)| s.established && !d);
+    if survivor {
+        doomed
+    } else {
+        vec![false; doomed.len()]
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 struct PathState {
     deaths: VecDeque<Instant>,
@@ -597,6 +631,44 @@ mod tests {
             ..s(t)
         };
         assert_eq!(dead_at(MS * 20, true, acked), None);
+    }
+
+    #[test]
+    fn the_accepting_side_destroys_only_backed_off_dead_subflows_and_never_the_last() {
+        let live = busy(1000, 40);
+        let late = HealthSample { backoff: 1, ..live };
+        let zombie = HealthSample { backoff: 4, ..live };
+        let closed = HealthSample {
+            established: false,
+            backoff: 4,
+            ..live
+        };
+        use Verdict::*;
+        // A dead verdict on a late ACK alone (backoff 0 or 1): kept.
+        assert_eq!(
+            accepted_side_doomed(&[live, late], &[Healthy, Dead]),
+            [false, false]
+        );
+        // Backed off twice or more, dead now or before, another subflow established: destroyed.
+        assert_eq!(
+            accepted_side_doomed(&[live, zombie, zombie], &[Healthy, Dead, StillDead]),
+            [false, true, true]
+        );
+        // Backed off but not (yet) judged dead: kept.
+        assert_eq!(
+            accepted_side_doomed(&[live, zombie], &[Healthy, Stalled]),
+            [false, false]
+        );
+        // The last established subflow is never destroyed, even when dead.
+        assert_eq!(
+            accepted_side_doomed(&[zombie, closed], &[Dead, StillDead]),
+            [false, false]
+        );
+        assert_eq!(
+            accepted_side_doomed(&[zombie, zombie], &[Dead, Dead]),
+            [false, false]
+        );
+        assert!(accepted_side_doomed(&[], &[]).is_empty());
     }
 
     #[test]

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use mpa::config::Config;
 use mpa::conn_report::{self, SubflowSample};
 use mpa::queue::inflight::{self, DeliverySample, InflightBudget};
-use mpa::subflow_health::{HealthSample, PathHold, StallDetector, Verdict};
+use mpa::subflow_health::{accepted_side_doomed, HealthSample, PathHold, StallDetector, Verdict};
 use mpa::Class;
 use tracing::{debug, info, warn};
 
@@ -136,7 +136,7 @@ pub(super) async fn run(
     loop {
         let mut tick = SUBFLOW_CHECK;
         if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
-            let busy = check_health(sh, name, fd, token, f).await;
+            let busy = check_health(sh, name, fd, token, f, Side::Dialling).await;
             tick = if busy { HEALTH_TICK } else { IDLE_TICK };
         }
         if let Some(b) = budget.as_mut() {
@@ -214,7 +214,8 @@ pub(super) async fn run(
 
 /// Samples the subflows of an accepted connection for its `mmsg status` entry every
 /// [`SUBFLOW_CHECK`] and runs fast failover on them, forever. The dialling side creates and
-/// re-creates the subflows, so this side only takes out the dead ones (no hold-down, no probes).
+/// re-creates the subflows, so this side only takes out the dead ones (no hold-down, no probes),
+/// and only those whose RTO gave up, never the last one ([`Side::Accepting`]).
 /// It must: our kernel also sends on every subflow of an accepted connection (our keepalives, and
 /// the ACK-only direction's DATA_ACKs), and a subflow whose path was cut stays established here
 /// when the dialling side destroyed it, since its reset was lost on the cut path. Its
@@ -236,7 +237,7 @@ pub(super) async fn watch_inbound(
     loop {
         let mut tick = SUBFLOW_CHECK;
         if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
-            let busy = check_health(sh, name, fd, token, f).await;
+            let busy = check_health(sh, name, fd, token, f, Side::Accepting).await;
             tick = if busy { HEALTH_TICK } else { IDLE_TICK };
         }
         let now = Instant::now();
@@ -330,10 +331,27 @@ fn sample_budget(fd: &OwnedFd, b: &mut InflightBudget<SubflowKey>, oq: &OutQueue
     oq.inflight_budget.store(b.budget(), Ordering::Relaxed);
 }
 
+/// Which end of the connection this gateway is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// We dialled it: we destroy dead subflows at once and probe their paths again.
+    Dialling,
+    /// The remote dialled it: we destroy only subflows the kernel's RTO gave up on, never the
+    /// last one ([`accepted_side_doomed`]); the remote re-creates them.
+    Accepting,
+}
+
 /// One fast-failover round: samples every subflow and destroys the ones the detector declares
-/// dead. True if any subflow has data in flight (sample again
-/// soon).
-async fn check_health(sh: &Shared, name: &str, fd: &OwnedFd, token: u32, f: &mut Failover) -> bool {
+/// dead (on an accepted connection: [`Side::Accepting`]). True if any subflow has data in
+/// flight (sample again soon).
+async fn check_health(
+    sh: &Shared,
+    name: &str,
+    fd: &OwnedFd,
+    token: u32,
+    f: &mut Failover,
+    side: Side,
+) -> bool {
     let PathManagement::Userspace(pm) = &sh.pm else {
         return false;
     };
@@ -353,10 +371,19 @@ async fn check_health(sh: &Shared, name: &str, fd: &OwnedFd, token: u32, f: &mut
         .map(|(&k, t)| (k, health_sample(t)))
         .collect();
     let verdicts = f.stalls.handle_connection(now, &samples);
+    let take_out: Vec<bool> = match side {
+        Side::Dialling => verdicts.iter().map(|&v| v == Verdict::Dead).collect(),
+        Side::Accepting => {
+            let s: Vec<HealthSample> = samples.iter().map(|(_, s)| *s).collect();
+            accepted_side_doomed(&s, &verdicts)
+        }
+    };
     let mut doomed: Vec<SubflowKey> = Vec::new();
-    for ((&(l, r), t), v) in present.iter().zip(&infos).zip(verdicts) {
-        if v == Verdict::Dead {
-            f.hold.on_dead(now, (*l.ip(), *r.ip()));
+    for ((&(l, r), t), out) in present.iter().zip(&infos).zip(take_out) {
+        if out {
+            if side == Side::Dialling {
+                f.hold.on_dead(now, (*l.ip(), *r.ip()));
+            }
             info!(
                 conn = name, local = %l, remote = %r, unacked = t.unacked,
                 srtt_us = t.rtt_us, rttvar_us = t.rttvar_us, backoff = t.backoff,
