@@ -216,14 +216,15 @@ pub(super) async fn run(
 /// [`SUBFLOW_CHECK`] and runs fast failover on them, forever. The dialling side creates and
 /// re-creates the subflows, so this side only takes out the dead ones (no hold-down, no probes),
 /// and only those whose RTO gave up, never the last one ([`Side::Accepting`]).
-/// It must: our kernel also sends on every subflow of an accepted connection (our keepalives, and
-/// the ACK-only direction's DATA_ACKs), and a subflow whose path was cut stays established here
+/// It must: our kernel also sends on every subflow of an accepted connection (our keepalives),
+/// and a subflow whose path was cut stays established here
 /// when the dialling side destroyed it, since its reset was lost on the cut path. Its
 /// retransmission timer backs off to seconds; what the kernel scheduled onto it (a keepalive)
 /// holds every later byte of the connection at the other end (MPTCP delivers in order), so after
 /// the path came back the dialling side heard nothing for 3 s and closed a healthy connection
 /// (the red `failover` CI run of 2026-11-27: both bulk connections of a branch lost at the
-/// next cut). Destroying it here at once makes the kernel send its data again on the others.
+/// next cut). Destroying it here (once its RTO fired twice) makes the kernel send its data again
+/// on the others.
 pub(super) async fn watch_inbound(
     sh: &Shared,
     name: &str,
