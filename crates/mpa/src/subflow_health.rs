@@ -24,6 +24,15 @@
 //!   not probed again (a new subflow requested) for a hold-down that doubles with every death
 //!   within [`FLAP_WINDOW`] (a flapping uplink is left alone longer). The probe itself is a new
 //!   subflow; the path is alive again when it establishes.
+//! - False deaths, learnt per path ([`PathHold::on_established`], [`PathHold::slack`]): a probe
+//!   that establishes within [`FALSE_DEATH_WITHIN`] of its hold-down's end shows the path was
+//!   alive. On a congested path (many TCP flows sharing a drop-tail bottleneck: the paper's
+//!   Case B) ACK gaps of several srtt and RTOs without a dead path are normal, and each false
+//!   death made the kernel send the connection's whole unacknowledged data again and held the
+//!   path down longer; measured there, fast failover cut the tunnel's goodput 1.5–5×. Such a
+//!   death does not lengthen the hold-down, and every false death within [`FLAP_WINDOW`] doubles
+//!   that path's limits and the RTO backoff that counts as dead ([`HealthSample::slack`], at
+//!   most [`MAX_SLACK`] doublings). A path never falsely judged keeps the fast limits.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -44,6 +53,12 @@ pub const HOLD_MAX: Duration = Duration::from_secs(10);
 pub const FLAP_WINDOW: Duration = Duration::from_secs(60);
 /// Deaths remembered per path (bounds the memory; 2^6 × [`HOLD_MIN`] > [`HOLD_MAX`] anyway).
 const MAX_DEATHS: usize = 8;
+/// A death was false when the path's next subflow established within this time after the
+/// hold-down ended: the probe's first SYN was answered (a lost SYN is resent after 1 s, and a
+/// cut path answers none).
+pub const FALSE_DEATH_WITHIN: Duration = Duration::from_millis(800);
+/// The most limit doublings a path earns by false deaths ([`PathHold::slack`]): 8 × the limits.
+pub const MAX_SLACK: u8 = 3;
 
 /// One subflow's transport state at one instant, as read from its `tcp_info`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -67,6 +82,9 @@ pub struct HealthSample {
     /// (`tcpi_unacked >= tcpi_snd_cwnd`) or data waiting in its send queue
     /// (`tcpi_notsent_bytes > 0`).
     pub cwnd_limited: bool,
+    /// Doublings of the limits earned by false deaths on this subflow's path
+    /// ([`PathHold::slack`]); an RTO counts as dead only from backoff `1 + slack`.
+    pub slack: u8,
 }
 
 impl HealthSample {
@@ -239,7 +257,8 @@ impl<K: Ord + Copy> StallDetector<K> {
         } else {
             stall_limit(s)
         };
-        let rto_fired = s.backoff > 0 && now > first_seen;
+        let limit = limit.saturating_mul(1u32 << s.slack.min(MAX_SLACK));
+        let rto_fired = s.backoff > s.slack.min(MAX_SLACK) && now > first_seen;
         if stalled_for >= limit || rto_fired {
             t.dead = true;
             Verdict::Dead
@@ -301,6 +320,10 @@ pub fn accepted_side_doomed(samples: &[HealthSample], verdicts: &[Verdict]) -> V
 #[derive(Debug, Clone, Default)]
 struct PathState {
     deaths: VecDeque<Instant>,
+    /// Deaths shown false by a quick re-establishment ([`PathHold::on_established`]).
+    false_deaths: VecDeque<Instant>,
+    /// The latest death and its hold-down, until the next establishment on the path.
+    pending: Option<(Instant, Duration)>,
 }
 
 /// The hysteresis per path `P` (e.g. local and remote address): the hold-down after deaths. See
@@ -331,6 +354,48 @@ impl<P: Ord + Copy> PathHold<P> {
             st.deaths.pop_front();
         }
         st.deaths.push_back(now);
+        let hold = self.hold(now, path);
+        if let Some(st) = self.paths.get_mut(&path) {
+            st.pending = Some((now, hold));
+        }
+    }
+
+    /// A subflow of `path` was seen established at `now` (a probe, or any subflow: the first
+    /// sighting after a death decides). If that was within the hold-down plus
+    /// [`FALSE_DEATH_WITHIN`] of the death, the death was false: it no longer lengthens the
+    /// hold-down and it adds one doubling of the path's limits ([`PathHold::slack`]). Returns
+    /// whether it was judged false.
+    pub fn on_established(&mut self, now: Instant, path: P) -> bool {
+        let Some(st) = self.paths.get_mut(&path) else {
+            return false;
+        };
+        let Some((died, hold)) = st.pending.take() else {
+            return false;
+        };
+        if now.saturating_duration_since(died) > hold + FALSE_DEATH_WITHIN {
+            return false;
+        }
+        if let Some(i) = st.deaths.iter().rposition(|d| *d == died) {
+            st.deaths.remove(i);
+        }
+        while st.false_deaths.len() >= MAX_DEATHS {
+            st.false_deaths.pop_front();
+        }
+        st.false_deaths.push_back(died);
+        true
+    }
+
+    /// Doublings of the detector's limits for subflows of `path` at `now`: one per false death
+    /// within [`FLAP_WINDOW`], at most [`MAX_SLACK`].
+    pub fn slack(&self, now: Instant, path: P) -> u8 {
+        self.paths.get(&path).map_or(0, |st| {
+            let n = st
+                .false_deaths
+                .iter()
+                .filter(|d| now.saturating_duration_since(**d) < FLAP_WINDOW)
+                .count();
+            u8::try_from(n).unwrap_or(u8::MAX).min(MAX_SLACK)
+        })
     }
 
     /// The hold-down after the latest death of `path` at `now`: [`HOLD_MIN`] doubled per
@@ -385,6 +450,7 @@ mod tests {
             rttvar: MS * (srtt_ms as u32 / 4),
             last_ack_age: None,
             cwnd_limited: false,
+            slack: 0,
         }
     }
 
@@ -704,5 +770,83 @@ mod tests {
         assert!(h.may_probe(later, 7));
         // Other paths are not affected.
         assert!(h.may_probe(t0, 8));
+    }
+
+    /// A probe that establishes right after the hold-down shows the death was false (a
+    /// congested path, not a dead one): the hold-down does not grow, and the path's limits
+    /// double per false death within the window (at most [`MAX_SLACK`] times). A probe that
+    /// connects only seconds later (a real cut, then the restore) leaves the death counted.
+    #[test]
+    fn a_quick_re_establishment_marks_the_death_false_and_widens_the_paths_limits() {
+        let mut h = PathHold::new();
+        let t0 = Instant::now();
+        assert!(!h.on_established(t0, 7u8), "no death pending");
+        h.on_dead(t0, 7);
+        // Its probe (requested after 200 ms) established 250 ms after the death: false.
+        assert!(h.on_established(t0 + MS * 250, 7));
+        assert!(!h.on_established(t0 + MS * 260, 7), "decided once");
+        assert_eq!(h.slack(t0 + MS * 300, 7), 1);
+        assert_eq!(h.slack(t0 + MS * 300, 8), 0, "per path");
+        // It did not lengthen the hold-down: the next death holds 200 ms again.
+        h.on_dead(t0 + MS * 1000, 7);
+        assert_eq!(h.hold(t0 + MS * 1000, 7), HOLD_MIN);
+        // A real cut: the probe connects only after the restore, 4 s later: counted.
+        assert!(!h.on_established(t0 + MS * 5000, 7));
+        h.on_dead(t0 + MS * 6000, 7);
+        assert_eq!(h.hold(t0 + MS * 6000, 7), HOLD_MIN * 2);
+        assert_eq!(h.slack(t0 + MS * 6000, 7), 1);
+        // Up to MAX_SLACK doublings; they expire with the window.
+        for i in 0..6u32 {
+            let died = t0 + MS * (10_000 + 2_000 * i);
+            h.on_dead(died, 7);
+            let hold = h.hold(died, 7);
+            assert!(h.on_established(died + hold + MS * 100, 7));
+        }
+        assert_eq!(h.slack(t0 + MS * 30_000, 7), MAX_SLACK);
+        assert_eq!(h.slack(t0 + MS * 30_000 + FLAP_WINDOW, 7), 0);
+    }
+
+    /// With slack, a congested path's ACK gap of 3 × srtt and one RTO are no death; a cut (no
+    /// ACK at all) still is, at the widened limit.
+    #[test]
+    fn slack_widens_the_limits_and_the_rto_rule() {
+        let t0 = Instant::now();
+        // srtt 40: general limit max(150, 80, 40 + 40) = 150 ms; with one doubling 300 ms.
+        let stalled = |slack: u8, backoff: u8| {
+            move |i: u32| HealthSample {
+                slack,
+                backoff: if i >= 6 { backoff } else { 0 },
+                ..busy(u64::from(i.min(2)) * 1000, 40)
+            }
+        };
+        // Progress last at sample 2 (100 ms); first stalled sample 150 ms.
+        let mut d = StallDetector::new();
+        assert_eq!(
+            run(&mut d, t0, 60, stalled(0, 0)),
+            Some((MS * 300, Verdict::Dead))
+        );
+        let mut d = StallDetector::new();
+        assert_eq!(
+            run(&mut d, t0, 60, stalled(1, 0)),
+            Some((MS * 450, Verdict::Dead))
+        );
+        // One RTO (backoff 1 from 300 ms): dead at once without slack, not with it.
+        let mut d = StallDetector::new();
+        assert_eq!(
+            run(&mut d, t0, 60, stalled(0, 1)),
+            Some((MS * 300, Verdict::Dead))
+        );
+        let mut d = StallDetector::new();
+        assert_eq!(
+            run(&mut d, t0, 60, stalled(1, 1)),
+            Some((MS * 450, Verdict::Dead)),
+            "judged by the widened limit"
+        );
+        // Backoff 2 with slack 1: the RTO rule again.
+        let mut d = StallDetector::new();
+        assert_eq!(
+            run(&mut d, t0, 60, stalled(1, 2)),
+            Some((MS * 300, Verdict::Dead))
+        );
     }
 }

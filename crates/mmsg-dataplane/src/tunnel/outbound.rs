@@ -301,7 +301,7 @@ async fn run_outbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         .handle_up(Instant::now(), cc.lane);
     oq.up.store(true, Ordering::Relaxed);
     sh.send(TunEvent::Conn(ConnEvent { key, up: true }));
-    let manage = subflows::run(sh, name, fd, pairs, port, oq, &cc, fallback_reported);
+    let manage = subflows::run(sh, key, name, fd, pairs, port, oq, &cc, fallback_reported);
     tokio::select! {
         r = writer(sh, &mut w, rekey.as_mut(), &oq.core, Some((oq, fd.as_fd())), &cc) => r.err().unwrap_or(ConnEnd::Eof),
         r = reader(sh, &mut r, Decoder::Out(Deframer::new()), BytesMut::with_capacity(RX_CHUNK), &oq.core, &cc) => r.err().unwrap_or(ConnEnd::Eof),

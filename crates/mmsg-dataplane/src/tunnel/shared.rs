@@ -149,6 +149,9 @@ pub struct ConnEvent {
 pub enum TunEvent {
     /// A connection went up or down.
     Conn(ConnEvent),
+    /// An up outbound connection lost every subflow to fast failover (`up == false`), or has
+    /// one again: [`mpa::gateway::Router::handle_conn_paths`].
+    Paths(ConnEvent),
     /// New WRR weights of existing path groups (the controller published them; [`Shared::config`]
     /// holds them already): applied with [`mpa::gateway::Router::apply`], no flow moves.
     Weights(Vec<(BranchId, PathGroupId, u32)>),

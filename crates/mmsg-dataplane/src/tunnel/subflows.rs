@@ -37,7 +37,7 @@ use tracing::{debug, info, warn};
 
 use super::conn_io::{subflow_queue, ConnCounters};
 use super::socket::{apply_send_budget, check_fallback};
-use super::{OutQueue, PathManagement, Shared};
+use super::{ConnEvent, ConnKey, OutQueue, PathManagement, Shared, TunEvent};
 use crate::genl::{SubflowCreate, SubflowDestroy};
 use crate::stats::{Stats, SubflowStatus};
 use crate::sys;
@@ -86,6 +86,7 @@ fn health_sample(t: &sys::SubflowTcpInfo) -> HealthSample {
         rttvar: Duration::from_micros(u64::from(t.rttvar_us)),
         last_ack_age: Some(Duration::from_millis(u64::from(t.last_ack_recv_ms))),
         cwnd_limited: t.unacked >= t.cwnd || t.notsent_bytes > 0,
+        slack: 0,
     }
 }
 
@@ -112,6 +113,7 @@ pub fn wanted_pairs(
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn run(
     sh: &Shared,
+    key: ConnKey,
     name: &str,
     fd: &OwnedFd,
     pairs: &[(usize, Ipv4Addr, Ipv4Addr)],
@@ -133,11 +135,18 @@ pub(super) async fn run(
     // health tick (20 ms while busy): shorter windows made the rate noisy, and the writers'
     // budget waits, the "saturated" signal ssc's weights read, disappeared (e2e_congestion).
     let mut next_budget_sample = Instant::now();
+    // Whether the connection has an established subflow, as last told to the TUN task (a new
+    // establishment starts with one).
+    let mut paths_live = true;
     loop {
         let mut tick = SUBFLOW_CHECK;
         if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
-            let busy = check_health(sh, name, fd, token, f, Side::Dialling).await;
-            tick = if busy { HEALTH_TICK } else { IDLE_TICK };
+            let h = check_health(sh, name, fd, token, f, Side::Dialling).await;
+            tick = if h.busy { HEALTH_TICK } else { IDLE_TICK };
+            if let Some(live) = h.live.filter(|&l| l != paths_live) {
+                report_paths(sh, key, name, live);
+                paths_live = live;
+            }
         }
         if let Some(b) = budget.as_mut() {
             let now = Instant::now();
@@ -238,7 +247,9 @@ pub(super) async fn watch_inbound(
     loop {
         let mut tick = SUBFLOW_CHECK;
         if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
-            let busy = check_health(sh, name, fd, token, f, Side::Accepting).await;
+            let busy = check_health(sh, name, fd, token, f, Side::Accepting)
+                .await
+                .busy;
             tick = if busy { HEALTH_TICK } else { IDLE_TICK };
         }
         let now = Instant::now();
@@ -342,9 +353,38 @@ enum Side {
     Accepting,
 }
 
+/// Tells the TUN task that outbound connection `key` has lost every subflow (`live == false`),
+/// or has one again: while it has none its path group gives its flows to a healthy group
+/// ([`mpa::gateway::Router::handle_conn_paths`]) instead of holding them until the keepalive
+/// liveness closes the connection.
+fn report_paths(sh: &Shared, key: ConnKey, name: &str, live: bool) {
+    if live {
+        info!(
+            conn = name,
+            "a subflow is established again: the path group may take flows"
+        );
+    } else {
+        warn!(
+            conn = name,
+            "no established subflow left (fast failover took out every path): the path group \
+             gives its flows to a healthy group"
+        );
+    }
+    sh.send(TunEvent::Paths(ConnEvent { key, up: live }));
+}
+
+/// What one fast-failover round saw ([`check_health`]).
+#[derive(Debug, Clone, Copy)]
+struct Health {
+    /// A subflow has data in flight (sample again soon).
+    busy: bool,
+    /// Whether an established subflow is left after the round's destroys; `None`: not judged
+    /// this round (no userspace path manager, or the subflow set changed between the reads).
+    live: Option<bool>,
+}
+
 /// One fast-failover round: samples every subflow and destroys the ones the detector declares
-/// dead (on an accepted connection: [`Side::Accepting`]). True if any subflow has data in
-/// flight (sample again soon).
+/// dead (on an accepted connection: [`Side::Accepting`]).
 async fn check_health(
     sh: &Shared,
     name: &str,
@@ -352,26 +392,64 @@ async fn check_health(
     token: u32,
     f: &mut Failover,
     side: Side,
-) -> bool {
+) -> Health {
     let PathManagement::Userspace(pm) = &sh.pm else {
-        return false;
+        return Health {
+            busy: false,
+            live: None,
+        };
     };
-    let present = sys::mptcp_subflow_addrs(fd).unwrap_or_default();
-    let infos = sys::mptcp_subflow_tcpinfo(fd).unwrap_or_default();
+    let (Ok(present), Ok(infos)) = (sys::mptcp_subflow_addrs(fd), sys::mptcp_subflow_tcpinfo(fd))
+    else {
+        // Not readable now: judge at the next tick.
+        return Health {
+            busy: false,
+            live: None,
+        };
+    };
     if infos.len() != present.len() {
         // A subflow came or went between the two calls: judge at the next tick.
-        return true;
+        return Health {
+            busy: true,
+            live: None,
+        };
     }
     let now = Instant::now();
     let busy = infos
         .iter()
         .any(|t| t.state == sys::TCP_ESTABLISHED && t.unacked > 0);
+    let path = |(l, r): &SubflowKey| (*l.ip(), *r.ip());
     let samples: Vec<(SubflowKey, HealthSample)> = present
         .iter()
         .zip(&infos)
-        .map(|(&k, t)| (k, health_sample(t)))
+        .map(|(&k, t)| {
+            let slack = match side {
+                Side::Dialling => f.hold.slack(now, path(&k)),
+                Side::Accepting => 0,
+            };
+            (
+                k,
+                HealthSample {
+                    slack,
+                    ..health_sample(t)
+                },
+            )
+        })
         .collect();
     let verdicts = f.stalls.handle_connection(now, &samples);
+    if side == Side::Dialling {
+        // A path whose new subflow established right after its hold-down was not dead: learn it.
+        for ((k, s), v) in samples.iter().zip(&verdicts) {
+            if s.established && *v == Verdict::Healthy && f.hold.on_established(now, path(k)) {
+                info!(
+                    conn = name, local = %k.0, remote = %k.1,
+                    slack = f.hold.slack(now, path(k)),
+                    "subflow re-established at once after its hold-down: the death was false \
+                     (a congested path); its limits doubled"
+                );
+            }
+        }
+    }
     let take_out: Vec<bool> = match side {
         Side::Dialling => verdicts.iter().map(|&v| v == Verdict::Dead).collect(),
         Side::Accepting => {
@@ -380,7 +458,9 @@ async fn check_health(
         }
     };
     let mut doomed: Vec<SubflowKey> = Vec::new();
+    let mut live = false;
     for ((&(l, r), t), out) in present.iter().zip(&infos).zip(take_out) {
+        live |= !out && t.state == sys::TCP_ESTABLISHED;
         if out {
             if side == Side::Dialling {
                 f.hold.on_dead(now, (*l.ip(), *r.ip()));
@@ -410,7 +490,10 @@ async fn check_health(
             Err(e) => warn!(error = %e, "subflow destroy task failed"),
         }
     }
-    busy
+    Health {
+        busy,
+        live: Some(live),
+    }
 }
 
 /// One subflow's `tcp_info` as the plain numbers [`mpa::conn_report`] decides on.

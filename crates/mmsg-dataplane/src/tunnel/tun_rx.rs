@@ -134,6 +134,9 @@ fn tun_event(
                 router.handle_conn_down(key)
             });
         }
+        TunEvent::Paths(ConnEvent { key, up }) => {
+            events.extend(router.handle_conn_paths(core_key(key), up));
+        }
         TunEvent::Weights(list) => {
             let plan = router.apply(&sh.config(), &mut events);
             debug!(

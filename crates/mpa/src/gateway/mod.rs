@@ -13,7 +13,8 @@
 //! # Parts, for a multi-task driver
 //! - [`Router`] (the TUN reader task): classify, route, frame; which outbound connections are up
 //!   and the group-up rule (a path group is up when every tunnelled class's connection of it is
-//!   up); [`Router::apply`] for a new config, keeping the flow table.
+//!   up, unless one of them lost every subflow while another group to the branch is fully up:
+//!   [`Router::handle_conn_paths`]); [`Router::apply`] for a new config, keeping the flow table.
 //! - [`ConnCore`] (one per connection, the writer task, locked with the TUN task that enqueues and
 //!   the reader that reports arrivals): the connection's queue and liveness, keepalives.
 //! - [`Receiver`] (the readers and the resequencer timer, one lock): delivery to TUN, resequencing
@@ -23,7 +24,8 @@
 //! # Call order
 //! 1. [`Gateway::new`] from the validated config; for every outbound connection the driver
 //!    establishes (hello sent) or accepts (hello checked), [`Gateway::handle_conn_up`]; when one
-//!    fails (EOF, IO error, invalid stream), [`Gateway::handle_conn_down`].
+//!    fails (EOF, IO error, invalid stream), [`Gateway::handle_conn_down`]; when fast failover
+//!    took out every subflow of an outbound one, or one is back, [`Gateway::handle_conn_paths`].
 //! 2. Per packet read from TUN: [`Gateway::handle_tun_packet`], then wake that connection's writer.
 //! 3. Per connection whose socket can take more: [`Gateway::poll_transmit`] until `None`.
 //! 4. Per socket read: [`Gateway::handle_frame`] for each frame the driver's decoder
@@ -409,6 +411,16 @@ impl Gateway {
     /// queued packets are dropped and counted ([`ConnCore::handle_down`]).
     pub fn handle_conn_down(&mut self, conn: ConnId, now: Instant) {
         self.conn_down(conn, now);
+    }
+
+    /// Outbound connection `conn` has no live subflow (`live == false`) or has one again
+    /// ([`Router::handle_conn_paths`]): its queue stays; its group goes down while another group
+    /// to the branch is fully up. Inbound connections are not routed to: ignored.
+    pub fn handle_conn_paths(&mut self, conn: ConnId, live: bool) {
+        if conn.dir == Direction::Outbound {
+            let ev = self.router.handle_conn_paths(conn.key, live);
+            self.push_events(ev);
+        }
     }
 
     fn conn_down(&mut self, conn: ConnId, now: Instant) {

@@ -98,6 +98,8 @@ pub struct Router {
     offload: bool,
     conns: BTreeSet<ConnKey>,
     up: BTreeSet<ConnKey>,
+    /// Up connections with no live subflow ([`Router::handle_conn_paths`]).
+    pathless: BTreeSet<ConnKey>,
     /// Keyed per gateway, so LAN hosts cannot aim flows at one queue bucket.
     flow_hasher: FlowHasher,
     counters: Counters,
@@ -118,6 +120,7 @@ impl Router {
             offload,
             conns: conn_keys(config),
             up: BTreeSet::new(),
+            pathless: BTreeSet::new(),
             flow_hasher,
             counters: Counters::default(),
         }
@@ -201,34 +204,83 @@ impl Router {
     }
 
     /// Outbound connection `conn` is established: its group goes up when every class connection
-    /// of the group is up. Returns the group's change, if any.
-    pub fn handle_conn_up(&mut self, conn: ConnKey) -> Option<Event> {
+    /// of the group is up ([`Router::refresh_branch`]). Returns the groups that changed.
+    pub fn handle_conn_up(&mut self, conn: ConnKey) -> Vec<Event> {
         if !self.conns.contains(&conn) {
-            return None;
+            return Vec::new();
         }
         self.up.insert(conn);
-        self.refresh_group(conn.branch, conn.group)
+        // A new establishment starts with live subflows.
+        self.pathless.remove(&conn);
+        self.refresh_branch(conn.branch)
     }
 
     /// Outbound connection `conn` is gone: its group goes down (its flows move on their next
-    /// packet). Returns the group's change, if any.
-    pub fn handle_conn_down(&mut self, conn: ConnKey) -> Option<Event> {
+    /// packet). Returns the groups that changed.
+    pub fn handle_conn_down(&mut self, conn: ConnKey) -> Vec<Event> {
         self.up.remove(&conn);
-        self.refresh_group(conn.branch, conn.group)
+        self.pathless.remove(&conn);
+        self.refresh_branch(conn.branch)
     }
 
-    /// The group-up rule: a path group is up when every tunnelled class's connection is up.
-    fn refresh_group(&mut self, branch: BranchId, group: PathGroupId) -> Option<Event> {
-        let up = CLASSES.iter().all(|&class| {
-            self.up.contains(&ConnKey {
+    /// Outbound connection `conn` is established but fast failover took out every one of its
+    /// subflows (`live == false`: every member path of its group crosses a dead port or
+    /// transit), or one is back (`live == true`). A group with such a connection goes down while
+    /// another group to the same branch is fully up, so its flows move at once instead of after
+    /// the keepalive liveness (3 s) closed the connection; with no such group it stays up (its
+    /// packets wait in the connection for a path to come back rather than being dropped here).
+    /// Flows that moved stay where they went when it comes back. Returns the groups that
+    /// changed.
+    pub fn handle_conn_paths(&mut self, conn: ConnKey, live: bool) -> Vec<Event> {
+        if !self.up.contains(&conn) {
+            return Vec::new();
+        }
+        let changed = if live {
+            self.pathless.remove(&conn)
+        } else {
+            self.pathless.insert(conn)
+        };
+        if changed {
+            self.refresh_branch(conn.branch)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The group-up rule, for every group to `branch`: a path group is *connected* when every
+    /// tunnelled class's connection is up, and *healthy* when none of them has lost all its
+    /// subflows. It is up when healthy, or when connected and no group to the branch is healthy.
+    fn refresh_branch(&mut self, branch: BranchId) -> Vec<Event> {
+        let groups: BTreeSet<PathGroupId> = self
+            .conns
+            .iter()
+            .filter(|k| k.branch == branch)
+            .map(|k| k.group)
+            .collect();
+        let keys = |group: PathGroupId| {
+            CLASSES.map(|class| ConnKey {
                 branch,
                 group,
                 class,
             })
-        });
-        self.agent
-            .set_group_up(branch, group, up)
-            .then_some(Event::Group { branch, group, up })
+        };
+        let connected = |r: &Self, g: PathGroupId| keys(g).iter().all(|k| r.up.contains(k));
+        let healthy = |r: &Self, g: PathGroupId| {
+            connected(r, g) && !keys(g).iter().any(|k| r.pathless.contains(k))
+        };
+        let any_healthy = groups.iter().any(|&g| healthy(self, g));
+        let mut events = Vec::new();
+        for g in groups {
+            let up = healthy(self, g) || (connected(self, g) && !any_healthy);
+            if self.agent.set_group_up(branch, g, up) {
+                events.push(Event::Group {
+                    branch,
+                    group: g,
+                    up,
+                });
+            }
+        }
+        events
     }
 
     /// Applies a new config keeping the flow table ([`Agent::reconfigure`]): a flow whose path
@@ -242,10 +294,10 @@ impl Router {
         self.agent.reconfigure(config);
         self.conns = wanted;
         self.up.retain(|k| self.conns.contains(k));
-        let groups: BTreeSet<(BranchId, PathGroupId)> =
-            self.conns.iter().map(|k| (k.branch, k.group)).collect();
-        for (b, g) in groups {
-            events.extend(self.refresh_group(b, g));
+        self.pathless.retain(|k| self.conns.contains(k));
+        let branches: BTreeSet<BranchId> = self.conns.iter().map(|k| k.branch).collect();
+        for b in branches {
+            events.extend(self.refresh_branch(b));
         }
         let weights = self
             .weights()
@@ -297,6 +349,12 @@ impl Router {
     /// Whether outbound connection `conn` is up.
     pub fn is_conn_up(&self, conn: ConnKey) -> bool {
         self.up.contains(&conn)
+    }
+
+    /// Whether outbound connection `conn` is up but has no live subflow
+    /// ([`Router::handle_conn_paths`]).
+    pub fn is_conn_pathless(&self, conn: ConnKey) -> bool {
+        self.pathless.contains(&conn)
     }
 
     /// The agent (flow table, schedulers) for inspection.

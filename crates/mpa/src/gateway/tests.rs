@@ -56,7 +56,7 @@ fn decode(frame: BytesMut) -> crate::framing::Frame {
 fn a_group_is_up_only_while_both_class_connections_are() {
     let mut r = Router::new(&config(), false);
     let (b2, g0) = (BranchId::new(2).unwrap(), PathGroupId::new(0).unwrap());
-    assert_eq!(r.handle_conn_up(key(0, Class::TypeI)), None, "half a group");
+    assert_eq!(r.handle_conn_up(key(0, Class::TypeI)), [], "half a group");
     assert_eq!(
         r.handle_tun_packet(Instant::now(), tun_read(None, &udp(1)))
             .map(|o| o.conn),
@@ -67,8 +67,8 @@ fn a_group_is_up_only_while_both_class_connections_are() {
         group: g0,
         up: true,
     };
-    assert_eq!(r.handle_conn_up(key(0, Class::TypeII)), Some(up));
-    assert_eq!(r.handle_conn_up(key(0, Class::TypeII)), None, "no change");
+    assert_eq!(r.handle_conn_up(key(0, Class::TypeII)), [up]);
+    assert_eq!(r.handle_conn_up(key(0, Class::TypeII)), [], "no change");
     let out = r
         .handle_tun_packet(Instant::now(), tun_read(None, &udp(1)))
         .unwrap();
@@ -78,14 +78,91 @@ fn a_group_is_up_only_while_both_class_connections_are() {
         group: g0,
         up: false,
     };
-    assert_eq!(r.handle_conn_down(key(0, Class::TypeI)), Some(down));
-    assert_eq!(
-        r.handle_conn_up(key(9, Class::TypeI)),
-        None,
-        "not configured"
-    );
+    assert_eq!(r.handle_conn_down(key(0, Class::TypeI)), [down]);
+    assert_eq!(r.handle_conn_up(key(9, Class::TypeI)), [], "not configured");
     assert_eq!(r.counters().drops(PacketDrop::NoGroupUp), 1);
     assert_eq!(r.counters().tun_rx_packets, 2);
+}
+
+/// Fast failover took out every subflow of one class connection of group 0 (every member path
+/// of the group crosses a dead port): group 0 goes down while group 1 is fully up, so its flows
+/// move on their next packet, not after the 3 s liveness; they stay on group 1 when a path is
+/// back. With no healthy group to go to, a pathless group stays up.
+#[test]
+fn a_group_whose_connection_lost_every_subflow_gives_its_flows_to_a_live_group() {
+    let t0 = Instant::now();
+    let (b2, g0, g1) = (
+        BranchId::new(2).unwrap(),
+        PathGroupId::new(0).unwrap(),
+        PathGroupId::new(1).unwrap(),
+    );
+    let ev = |group, up| Event::Group {
+        branch: b2,
+        group,
+        up,
+    };
+    let mut r = Router::new(&config(), false);
+    for g in [0, 1] {
+        r.handle_conn_up(key(g, Class::TypeI));
+        r.handle_conn_up(key(g, Class::TypeII));
+    }
+    let group = |r: &mut Router, sport: u16| {
+        r.handle_tun_packet(t0, tun_read(None, &udp(sport)))
+            .unwrap()
+            .conn
+            .group
+    };
+    // Flows over both groups (the round robin); remember one on group 0.
+    let on_g0 = (1..=8u16)
+        .find(|&p| group(&mut r, p) == g0)
+        .expect("a flow on group 0");
+    let on_g1 = (1..=8u16)
+        .find(|&p| group(&mut r, p) == g1)
+        .expect("a flow on group 1");
+
+    assert_eq!(
+        r.handle_conn_paths(key(0, Class::TypeII), false),
+        [ev(g0, false)]
+    );
+    assert!(r.is_conn_pathless(key(0, Class::TypeII)));
+    assert!(r.is_conn_up(key(0, Class::TypeII)), "the connection stays");
+    assert_eq!(
+        r.handle_conn_paths(key(0, Class::TypeII), false),
+        [],
+        "no change"
+    );
+    assert_eq!(group(&mut r, on_g0), g1, "moved at once");
+    assert_eq!(group(&mut r, on_g1), g1);
+    for p in 20..28 {
+        assert_eq!(group(&mut r, p), g1, "new flows avoid the pathless group");
+    }
+
+    // Group 1 loses its paths too: no healthy group left, both are up (packets wait in the
+    // connections instead of being dropped at the router).
+    let both_up = r.handle_conn_paths(key(1, Class::TypeI), false);
+    assert_eq!(both_up, [ev(g0, true)]);
+    assert_eq!(
+        group(&mut r, on_g0),
+        g1,
+        "a flow moves only when its group goes down"
+    );
+    assert_eq!(r.counters().drops(PacketDrop::NoGroupUp), 0);
+
+    // Group 0's paths come back: group 1 (still pathless) goes down, its flows move to group 0.
+    assert_eq!(
+        r.handle_conn_paths(key(0, Class::TypeII), true),
+        [ev(g1, false)]
+    );
+    assert_eq!(group(&mut r, on_g1), g0);
+    // Group 1's connection is re-established (a new establishment has live subflows): up again.
+    assert_eq!(r.handle_conn_down(key(1, Class::TypeI)), []);
+    assert_eq!(r.handle_conn_up(key(1, Class::TypeI)), [ev(g1, true)]);
+    assert!(!r.is_conn_pathless(key(1, Class::TypeI)));
+    assert_eq!(group(&mut r, on_g1), g0, "moved flows stay where they went");
+    // Not up, not configured: ignored.
+    r.handle_conn_down(key(1, Class::TypeI));
+    assert_eq!(r.handle_conn_paths(key(1, Class::TypeI), false), []);
+    assert_eq!(r.handle_conn_paths(key(9, Class::TypeI), false), []);
 }
 
 #[test]
