@@ -305,7 +305,23 @@ fn tcp_run(sys: &System, conns: u32, secs: u32, omit: u32, port: u16) -> anyhow:
         &["-c", &dst, "-p", &p, "-t", &t, "-O", &o, "-P", &n],
     )?;
     server.wait(Duration::from_secs(3));
-    iperf::tcp_received_mbps(&v).context("iperf3 reported no receiver rate")
+    iperf::tcp_received_mbps(&v).with_context(|| {
+        format!(
+            "iperf3 reported no receiver rate (its error: {})",
+            v.get("error")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("none")
+        )
+    })
+}
+
+/// Runs one measurement, and once more when it fails: one lost iperf3 run (e.g. its control
+/// connection under load) must not end a campaign of hours. The second failure is returned.
+fn twice<T>(what: &str, mut run: impl FnMut() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    run().or_else(|e| {
+        eprintln!("warning: {what} failed ({e:#}); running it once more");
+        run()
+    })
 }
 
 /// One iperf3 UDP run h1 → h2 offered at `mbit`; received Mbit/s.
@@ -478,26 +494,31 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
                 // Alternate the order, so neither side always runs first.
                 let port = 5400 + u16::try_from(rep % 100).unwrap_or(0) * 4;
                 let ipomp_first = rep % 2 == 0;
+                let tcp_bg = case.background == Background::Tcp;
                 for side in [ipomp_first, !ipomp_first] {
-                    let bg = match case.background {
-                        Background::Tcp => bg_hosts.as_mut(),
-                        _ => None,
-                    };
                     if side {
-                        ip.push(with_background(bg, case, secs + omit, || {
-                            tcp_run(&sys, case.connections, secs, omit, port)
+                        ip.push(twice("the IPoMP run", || {
+                            let bg = bg_hosts.as_mut().filter(|_| tcp_bg);
+                            with_background(bg, case, secs + omit, || {
+                                tcp_run(&sys, case.connections, secs, omit, port)
+                            })
                         })?);
                     } else {
                         baseline::up_round_robin(&sys.prefix, &hops)?;
-                        let r = with_background(bg, case, secs + omit, || {
-                            tcp_run(&sys, case.connections, secs, omit, port + 1)
+                        let r = twice("the baseline run", || {
+                            let bg = bg_hosts.as_mut().filter(|_| tcp_bg);
+                            with_background(bg, case, secs + omit, || {
+                                tcp_run(&sys, case.connections, secs, omit, port + 1)
+                            })
                         });
                         baseline::down(&sys.prefix)?;
                         bl.push(r?);
                     }
                 }
                 if let Some(offered) = udp_offered {
-                    udp.push(udp_run(&sys, offered, secs, port + 2)?);
+                    udp.push(twice("the UDP run", || {
+                        udp_run(&sys, offered, secs, port + 2)
+                    })?);
                 }
             }
             done += 1;
