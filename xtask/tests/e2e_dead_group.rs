@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use xtask::e2e::System;
-use xtask::iperf::{self, Server};
+use xtask::iperf;
 
 /// Length of each transfer.
 const TRANSFER_S: u32 = 12;
@@ -98,20 +98,7 @@ fn transfer_through_cut(sys: &mut System, port: u16, label: &str) -> Cut {
     let (h1, h2) = (sys.ns_host(1), sys.ns_host(2));
     let dst = sys.host_addr(2).to_string();
     let json = sys.log_dir.join(format!("iperf-dead-group-{port}.json"));
-    let _ = std::fs::remove_file(&json);
-    let server = Server::start_with(
-        &h2,
-        &[],
-        port,
-        &[
-            "--json".to_owned(),
-            "--logfile".to_owned(),
-            json.display().to_string(),
-            "-i".to_owned(),
-            INTERVAL_S.to_string(),
-        ],
-    )
-    .unwrap();
+    let server = common::json_log_server(&h2, port, &json, &["-i", &INTERVAL_S.to_string()]);
     let (secs, port_s) = (TRANSFER_S.to_string(), port.to_string());
     let client = std::thread::spawn(move || {
         iperf::client(

@@ -150,20 +150,7 @@ fn transfer(sys: &mut System, port: u16, fault: impl FnOnce(&mut System)) -> Tra
     let (h1, h2) = (sys.ns_host(1), sys.ns_host(2));
     let dst = sys.host_addr(2).to_string();
     let json = sys.log_dir.join(format!("iperf-server-{port}.json"));
-    let _ = std::fs::remove_file(&json);
-    let server = Server::start_with(
-        &h2,
-        &[],
-        port,
-        &[
-            "--json".to_owned(),
-            "--logfile".to_owned(),
-            json.display().to_string(),
-            "-i".to_owned(),
-            "0.5".to_owned(),
-        ],
-    )
-    .unwrap();
+    let server = common::json_log_server(&h2, port, &json, &["-i", "0.5"]);
     let secs = TRANSFER_S.to_string();
     let port_s = port.to_string();
     let client = std::thread::spawn(move || {

@@ -10,6 +10,8 @@
     clippy::indexing_slicing
 )] // a test crate
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
@@ -163,14 +165,7 @@ fn ping_avg_ms(ns: &str, args: &[&str]) -> (f64, f64) {
 /// Starts a one-off iperf3 server in `ns` writing JSON to a file; returns (server, file).
 fn iperf_server(ns: &str, port: u16, extra: &[&str]) -> (Server, PathBuf) {
     let file = std::env::temp_dir().join(format!("{ns}-{port}.json"));
-    let _ = std::fs::remove_file(&file);
-    let mut args = vec![
-        "--json".to_owned(),
-        "--logfile".to_owned(),
-        file.display().to_string(),
-    ];
-    args.extend(extra.iter().map(|a| (*a).to_owned()));
-    (Server::start_with(ns, &[], port, &args).unwrap(), file)
+    (common::json_log_server(ns, port, &file, extra), file)
 }
 
 fn iperf_client(ns: &str, args: &[&str]) -> Value {

@@ -3,7 +3,7 @@
 // Each test binary uses only some of these.
 #![allow(dead_code, clippy::expect_used, clippy::panic, clippy::unwrap_used)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The repository root.
@@ -73,4 +73,17 @@ pub fn run_options(prefix: String) -> xtask::congestion::RunOptions {
         prefix,
         xtask: Some(PathBuf::from(env!("CARGO_BIN_EXE_xtask"))),
     }
+}
+
+/// A one-off iperf3 server in namespace `ns` on `port` that writes its JSON report to `json` (an
+/// old report there is removed first); `extra`: more server arguments (e.g. `-i 0.5`).
+pub fn json_log_server(ns: &str, port: u16, json: &Path, extra: &[&str]) -> xtask::iperf::Server {
+    let _ = std::fs::remove_file(json);
+    let mut args = vec![
+        "--json".to_owned(),
+        "--logfile".to_owned(),
+        json.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    xtask::iperf::Server::start_with(ns, &[], port, &args).unwrap()
 }

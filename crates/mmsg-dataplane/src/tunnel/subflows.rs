@@ -463,7 +463,7 @@ async fn check_health(
         live |= !out && t.state == sys::TCP_ESTABLISHED;
         if out {
             if side == Side::Dialling {
-                f.hold.on_dead(now, (*l.ip(), *r.ip()));
+                f.hold.on_dead(now, path(&(l, r)));
             }
             info!(
                 conn = name, local = %l, remote = %r, unacked = t.unacked,
