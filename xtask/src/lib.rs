@@ -34,6 +34,7 @@ pub mod plot;
 pub mod scale;
 pub mod sh;
 pub mod stats;
+pub mod stop;
 pub mod table1;
 pub mod test_run;
 pub mod testbed;

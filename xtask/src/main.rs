@@ -484,6 +484,16 @@ fn repo_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// After a stop signal ([`xtask::stop`]) whose run has torn its testbed down: prints the error
+/// and exits with the signal's conventional code (128 + n) instead of 1.
+fn exit_if_stopped(e: anyhow::Error) -> anyhow::Error {
+    if let Some(s) = xtask::stop::requested() {
+        eprintln!("Error: {e:#}");
+        std::process::exit(s.exit_code());
+    }
+    e
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
@@ -657,6 +667,7 @@ fn main() -> anyhow::Result<()> {
                 },
             )
             .map(|_| ())
+            .map_err(exit_if_stopped)
         }
         Cmd::Wanem { tun, config, stats } => wanem::run(&tun, &config, &stats),
         Cmd::Dist { lto, out } => xtask::dist::main(repo_root(), lto, out),

@@ -17,7 +17,8 @@ mod common;
 
 use common::root;
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -35,30 +36,131 @@ fn case<'a>(report: &'a Value, figure: &str, id: u64) -> &'a Value {
         .unwrap_or_else(|| panic!("no case {id} in {figure}"))
 }
 
+/// The processes whose command line names `prefix` (its state and log directories), other than
+/// this test.
+fn processes_naming(prefix: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
+        .filter(|e| e.file_name().to_string_lossy() != me)
+        .filter_map(|e| {
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            cmd.contains(prefix)
+                .then(|| format!("{}: {cmd}", e.file_name().to_string_lossy()))
+        })
+        .collect()
+}
+
 #[test]
 fn quick_experiment_runs_both_sides_and_ipomp_beats_the_baseline() {
     let out = tempfile::tempdir().unwrap();
     let prefix = format!("xq{}", std::process::id() % 100_000);
+    let out_dir = out.path().to_str().unwrap().to_owned();
+    let args = [
+        "experiment",
+        "quick",
+        "--prefix",
+        &prefix,
+        "--out",
+        &out_dir,
+    ];
+
+    // First run: SIGTERM once the third of the four cases is reported. The run stops after the
+    // measurement in progress, tears its testbed down and writes the three finished cases.
+    let mut first = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .current_dir(root())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = first.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+    let mut stdout = Vec::new();
+    for line in BufReader::new(first.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        println!("{line}");
+        let third = line.starts_with("[3/4]");
+        stdout.push(line);
+        if third {
+            let pid = libc::pid_t::try_from(first.id()).unwrap();
+            // SAFETY: kill(2) on our own child, not reaped yet.
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        }
+    }
+    let status = first.wait().unwrap();
+    let stderr = stderr.join().unwrap();
+    println!("{stderr}");
+    // The expected runtime comes first, then one progress line per case.
+    assert!(stdout.first().unwrap().contains("expect about"));
+    let progress = |out: &[String], of: &str| out.iter().filter(|l| l.contains(of)).count();
+    assert_eq!(progress(&stdout, "/4]"), 3, "stopped after the third case");
+    assert_eq!(status.code(), Some(143), "{status}: {stderr}");
+    assert!(
+        stderr.contains("stopped by SIGTERM; the testbed is torn down"),
+        "{stderr}"
+    );
+    let leftover_ns: Vec<String> = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .lines()
+    .filter(|l| l.starts_with(&prefix))
+    .map(str::to_owned)
+    .collect();
+    assert!(leftover_ns.is_empty(), "namespaces left: {leftover_ns:?}");
+    let leftover = processes_naming(&prefix);
+    assert!(leftover.is_empty(), "processes left: {leftover:?}");
+    let partial: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("quick.json")).unwrap())
+            .unwrap();
+    let cases = |r: &Value| -> usize {
+        r["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["cases"].as_array().unwrap().len())
+            .sum()
+    };
+    assert_eq!(cases(&partial), 3, "{partial}");
+    assert!(stderr.contains("the 3 finished case(s) are in"), "{stderr}");
+
+    // Second run: the command the error gave for the case left, merged into the same file.
+    let resume = stderr
+        .split('`')
+        .find(|s| s.starts_with("cargo xtask experiment quick "))
+        .unwrap_or_else(|| panic!("no command to resume in: {stderr}"));
+    let mut rest: Vec<&str> = resume.split_whitespace().skip(2).collect();
+    rest.extend(["--prefix", &prefix]);
     let run = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .current_dir(root())
-        .args(["experiment", "quick", "--prefix", &prefix, "--out"])
-        .arg(out.path())
+        .args(&rest)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
     println!("{stdout}");
     assert!(
         run.status.success(),
-        "cargo xtask experiment quick failed: {}\n{}",
+        "xtask {rest:?} failed: {}\n{}",
         run.status,
         String::from_utf8_lossy(&run.stderr)
     );
-    // The expected runtime comes first, then one progress line per case.
-    assert!(stdout.lines().next().unwrap().contains("expect about"));
-    let progress = stdout
-        .lines()
-        .filter(|l| l.starts_with('[') && l.contains("/4]"));
-    assert_eq!(progress.count(), 4, "one progress line per case");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("[1/1]")).count(),
+        1,
+        "the resumed run runs the one case left"
+    );
 
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(out.path().join("quick.json")).unwrap())
@@ -73,6 +175,11 @@ fn quick_experiment_runs_both_sides_and_ipomp_beats_the_baseline() {
         assert!(svg.starts_with("<svg") && svg.contains("IPoMP"), "{fig}");
         assert!(md.contains(&format!("({table})")), "{md}");
     }
+    assert_eq!(
+        cases(&report),
+        4,
+        "the merged report holds every case: {report}"
+    );
     for f in report["figures"].as_array().unwrap() {
         for c in f["cases"].as_array().unwrap() {
             let (ip, bl) = (

@@ -14,8 +14,8 @@
 //! type (printed before it runs), so a step can be repeated by hand.
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Instant;
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -135,7 +135,36 @@ impl Step {
 }
 
 /// `1,2,3,7` → `1-3,7`.
-fn case_list(cases: &[u32]) -> String {
+/// Waits for a step. With `forward`, a stop signal ([`crate::stop`]) to this process is passed
+/// on to the step once, so that it stops after its current measurement and tears its testbed
+/// down (a Ctrl-C already reached it through the terminal's process group); without, the step
+/// finishes (a second signal ends this process at once and leaves the step running to its end).
+fn wait_forwarding_stop(mut child: Child, forward: bool) -> anyhow::Result<ExitStatus> {
+    let mut told = false;
+    loop {
+        if let Some(status) = child.try_wait().context("wait for the step")? {
+            return Ok(status);
+        }
+        if let (Some(sig), false) = (crate::stop::requested(), told) {
+            told = true;
+            if !forward {
+                eprintln!(
+                    "{sig}: the campaign stops after the running step, which tears down its own \
+                     testbed when it ends (a second signal ends `experiment all` now)"
+                );
+            } else if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+                eprintln!("{sig}: stopping the running step after its current measurement ...");
+                // SAFETY: kill(2) on our own child's PID, which is not reaped yet.
+                unsafe {
+                    libc::kill(pid, sig.number());
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub(super) fn case_list(cases: &[u32]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
     while let Some(&start) = cases.get(i) {
@@ -280,6 +309,7 @@ pub fn run(o: &Options, xtask: &Path) -> anyhow::Result<()> {
         Progress::load(&o.out_dir)?
     };
     progress.save(&o.out_dir)?;
+    crate::stop::install();
     let started = Instant::now();
     let mut left = total;
     for (i, s) in steps.iter().enumerate() {
@@ -294,11 +324,21 @@ pub fn run(o: &Options, xtask: &Path) -> anyhow::Result<()> {
             args.join(" ")
         );
         let t = Instant::now();
-        let status = Command::new(xtask)
+        let child = Command::new(xtask)
             .args(&args)
             .current_dir(&o.root)
-            .status()
+            .spawn()
             .with_context(|| format!("run {} {}", xtask.display(), args.join(" ")))?;
+        // An experiment file's run stops cleanly on a signal; a runner of its own does not
+        // (it would leave its testbed): that step is left to finish.
+        let status = wait_forwarding_stop(child, matches!(s, Step::Figure { .. }))?;
+        if let Some(sig) = crate::stop::requested() {
+            bail!(
+                "stopped by {sig} during step {} ({status}); what finished is written, run \
+                 `cargo xtask experiment all` again to resume",
+                s.label()
+            );
+        }
         if !status.success() {
             bail!(
                 "step {} failed ({status}); what finished is written, run `cargo xtask \

@@ -317,8 +317,10 @@ fn tcp_run(sys: &System, conns: u32, secs: u32, omit: u32, port: u16) -> anyhow:
 
 /// Runs one measurement, and once more when it fails: one lost iperf3 run (e.g. its control
 /// connection under load) must not end a campaign of hours. The second failure is returned.
+/// After a stop signal ([`crate::stop`]) the failure is returned at once.
 fn twice<T>(what: &str, mut run: impl FnMut() -> anyhow::Result<T>) -> anyhow::Result<T> {
     run().or_else(|e| {
+        crate::stop::check()?;
         eprintln!("warning: {what} failed ({e:#}); running it once more");
         run()
     })
@@ -473,63 +475,70 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
     let mut results: Vec<(usize, CaseResult)> = Vec::new();
     let mut done = 0usize;
     let tmp = std::env::temp_dir().join(format!("mms-exp-{}", opts.prefix));
-    for ((paths, groups), cases) in &plan {
-        let mut o = e2e::Options::new(&opts.root, &opts.prefix);
-        o.paths = Some(paths_subset(&opts.root, paths, *groups, &tmp)?);
-        println!("bringing up the system with {groups} path group(s) from {paths} ...");
-        let sys = System::up(&o)?;
-        let hops = (1..=*groups)
-            .map(|g| direct_hop(&sys.routes, g))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let mut bg_hosts = if cases.iter().any(|(_, c)| c.background == Background::Tcp) {
-            Some(background::BackgroundHosts::up(&sys.prefix)?)
-        } else {
-            None
-        };
-        for (fi, case) in cases {
-            let udp_offered = exp.figures.get(*fi).and_then(|f| f.udp_offered_mbit);
-            apply_case(&sys.prefix, case, &sys.routes)?;
-            let (mut ip, mut bl, mut udp) = (Vec::new(), Vec::new(), Vec::new());
-            for rep in 0..reps {
-                // Alternate the order, so neither side always runs first.
-                let port = 5400 + u16::try_from(rep % 100).unwrap_or(0) * 4;
-                let ipomp_first = rep % 2 == 0;
-                let tcp_bg = case.background == Background::Tcp;
-                for side in [ipomp_first, !ipomp_first] {
-                    if side {
-                        ip.push(twice("the IPoMP run", || {
-                            let bg = bg_hosts.as_mut().filter(|_| tcp_bg);
-                            with_background(bg, case, secs + omit, || {
-                                tcp_run(&sys, case.connections, secs, omit, port)
-                            })
+    crate::stop::install();
+    // One closure for every system of the plan, so that on an error or a stop signal the
+    // systems are torn down (their `Drop`) and the cases finished so far are still written.
+    let outcome = (|| -> anyhow::Result<()> {
+        for ((paths, groups), cases) in &plan {
+            crate::stop::check()?;
+            let mut o = e2e::Options::new(&opts.root, &opts.prefix);
+            o.paths = Some(paths_subset(&opts.root, paths, *groups, &tmp)?);
+            println!("bringing up the system with {groups} path group(s) from {paths} ...");
+            let sys = System::up(&o)?;
+            let hops = (1..=*groups)
+                .map(|g| direct_hop(&sys.routes, g))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let mut bg_hosts = if cases.iter().any(|(_, c)| c.background == Background::Tcp) {
+                Some(background::BackgroundHosts::up(&sys.prefix)?)
+            } else {
+                None
+            };
+            for (fi, case) in cases {
+                crate::stop::check()?;
+                let udp_offered = exp.figures.get(*fi).and_then(|f| f.udp_offered_mbit);
+                apply_case(&sys.prefix, case, &sys.routes)?;
+                let (mut ip, mut bl, mut udp) = (Vec::new(), Vec::new(), Vec::new());
+                for rep in 0..reps {
+                    // Alternate the order, so neither side always runs first.
+                    let port = 5400 + u16::try_from(rep % 100).unwrap_or(0) * 4;
+                    let ipomp_first = rep % 2 == 0;
+                    let tcp_bg = case.background == Background::Tcp;
+                    for side in [ipomp_first, !ipomp_first] {
+                        crate::stop::check()?;
+                        if side {
+                            ip.push(twice("the IPoMP run", || {
+                                let bg = bg_hosts.as_mut().filter(|_| tcp_bg);
+                                with_background(bg, case, secs + omit, || {
+                                    tcp_run(&sys, case.connections, secs, omit, port)
+                                })
+                            })?);
+                        } else {
+                            baseline::up_round_robin(&sys.prefix, &hops)?;
+                            let r = twice("the baseline run", || {
+                                let bg = bg_hosts.as_mut().filter(|_| tcp_bg);
+                                with_background(bg, case, secs + omit, || {
+                                    tcp_run(&sys, case.connections, secs, omit, port + 1)
+                                })
+                            });
+                            baseline::down(&sys.prefix)?;
+                            bl.push(r?);
+                        }
+                    }
+                    if let Some(offered) = udp_offered {
+                        udp.push(twice("the UDP run", || {
+                            udp_run(&sys, offered, secs, port + 2)
                         })?);
-                    } else {
-                        baseline::up_round_robin(&sys.prefix, &hops)?;
-                        let r = twice("the baseline run", || {
-                            let bg = bg_hosts.as_mut().filter(|_| tcp_bg);
-                            with_background(bg, case, secs + omit, || {
-                                tcp_run(&sys, case.connections, secs, omit, port + 1)
-                            })
-                        });
-                        baseline::down(&sys.prefix)?;
-                        bl.push(r?);
                     }
                 }
-                if let Some(offered) = udp_offered {
-                    udp.push(twice("the UDP run", || {
-                        udp_run(&sys, offered, secs, port + 2)
-                    })?);
-                }
-            }
-            done += 1;
-            let (model_ip, model_bl) = model(case, &sys.routes);
-            let (ipomp, base) = (
-                Spread::of(&ip).context("no IPoMP result")?,
-                Spread::of(&bl).context("no baseline result")?,
-            );
-            let elapsed = started.elapsed().as_secs();
-            let eta = elapsed * (n_cases - done) as u64 / done as u64;
-            println!(
+                done += 1;
+                let (model_ip, model_bl) = model(case, &sys.routes);
+                let (ipomp, base) = (
+                    Spread::of(&ip).context("no IPoMP result")?,
+                    Spread::of(&bl).context("no baseline result")?,
+                );
+                let elapsed = started.elapsed().as_secs();
+                let eta = elapsed * (n_cases - done) as u64 / done as u64;
+                println!(
                 "[{done}/{n_cases}] {} case {}: {} ({} conn.): IPoMP {:.1} Mbit/s, baseline {:.1} \
                  Mbit/s ({:.2}x){}   elapsed {}, left ~{}",
                 case.figure,
@@ -545,75 +554,74 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
                 fmt_duration(elapsed),
                 fmt_duration(eta)
             );
-            results.push((
-                *fi,
-                CaseResult {
-                    figure: case.figure.clone(),
-                    id: case.id,
-                    ipomp_mbps: ipomp.median,
-                    baseline_mbps: base.median,
-                    ratio: ipomp.median / base.median,
-                    paper_ipomp_mbps: case.def.paper_ipomp_mbps,
-                    paper_udp_mbps: case.def.paper_udp_mbps,
-                    paper_e2e_mptcp_mbps: case.def.paper_e2e_mptcp_mbps,
-                    ipomp,
-                    baseline: base,
-                    udp: Spread::of(&udp),
-                    e2e_mptcp_mbps: None,
-                    model_ipomp_mbps: model_ip,
-                    model_baseline_mbps: model_bl,
-                    settings: case.clone(),
-                },
-            ));
+                results.push((
+                    *fi,
+                    CaseResult {
+                        figure: case.figure.clone(),
+                        id: case.id,
+                        ipomp_mbps: ipomp.median,
+                        baseline_mbps: base.median,
+                        ratio: ipomp.median / base.median,
+                        paper_ipomp_mbps: case.def.paper_ipomp_mbps,
+                        paper_udp_mbps: case.def.paper_udp_mbps,
+                        paper_e2e_mptcp_mbps: case.def.paper_e2e_mptcp_mbps,
+                        ipomp,
+                        baseline: base,
+                        udp: Spread::of(&udp),
+                        e2e_mptcp_mbps: None,
+                        model_ipomp_mbps: model_ip,
+                        model_baseline_mbps: model_bl,
+                        settings: case.clone(),
+                    },
+                ));
+            }
+            drop(bg_hosts);
+            drop(sys);
         }
-        drop(bg_hosts);
-        drop(sys);
-    }
-
-    // End-to-end MPTCP (Table I's last column) on its own 2x2 testbed, without MMS.
-    if !opts.skip_e2e_mptcp {
-        let wanted = |fi: usize| exp.figures.get(fi).is_some_and(|f| f.e2e_mptcp);
-        let rates: Vec<[f64; 4]> = results
-            .iter()
-            .filter(|(fi, _)| wanted(*fi))
-            .map(|(_, r)| r.settings.values.first().copied().unwrap_or([0.0; 4]))
-            .collect();
-        if !rates.is_empty() {
-            println!("end-to-end MPTCP between the gateways (2x2 testbed, no MMS) ...");
-            let mut e2e =
-                table1::e2e_mptcp(&format!("{}m", opts.prefix), &rates, secs)?.into_iter();
-            for (fi, r) in &mut results {
-                if wanted(*fi) {
-                    r.e2e_mptcp_mbps = e2e.next().flatten();
+        crate::stop::check()?;
+        // End-to-end MPTCP (Table I's last column) on its own 2x2 testbed, without MMS.
+        if !opts.skip_e2e_mptcp {
+            let wanted = |fi: usize| exp.figures.get(fi).is_some_and(|f| f.e2e_mptcp);
+            let rates: Vec<[f64; 4]> = results
+                .iter()
+                .filter(|(fi, _)| wanted(*fi))
+                .map(|(_, r)| r.settings.values.first().copied().unwrap_or([0.0; 4]))
+                .collect();
+            if !rates.is_empty() {
+                println!("end-to-end MPTCP between the gateways (2x2 testbed, no MMS) ...");
+                let mut e2e =
+                    table1::e2e_mptcp(&format!("{}m", opts.prefix), &rates, secs)?.into_iter();
+                for (fi, r) in &mut results {
+                    if wanted(*fi) {
+                        r.e2e_mptcp_mbps = e2e.next().flatten();
+                    }
                 }
             }
         }
+
+        Ok(())
+    })();
+    if let Err(e) = outcome {
+        let head = Head {
+            started_utc,
+            started,
+            secs,
+            omit,
+            reps,
+            machine,
+        };
+        return Err(interrupted(e, &exp, opts, &plan, results, figures, head));
     }
 
-    for (_, r) in results {
-        if let Some(f) = figures.iter_mut().find(|f| f.id == r.figure) {
-            f.cases.push(r);
-        }
-    }
-    figures.retain(|f| !f.cases.is_empty());
-    let report = Report {
-        name: exp.name.clone(),
-        title: exp.title.clone(),
-        started: started_utc,
-        duration_secs: started.elapsed().as_secs_f64(),
+    let head = Head {
+        started_utc,
+        started,
         secs,
-        omit_secs: omit,
+        omit,
         reps,
         machine,
-        figures,
-        merged_runs: Vec::new(),
     };
-    let report = if opts.merge && opts.out_dir.join(format!("{}.json", exp.name)).exists() {
-        merge_reports(&exp, read_report(&opts.out_dir, &exp.name)?, report)
-    } else {
-        report
-    };
-    let (json, md) = write_report(&report, &opts.out_dir)?;
+    let (report, json, md) = save(&exp, opts, head.report(&exp, figures, results))?;
     println!("{}", plot::markdown(&report));
     println!(
         "wrote {}, {} and {} plot(s) in {} ({})",
@@ -624,6 +632,119 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
         fmt_duration(started.elapsed().as_secs())
     );
     Ok(report)
+}
+
+/// What a run's report says about the run itself.
+struct Head {
+    started_utc: String,
+    started: Instant,
+    secs: u32,
+    omit: u32,
+    reps: u32,
+    machine: BTreeMap<String, String>,
+}
+
+impl Head {
+    /// The report of `results`, each in its figure of `figures` (figures without a case left
+    /// out).
+    fn report(
+        self,
+        exp: &Experiment,
+        mut figures: Vec<FigureResult>,
+        results: Vec<(usize, CaseResult)>,
+    ) -> Report {
+        for (_, r) in results {
+            if let Some(f) = figures.iter_mut().find(|f| f.id == r.figure) {
+                f.cases.push(r);
+            }
+        }
+        figures.retain(|f| !f.cases.is_empty());
+        Report {
+            name: exp.name.clone(),
+            title: exp.title.clone(),
+            started: self.started_utc,
+            duration_secs: self.started.elapsed().as_secs_f64(),
+            secs: self.secs,
+            omit_secs: self.omit,
+            reps: self.reps,
+            machine: self.machine,
+            figures,
+            merged_runs: Vec::new(),
+        }
+    }
+}
+
+/// Writes `report` (merged into the existing `<name>.json` with `--merge`): the report as
+/// written, and the JSON and markdown paths.
+fn save(
+    exp: &Experiment,
+    opts: &RunOptions,
+    report: Report,
+) -> anyhow::Result<(Report, PathBuf, PathBuf)> {
+    let report = if opts.merge && opts.out_dir.join(format!("{}.json", exp.name)).exists() {
+        merge_reports(exp, read_report(&opts.out_dir, &exp.name)?, report)
+    } else {
+        report
+    };
+    let (json, md) = write_report(&report, &opts.out_dir)?;
+    Ok((report, json, md))
+}
+
+/// The error of a run that failed or was stopped ([`crate::stop`]) after its systems were torn
+/// down: the cases finished so far are written as a normal run would write them, and the error
+/// says which cases are left and the command that runs them.
+fn interrupted(
+    e: anyhow::Error,
+    exp: &Experiment,
+    opts: &RunOptions,
+    plan: &[(SystemKey, Vec<(usize, Case)>)],
+    results: Vec<(usize, CaseResult)>,
+    figures: Vec<FigureResult>,
+    head: Head,
+) -> anyhow::Error {
+    let e = match crate::stop::requested() {
+        Some(s) => anyhow::anyhow!("stopped by {s}; the testbed is torn down"),
+        None => e,
+    };
+    let finished: BTreeSet<(String, u32)> = results
+        .iter()
+        .map(|(_, r)| (r.figure.clone(), r.id))
+        .collect();
+    let mut left: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for (_, c) in plan.iter().flat_map(|(_, v)| v) {
+        if !finished.contains(&(c.figure.clone(), c.id)) {
+            left.entry(c.figure.as_str()).or_default().push(c.id);
+        }
+    }
+    let resume: Vec<String> = left
+        .iter()
+        .map(|(f, ids)| {
+            format!(
+                "`cargo xtask experiment {} --figures {f} --cases {} --merge --out {}`",
+                exp.name,
+                all::case_list(ids),
+                opts.out_dir.display()
+            )
+        })
+        .collect();
+    let written = if results.is_empty() {
+        "no case finished".to_owned()
+    } else {
+        let n = results.len();
+        match save(exp, opts, head.report(exp, figures, results)) {
+            Ok((_, json, _)) => format!("the {n} finished case(s) are in {}", json.display()),
+            Err(w) => format!("the {n} finished case(s) could not be written: {w:#}"),
+        }
+    };
+    let rest = if resume.is_empty() {
+        "every case had finished".to_owned()
+    } else {
+        format!(
+            "the rest runs with {} (add --reps and --prefix as before)",
+            resume.join(" and ")
+        )
+    };
+    e.context(format!("{written}; {rest}"))
 }
 
 /// The experiment files under `experiments/`: (name, title, cases).
