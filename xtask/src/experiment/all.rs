@@ -103,7 +103,11 @@ impl Step {
                 ..
             } => {
                 a.extend([experiment.clone(), "--figures".into(), figure.clone()]);
-                a.extend(["--cases".into(), case_list(cases), "--merge".into()]);
+                a.extend([
+                    "--cases".into(),
+                    super::def::case_list(cases),
+                    "--merge".into(),
+                ]);
                 a.extend(["--reps".into(), o.reps.to_string()]);
                 if let Some(s) = o.secs {
                     a.extend(["--secs".into(), s.to_string()]);
@@ -134,7 +138,6 @@ impl Step {
     }
 }
 
-/// `1,2,3,7` → `1-3,7`.
 /// Waits for a step. With `forward`, a stop signal ([`crate::stop`]) to this process is passed
 /// on to the step once, so that it stops after its current measurement and tears its testbed
 /// down (a Ctrl-C already reached it through the terminal's process group); without, the step
@@ -162,25 +165,6 @@ fn wait_forwarding_stop(mut child: Child, forward: bool) -> anyhow::Result<ExitS
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-pub(super) fn case_list(cases: &[u32]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while let Some(&start) = cases.get(i) {
-        let mut end = start;
-        while cases.get(i + 1) == Some(&(end + 1)) {
-            end += 1;
-            i += 1;
-        }
-        parts.push(if end == start {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
 }
 
 /// The campaign's record: runner experiments finished with at least `reps` repetitions.
@@ -533,6 +517,7 @@ mod tests {
 
     #[test]
     fn case_lists_are_compact() {
+        use super::super::def::case_list;
         assert_eq!(case_list(&[1, 2, 3, 7, 9, 10]), "1-3,7,9-10");
         assert_eq!(case_list(&[4]), "4");
         assert_eq!(case_list(&[]), "");

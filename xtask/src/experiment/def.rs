@@ -252,6 +252,26 @@ impl Experiment {
     }
 }
 
+/// `1,2,3,7` → `1-3,7` (the inverse of [`parse_case_list`]).
+pub fn case_list(cases: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while let Some(&start) = cases.get(i) {
+        let mut end = start;
+        while cases.get(i + 1) == Some(&(end + 1)) {
+            end += 1;
+            i += 1;
+        }
+        parts.push(if end == start {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
 /// Parses `--cases 1,3,5-9` into a set of case ids.
 pub fn parse_case_list(s: &str) -> anyhow::Result<BTreeSet<u32>> {
     let mut out = BTreeSet::new();

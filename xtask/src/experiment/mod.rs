@@ -722,7 +722,7 @@ fn interrupted(
             format!(
                 "`cargo xtask experiment {} --figures {f} --cases {} --merge --out {}`",
                 exp.name,
-                all::case_list(ids),
+                def::case_list(ids),
                 opts.out_dir.display()
             )
         })
