@@ -423,6 +423,8 @@ pub struct SubflowTcpInfo {
     pub notsent_bytes: u32,
     /// `tcpi_last_ack_recv`: ms since the subflow last received an ACK (fast failover).
     pub last_ack_recv_ms: u32,
+    /// `tcpi_last_data_recv`: ms since the subflow last received data (connection liveness).
+    pub last_data_recv_ms: u32,
 }
 
 /// `getsockopt(SOL_MPTCP, MPTCP_TCPINFO)`: TCP state of every subflow, in the kernel's subflow
@@ -465,8 +467,9 @@ pub fn mptcp_subflow_tcpinfo(fd: impl AsFd) -> io::Result<Vec<SubflowTcpInfo>> {
             // struct tcp_info offsets 148 and 144 (Linux >= 4.10 / 4.6).
             min_rtt_us: u32_at(t, 148),
             notsent_bytes: u32_at(t, 144),
-            // struct tcp_info offset 56.
+            // struct tcp_info offsets 56 and 52.
             last_ack_recv_ms: u32_at(t, 56),
+            last_data_recv_ms: u32_at(t, 52),
         });
     }
     Ok(out)

@@ -21,7 +21,7 @@ use mpa::gateway::{tun_write, ConnCore, Counters, Event, PacketDrop};
 use mpa::queue::{write_gate, Gate, SubflowQueue};
 use mpa::write_size::WriteSizer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::{OutQueue, Shared, TunEvent};
 use crate::deliver::{PeerCheck, ToTun};
@@ -158,6 +158,22 @@ fn committed_bytes(fd: BorrowedFd<'_>, budget: u64) -> io::Result<u64> {
     Ok(mpa::queue::path_queued(unsent, subflows.iter().map(subflow_queue)).min(unacked))
 }
 
+/// When a subflow of the MPTCP socket `fd` last heard from the peer: the latest data segment
+/// or acknowledgement over the established subflows (`tcpi_last_data_recv`,
+/// `tcpi_last_ack_recv`); `None` when unknown (no subflow, or not MPTCP). Asked only after the
+/// application read nothing for the liveness timeout ([`mpa::keepalive`]): data held behind a
+/// retransmission is not readable yet, but it arrived; and a peer whose own writer waits for
+/// that retransmission sends nothing new, but its kernel still acknowledges our keepalives.
+fn transport_last_receive(fd: BorrowedFd<'_>, now: Instant) -> Option<Instant> {
+    let subflows = sys::mptcp_subflow_tcpinfo(fd).ok()?;
+    let age = subflows
+        .iter()
+        .filter(|t| t.state == sys::TCP_ESTABLISHED)
+        .map(|t| t.last_data_recv_ms.min(t.last_ack_recv_ms))
+        .min()?;
+    now.checked_sub(Duration::from_millis(u64::from(age)))
+}
+
 /// One subflow's queue ([`mpa::queue::SubflowQueue`]) from its `tcp_info`.
 pub(super) fn subflow_queue(t: &sys::SubflowTcpInfo) -> SubflowQueue {
     SubflowQueue {
@@ -171,8 +187,9 @@ pub(super) fn subflow_queue(t: &sys::SubflowTcpInfo) -> SubflowQueue {
 /// The writer of a connection: drains its [`ConnCore`] (queued frames, strict priority + CoDel,
 /// then a keepalive when one is due) in batches and writes them; ends when the peer is dead. An
 /// outbound connection passes its [`OutQueue`] (the wake-up on new packets, the send time budget
-/// and the figures of the status report) and its socket (`fd`, for `TIOCOUTQ`); an inbound one has
-/// no queue and only sends keepalives.
+/// and the figures of the status report); an inbound one has no queue and only sends
+/// keepalives. `fd` is the MPTCP socket: `TIOCOUTQ` for the budget, and the subflows' last
+/// receipt when the peer seems silent.
 ///
 /// With a send time budget ([`mpa::queue::inflight`]) the writer asks [`write_gate`] before each
 /// batch how much the socket may take (its unacknowledged bytes against the budget) and takes no
@@ -184,20 +201,17 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
     w: &mut W,
     mut rekey: Option<&mut Rekey>,
     core: &Mutex<ConnCore>,
-    oq: Option<(&OutQueue, BorrowedFd<'_>)>,
+    oq: Option<&OutQueue>,
+    fd: BorrowedFd<'_>,
     cc: &ConnCounters,
 ) -> Result<(), ConnEnd> {
-    let (oq, fd) = match oq {
-        Some((q, fd)) => (Some(q), Some(fd)),
-        None => (None, None),
-    };
     let st = &sh.stats;
     let mut batch: VecDeque<BytesMut> = VecDeque::with_capacity(MAX_BATCH_PACKETS);
     let max_batch = sh.opts.max_batch.max(1);
     let mut sizer = WriteSizer::new(sh.opts.write_chunk, max_batch);
     loop {
-        let gate = match (oq, fd) {
-            (Some(q), Some(fd)) => {
+        let gate = match oq {
+            Some(q) => {
                 let budget = q.inflight_budget.load(Ordering::Relaxed);
                 // Without the count (an error) the budget cannot be kept: write as before.
                 let committed = if budget == 0 {
@@ -220,6 +234,26 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
             let mut c = core.lock().unwrap_or_else(PoisonError::into_inner);
             let before = *c.counters();
             if c.poll_timeout().is_some_and(|t| t <= now) {
+                if c.needs_transport_check(now) {
+                    if let Some(at) = transport_last_receive(fd, now) {
+                        c.on_transport_receive(at);
+                        if now.saturating_duration_since(at) < mpa::keepalive::DEAD_AFTER {
+                            let id = c.id();
+                            info!(
+                                dir = ?id.dir,
+                                conn = %format_args!(
+                                    "b{} g{} {}",
+                                    id.key.branch.get(),
+                                    id.key.group.get(),
+                                    id.key.class
+                                ),
+                                heard_ms_ago = now.saturating_duration_since(at).as_millis(),
+                                "no frame read for the liveness timeout, but a subflow still \
+                                 hears from the peer (data held behind a retransmission): not dead"
+                            );
+                        }
+                    }
+                }
                 if let Some(Event::Close(_)) = c.handle_timeout(now) {
                     publish_core(st, &before, c.counters());
                     return Err(ConnEnd::Dead(mpa::keepalive::DEAD_AFTER));

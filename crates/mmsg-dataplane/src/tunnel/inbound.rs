@@ -404,7 +404,7 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .handle_up(Instant::now(), cc.lane);
     let keepalives = async {
-        writer(&sh, &mut w, rekey.as_mut(), &core, None, &cc)
+        writer(&sh, &mut w, rekey.as_mut(), &core, None, fd.as_fd(), &cc)
             .await
             .err()
             .unwrap_or(ConnEnd::Eof)

@@ -303,7 +303,7 @@ async fn run_outbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     sh.send(TunEvent::Conn(ConnEvent { key, up: true }));
     let manage = subflows::run(sh, key, name, fd, pairs, port, oq, &cc, fallback_reported);
     tokio::select! {
-        r = writer(sh, &mut w, rekey.as_mut(), &oq.core, Some((oq, fd.as_fd())), &cc) => r.err().unwrap_or(ConnEnd::Eof),
+        r = writer(sh, &mut w, rekey.as_mut(), &oq.core, Some(oq), fd.as_fd(), &cc) => r.err().unwrap_or(ConnEnd::Eof),
         r = reader(sh, &mut r, Decoder::Out(Deframer::new()), BytesMut::with_capacity(RX_CHUNK), &oq.core, &cc) => r.err().unwrap_or(ConnEnd::Eof),
         () = manage => ConnEnd::Eof,
         e = peer_invalidated(sh, name, peer) => e,

@@ -85,7 +85,7 @@ pub(super) async fn carry<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     sh.send(TunEvent::Conn(ConnEvent { key, up: true }));
     let sample = subflows::run(sh, key, name, &fd, &[], 0, oq, &cc, fallback_reported);
     let end = tokio::select! {
-        e = writer(sh, &mut w, rekey.as_mut(), &oq.core, Some((oq, fd.as_fd())), &cc) => e.err().unwrap_or(ConnEnd::Eof),
+        e = writer(sh, &mut w, rekey.as_mut(), &oq.core, Some(oq), fd.as_fd(), &cc) => e.err().unwrap_or(ConnEnd::Eof),
         e = reader(sh, &mut r, Decoder::In(decoder), buf, &oq.core, &cc) => e.err().unwrap_or(ConnEnd::Eof),
         () = sample => ConnEnd::Eof,
         e = peer_invalidated(sh, name, peer) => e,

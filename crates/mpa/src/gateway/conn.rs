@@ -234,6 +234,22 @@ impl ConnCore {
         }
     }
 
+    /// Whether the peer has been silent at the application for the dead-after time: read when
+    /// the transport last received data and pass it to [`ConnCore::on_transport_receive`]
+    /// before [`ConnCore::handle_timeout`] ([`crate::keepalive`]).
+    pub fn needs_transport_check(&self, now: Instant) -> bool {
+        self.liveness
+            .as_ref()
+            .is_some_and(|l| l.needs_transport_check(now))
+    }
+
+    /// The transport (a subflow) received data from the peer at `at`, readable or not yet.
+    pub fn on_transport_receive(&mut self, at: Instant) {
+        if let Some(l) = self.liveness.as_mut() {
+            l.on_transport_receive(at);
+        }
+    }
+
     /// When [`ConnCore::handle_timeout`] must run (`None` while down).
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.liveness.as_ref().and_then(Liveness::poll_timeout)
