@@ -29,7 +29,8 @@ pub struct BackgroundHosts {
     senders: String,
     receivers: String,
     servers: Vec<Child>,
-    clients: Vec<Child>,
+    /// The running clients with their bottleneck.
+    clients: Vec<(u8, Child)>,
 }
 
 /// Sender and receiver address of bottleneck `i` (1-based).
@@ -121,16 +122,38 @@ impl BackgroundHosts {
             .args(["-P", &flows.to_string(), "-t", &secs.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .context("start background iperf3 client")?;
-        self.clients.push(child);
+        self.clients.push((i, child));
+        Ok(())
+    }
+
+    /// `Err` when a background client has ended before [`BackgroundHosts::stop`]: its bottleneck
+    /// was free for part of the measurement, which is then not a Case B measurement (one such
+    /// run measured the baseline at 65 Mbit/s through bottlenecks that leave it about 3). The
+    /// error quotes iperf3's own message (e.g. its server still busy with the previous test).
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
+        for (i, c) in &mut self.clients {
+            if let Some(status) = c.try_wait().context("background iperf3 client")? {
+                let said = c
+                    .stderr
+                    .take()
+                    .and_then(|e| std::io::read_to_string(e).ok())
+                    .unwrap_or_default();
+                anyhow::bail!(
+                    "the background flows of bottleneck {i} ended before the measurement did \
+                     ({status}; iperf3: {})",
+                    said.trim()
+                );
+            }
+        }
         Ok(())
     }
 
     /// Stops every running background client (by PID).
     pub fn stop(&mut self) {
-        for mut c in self.clients.drain(..) {
+        for (_, mut c) in self.clients.drain(..) {
             crate::e2e::stop_child(&mut c, Duration::from_secs(3));
         }
         // The servers need a moment to accept the next test.
@@ -148,5 +171,39 @@ impl Drop for BackgroundHosts {
         for ns in [&self.senders, &self.receivers] {
             sh::try_run("ip", &["netns", "del", ns]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_background_client_that_ended_early_fails_the_measurement() {
+        let spawn = |cmd: &str| {
+            Command::new("sh")
+                .args(["-c", cmd])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let mut hosts = BackgroundHosts {
+            senders: "unused-bgs".into(),
+            receivers: "unused-bgr".into(),
+            servers: Vec::new(),
+            clients: vec![(1, spawn("sleep 30"))],
+        };
+        assert!(hosts.check_running().is_ok());
+        let mut ended = spawn("echo 'the server is busy running a test' >&2; exit 1");
+        ended.wait().unwrap();
+        hosts.clients.push((7, ended));
+        let e = hosts.check_running().unwrap_err().to_string();
+        assert!(
+            e.contains("bottleneck 7") && e.contains("server is busy"),
+            "{e}"
+        );
+        hosts.stop();
+        assert!(hosts.clients.is_empty());
+        // Drop: `ip netns del` of namespaces never made fails quietly.
     }
 }

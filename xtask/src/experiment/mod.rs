@@ -268,6 +268,8 @@ fn apply_case(
 
 /// Seconds the background flows run before a measurement starts (slow start, queues filled).
 const BACKGROUND_WARMUP: Duration = Duration::from_secs(3);
+/// How much longer than a measurement's traffic the background flows are started for.
+const BACKGROUND_SPARE_SECS: u32 = 120;
 
 /// Runs `measure` with the case's background TCP flows running across every member bottleneck
 /// (Case B), or plainly.
@@ -281,13 +283,19 @@ fn with_background<T>(
         return measure();
     };
     for (g, m, v) in members(case) {
-        // Whole numbers in 0..=64 (validated).
-        bg.start(member_index(g, m), v as u32, secs + 10)?;
+        // Whole numbers in 0..=64 (validated). Far longer than the measurement: they are
+        // stopped by PID after it, and a measurement can take much longer than its -t (iperf3's
+        // control connection crosses the congested tunnel too); with `secs + 10` the flows
+        // ended during measurements (`check_running`).
+        bg.start(member_index(g, m), v as u32, secs + BACKGROUND_SPARE_SECS)?;
     }
     std::thread::sleep(BACKGROUND_WARMUP);
     let r = measure();
+    let running = bg.check_running();
     bg.stop();
-    r
+    let r = r?;
+    running?;
+    Ok(r)
 }
 
 /// One iperf3 TCP run h1 → h2 with `conns` connections; receiver goodput in Mbit/s.
