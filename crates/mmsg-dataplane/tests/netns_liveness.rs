@@ -26,13 +26,13 @@
     clippy::indexing_slicing
 )]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod common;
 use common::tls::{example_with, TestPki};
-use common::{netns, require_root_and, run_ok, status, xtask, Proc, Testbed, MMSG};
+use common::{netns, require_root_and, run_ok, start_mmsg_env, status, xtask, Testbed, MMSG};
 
 /// Most stall episodes before the test gives up on seeing a stall.
 const EPISODES: usize = 5;
@@ -65,25 +65,6 @@ fn all_up(s: &serde_json::Value) -> bool {
         })
 }
 
-/// `mmsg run` in `ns` with fast failover off.
-fn start(bin: &Path, ns: &str, config: &Path, control: &Path, log: PathBuf) -> Proc {
-    let f = std::fs::File::create(&log).unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(bin)
-        .args(["run", "--config"])
-        .arg(config)
-        .arg("--control")
-        .arg(control)
-        .env("MMSG_LOG", "info")
-        .env("MMSG_FAILOVER", "off")
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .spawn()
-        .unwrap();
-    Proc { child, log }
-}
-
 #[test]
 fn a_reordering_stall_longer_than_the_liveness_timeout_does_not_kill_connections() {
     require_root_and(&["ip", "iperf3", "ping"]);
@@ -98,8 +79,26 @@ fn a_reordering_stall_longer_than_the_liveness_timeout_does_not_kill_connections
     let tb = Testbed::up(&prefix);
     let (gw1, gw2, h1, h2) = (tb.ns("gw1"), tb.ns("gw2"), tb.ns("h1"), tb.ns("h2"));
     let (ctl1, ctl2) = (tmp.path().join("gw1.sock"), tmp.path().join("gw2.sock"));
-    let p1 = start(&bin, &gw1, &cfg1, &ctl1, tmp.path().join("gw1.log"));
-    let p2 = start(&bin, &gw2, &cfg2, &ctl2, tmp.path().join("gw2.log"));
+    // Fast failover off: it would take the slow subflows out and re-send their data at once.
+    let off = [("MMSG_FAILOVER", "off")];
+    let p1 = start_mmsg_env(
+        &bin,
+        &gw1,
+        &cfg1,
+        &ctl1,
+        tmp.path().join("gw1.log"),
+        &[],
+        &off,
+    );
+    let p2 = start_mmsg_env(
+        &bin,
+        &gw2,
+        &cfg2,
+        &ctl2,
+        tmp.path().join("gw2.log"),
+        &[],
+        &off,
+    );
     let logs = || format!("--- gw1 ---\n{}\n--- gw2 ---\n{}", p1.log(), p2.log());
 
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -609,18 +609,6 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
 
         Ok(())
     })();
-    if let Err(e) = outcome {
-        let head = Head {
-            started_utc,
-            started,
-            secs,
-            omit,
-            reps,
-            machine,
-        };
-        return Err(interrupted(e, &exp, opts, &plan, results, figures, head));
-    }
-
     let head = Head {
         started_utc,
         started,
@@ -629,6 +617,9 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
         reps,
         machine,
     };
+    if let Err(e) = outcome {
+        return Err(interrupted(e, &exp, opts, &plan, results, figures, head));
+    }
     let (report, json, md) = save(&exp, opts, head.report(&exp, figures, results))?;
     println!("{}", plot::markdown(&report));
     println!(

@@ -163,6 +163,19 @@ pub fn start_mmsg_bin(
     log: PathBuf,
     extra: &[&str],
 ) -> Proc {
+    start_mmsg_env(bin, ns, config, control, log, extra, &[])
+}
+
+/// [`start_mmsg_bin`] with environment variables `env` set for `mmsg` (e.g. `MMSG_FAILOVER`).
+pub fn start_mmsg_env(
+    bin: &Path,
+    ns: &str,
+    config: &Path,
+    control: &Path,
+    log: PathBuf,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Proc {
     let f = std::fs::File::create(&log).unwrap();
     let child = Command::new("ip")
         .args(["netns", "exec", ns])
@@ -173,6 +186,7 @@ pub fn start_mmsg_bin(
         .arg(control)
         .args(extra)
         .env("MMSG_LOG", "info")
+        .envs(env.iter().copied())
         .stdout(f.try_clone().unwrap())
         .stderr(f)
         .spawn()
