@@ -104,17 +104,34 @@ fn tls_config(dir: &Path, n: u8) -> PathBuf {
     out
 }
 
-/// The kernel log, one line per message; fails loudly when it cannot be read.
-fn dmesg() -> Vec<String> {
-    let out = run(Command::new("dmesg").arg("--notime"));
+/// The kernel log, one (seconds since boot, message) per line; fails loudly when it cannot be
+/// read. New messages are told by their time, not by counting lines: the ring buffer is
+/// bounded, so on a machine up for long it drops its oldest lines as new ones come (a count
+/// taken before then exceeded the log's length after).
+fn dmesg() -> Vec<(f64, String)> {
+    let out = run(&mut Command::new("dmesg"));
     assert!(
         out.status.success(),
         "dmesg is not readable ({}): the virtio check needs the kernel log",
         String::from_utf8_lossy(&out.stderr)
     );
+    let mut last = 0.0;
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(str::to_owned)
+        .map(|l| {
+            // "[ 75049.925625] message"; a line without a time belongs to the one before.
+            let stamped = l
+                .strip_prefix('[')
+                .and_then(|r| r.split_once(']'))
+                .and_then(|(t, m)| Some((t.trim().parse::<f64>().ok()?, m.trim_start())));
+            match stamped {
+                Some((t, m)) => {
+                    last = t;
+                    (t, m.to_owned())
+                }
+                None => (last, l.to_owned()),
+            }
+        })
         .collect()
 }
 
@@ -312,7 +329,7 @@ fn tls_gateway_bounds_floods_drops_bad_virtio_and_fails_closed_on_an_expired_crl
     );
 
     // (3) Malformed virtio headers from an authenticated peer.
-    let dmesg_before = dmesg().len();
+    let dmesg_before = dmesg().last().map_or(0.0, |(t, _)| *t);
     let mut sink = netns(&h2, &["python3", "-c", SINK, "1"])
         .stdout(Stdio::piped())
         .spawn()
@@ -371,9 +388,9 @@ fn tls_gateway_bounds_floods_drops_bad_virtio_and_fails_closed_on_an_expired_crl
         vec!["virtio-ok"]
     );
     let new_kernel: Vec<String> = dmesg()
-        .split_off(dmesg_before)
         .into_iter()
-        .filter(|l| kernel_warning(l))
+        .filter(|(t, l)| *t > dmesg_before && kernel_warning(l))
+        .map(|(_, l)| l)
         .collect();
     assert!(
         new_kernel.is_empty(),
