@@ -73,6 +73,9 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// The shortest wait of a write before the writer looks at the liveness timers again.
+const MIN_WRITE_WAIT: Duration = Duration::from_millis(100);
+
 /// Why a connection ended.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum ConnEnd {
@@ -209,6 +212,9 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
     let mut batch: VecDeque<BytesMut> = VecDeque::with_capacity(MAX_BATCH_PACKETS);
     let max_batch = sh.opts.max_batch.max(1);
     let mut sizer = WriteSizer::new(sh.opts.write_chunk, max_batch);
+    // What the batch holds (it survives a write cut short by the liveness deadline).
+    let mut bytes = 0usize;
+    let (mut frames, mut keepalives) = (0u64, 0u64);
     loop {
         let gate = match oq {
             Some(q) => {
@@ -227,8 +233,6 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
             _ => Gate::Write(max_batch),
         };
         let now = Instant::now();
-        let mut bytes = 0usize;
-        let (mut frames, mut keepalives) = (0u64, 0u64);
         let mut budget_wait = None;
         let deadline = {
             let mut c = core.lock().unwrap_or_else(PoisonError::into_inner);
@@ -284,23 +288,44 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
         };
         if !batch.is_empty() {
             let started = Instant::now();
-            write_all_vectored(w, &mut batch, &mut sizer).await?;
+            // A socket that stays full (every subflow gone, nothing acknowledged) must not keep
+            // the writer from the liveness timers: the write waits at most until the next one,
+            // then the loop runs them (a write cut short keeps the rest of the batch; nothing
+            // handed to the socket is lost).
+            let io = async {
+                write_all_vectored(w, &mut batch, &mut sizer).await?;
+                // TLS keeps records it could not send yet; plain TCP: no-op.
+                w.flush().await
+            };
+            // Not sooner than `MIN_WRITE_WAIT`: a keepalive that is due but cannot join the full
+            // batch leaves the deadline in the past.
+            let until = tokio::time::Instant::from_std(
+                deadline
+                    .unwrap_or(now + mpa::keepalive::KEEPALIVE_INTERVAL)
+                    .max(now + MIN_WRITE_WAIT),
+            );
+            let written = tokio::time::timeout_at(until, io).await;
+            if let Some(oq) = oq {
+                let blocked = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                Stats::add(&oq.busy_us, blocked);
+            }
+            match written {
+                Ok(r) => r?,
+                Err(_) => continue,
+            }
             if let Some(rk) = rekey.as_deref_mut() {
                 if rk.on_written(bytes, Instant::now())? {
                     Stats::inc(&st.tls_key_updates);
                 }
             }
-            // TLS keeps records it could not send yet; plain TCP: no-op.
-            w.flush().await?;
             Stats::add(&st.frames_tx, frames);
             Stats::add(&st.keepalives_tx, keepalives);
             Stats::add(&cc.frames_tx, frames);
             Stats::add(&cc.bytes_tx, bytes as u64);
             if let Some(oq) = oq {
-                let blocked = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-                Stats::add(&oq.busy_us, blocked);
                 Stats::add(&oq.sent_bytes, bytes as u64);
             }
+            (bytes, frames, keepalives) = (0, 0, 0);
             continue;
         }
         // Nothing to send: wait for the socket to drain below the budget, or for new packets or
