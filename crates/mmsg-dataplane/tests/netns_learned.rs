@@ -30,7 +30,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed, MMSG};
+use common::{
+    every_conn_up_with, netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc,
+    Testbed, MMSG,
+};
 
 const TOKEN: &str = "netns-learned-test-token-01234";
 /// The transfer's and the ping's length: 2 s before the change, then room for the re-dial and
@@ -63,17 +66,7 @@ fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool, logs: &
 fn all_up(s: &serde_json::Value) -> bool {
     let conns = s["connections"].as_array().unwrap();
     let out = conns.iter().filter(|c| c["direction"] == "out").count();
-    out == 4
-        && conns.iter().all(|c| {
-            c["state"] == "up"
-                && c["subflows"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|sf| sf["state"] == "established")
-                    .count()
-                    == 4
-        })
+    out == 4 && every_conn_up_with(s, 4)
 }
 
 /// Established outbound subflows of `s` whose `end` ("remote" or "local") address is `ip`.

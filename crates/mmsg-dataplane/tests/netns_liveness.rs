@@ -32,7 +32,10 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::tls::{example_with, TestPki};
-use common::{netns, require_root_and, run_ok, start_mmsg_env, status, xtask, Testbed, MMSG};
+use common::{
+    every_conn_up_with, netns, require_root_and, run_ok, start_mmsg_env, status, xtask, Testbed,
+    MMSG,
+};
 
 /// Most stall episodes before the test gives up on seeing a stall.
 const EPISODES: usize = 5;
@@ -52,17 +55,7 @@ fn counter(s: &serde_json::Value, name: &str) -> u64 {
 /// Every connection up with its 2 × 2 subflows (2 groups × 2 classes each way).
 fn all_up(s: &serde_json::Value) -> bool {
     let conns = s["connections"].as_array().unwrap();
-    conns.len() == 8
-        && conns.iter().all(|c| {
-            c["state"] == "up"
-                && c["subflows"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|sf| sf["state"] == "established")
-                    .count()
-                    == 4
-        })
+    conns.len() == 8 && every_conn_up_with(s, 4)
 }
 
 #[test]

@@ -23,7 +23,10 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::tls::{with_table, TestPki};
-use common::{netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc, Testbed};
+use common::{
+    every_conn_up_with, netns, repo_root, require_root_and, run_ok, start_mmsg, status, Proc,
+    Testbed,
+};
 
 fn counter(s: &serde_json::Value, name: &str) -> u64 {
     s["counters"][name]
@@ -60,17 +63,7 @@ fn all_up(ctl: &Path) -> bool {
     }
     let s = status(ctl);
     let conns = s["connections"].as_array().unwrap();
-    conns.len() == 8
-        && conns.iter().all(|c| {
-            c["state"] == "up"
-                && c["subflows"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|sf| sf["state"] == "established")
-                    .count()
-                    == 4
-        })
+    conns.len() == 8 && every_conn_up_with(&s, 4)
 }
 
 fn wait_up(ctls: [&Path; 2], procs: [&Proc; 2]) {

@@ -28,7 +28,10 @@ use mpa::BranchId;
 use pki::ca::{Ca, DEFAULT_VALIDITY};
 
 mod common;
-use common::{netns, repo_root, require_root_and, run, run_ok, start_mmsg, status, Testbed};
+use common::{
+    every_conn_up_with, netns, repo_root, require_root_and, run, run_ok, start_mmsg, status,
+    Testbed,
+};
 
 const CA_NAME: &str = "MMS netns test CA";
 
@@ -80,18 +83,7 @@ fn tls_config(dir: &Path, n: u8, crl: &Path) -> PathBuf {
 fn conns_up(s: &serde_json::Value) -> bool {
     let conns = s["connections"].as_array().unwrap();
     let n = |d: &str| conns.iter().filter(|c| c["direction"] == d).count();
-    n("out") == 4
-        && n("in") == 4
-        && conns.iter().all(|c| {
-            c["state"] == "up"
-                && c["subflows"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|sf| sf["state"] == "established")
-                    .count()
-                    == 4
-        })
+    n("out") == 4 && n("in") == 4 && every_conn_up_with(s, 4)
 }
 
 fn wait_up(ctl: &[&Path], logs: &dyn Fn()) {

@@ -194,6 +194,21 @@ pub fn start_mmsg_env(
     Proc { child, log }
 }
 
+/// Whether every connection in a `mmsg status --json` report is up with `subflows` established
+/// subflows.
+pub fn every_conn_up_with(s: &serde_json::Value, subflows: usize) -> bool {
+    s["connections"].as_array().unwrap().iter().all(|c| {
+        c["state"] == "up"
+            && c["subflows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|sf| sf["state"] == "established")
+                .count()
+                == subflows
+    })
+}
+
 /// `mmsg status --json` of the daemon behind `control`.
 pub fn status(control: &Path) -> serde_json::Value {
     let out = run_ok(
