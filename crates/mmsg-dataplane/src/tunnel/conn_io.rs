@@ -23,14 +23,13 @@ use mpa::write_size::WriteSizer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::{info, warn};
 
+use super::batch::{Batch, MAX_BATCH_PACKETS};
 use super::{OutQueue, Shared, TunEvent};
 use crate::deliver::{PeerCheck, ToTun};
 use crate::secure::Rekey;
 use crate::stats::Stats;
 use crate::sys;
 
-/// Most packets written per `write_vectored` batch (well under IOV_MAX = 1024).
-const MAX_BATCH_PACKETS: usize = 64;
 /// Receive buffer growth per read. Frames are split off without copying; the buffer reclaims its
 /// space once they were written to TUN. Worst case per connection: one chunk + one maximum frame.
 pub(super) const RX_CHUNK: usize = 128 * 1024;
@@ -209,12 +208,10 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
     cc: &ConnCounters,
 ) -> Result<(), ConnEnd> {
     let st = &sh.stats;
-    let mut batch: VecDeque<BytesMut> = VecDeque::with_capacity(MAX_BATCH_PACKETS);
+    // It survives a write cut short by the liveness deadline.
+    let mut batch = Batch::new();
     let max_batch = sh.opts.max_batch.max(1);
     let mut sizer = WriteSizer::new(sh.opts.write_chunk, max_batch);
-    // What the batch holds (it survives a write cut short by the liveness deadline).
-    let mut bytes = 0usize;
-    let (mut frames, mut keepalives) = (0u64, 0u64);
     loop {
         let gate = match oq {
             Some(q) => {
@@ -273,27 +270,20 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                     0
                 }
             };
-            while batch.len() < MAX_BATCH_PACKETS && bytes < room {
-                let Some(t) = c.poll_transmit(now) else { break };
-                bytes += t.frame.len();
-                if t.keepalive {
-                    keepalives += 1;
-                } else {
-                    frames += 1;
-                }
-                batch.push_back(t.frame);
-            }
+            batch.fill(room, || {
+                c.poll_transmit(now).map(|t| (t.frame, t.keepalive))
+            });
             publish_core(st, &before, c.counters());
             c.poll_timeout()
         };
-        if !batch.is_empty() {
+        if batch.must_write() {
             let started = Instant::now();
             // A socket that stays full (every subflow gone, nothing acknowledged) must not keep
             // the writer from the liveness timers: the write waits at most until the next one,
-            // then the loop runs them (a write cut short keeps the rest of the batch; nothing
-            // handed to the socket is lost).
+            // then the loop runs them and writes the rest (`batch`: the frames not yet handed to
+            // the socket, or the flush of what TLS took; nothing handed to the socket is lost).
             let io = async {
-                write_all_vectored(w, &mut batch, &mut sizer).await?;
+                write_all_vectored(w, batch.frames_mut(), &mut sizer).await?;
                 // TLS keeps records it could not send yet; plain TCP: no-op.
                 w.flush().await
             };
@@ -311,21 +301,24 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
             }
             match written {
                 Ok(r) => r?,
-                Err(_) => continue,
+                Err(_) => {
+                    batch.cut_short();
+                    continue;
+                }
             }
+            let done = batch.written();
             if let Some(rk) = rekey.as_deref_mut() {
-                if rk.on_written(bytes, Instant::now())? {
+                if rk.on_written(done.bytes, Instant::now())? {
                     Stats::inc(&st.tls_key_updates);
                 }
             }
-            Stats::add(&st.frames_tx, frames);
-            Stats::add(&st.keepalives_tx, keepalives);
-            Stats::add(&cc.frames_tx, frames);
-            Stats::add(&cc.bytes_tx, bytes as u64);
+            Stats::add(&st.frames_tx, done.frames);
+            Stats::add(&st.keepalives_tx, done.keepalives);
+            Stats::add(&cc.frames_tx, done.frames);
+            Stats::add(&cc.bytes_tx, done.bytes as u64);
             if let Some(oq) = oq {
-                Stats::add(&oq.sent_bytes, bytes as u64);
+                Stats::add(&oq.sent_bytes, done.bytes as u64);
             }
-            (bytes, frames, keepalives) = (0, 0, 0);
             continue;
         }
         // Nothing to send: wait for the socket to drain below the budget, or for new packets or

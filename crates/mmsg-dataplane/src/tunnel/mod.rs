@@ -37,6 +37,7 @@
 //! - `reverse`: an accepted connection from a remote behind NAT carries our traffic to it too
 //!   (docs/nat.md).
 
+mod batch;
 mod conn_io;
 mod inbound;
 mod outbound;
