@@ -908,6 +908,25 @@ mod tests {
     }
 
     #[test]
+    fn a_report_without_a_model_or_with_a_zero_baseline_reads_back() {
+        // TCP background has no model (NaN) and a baseline of 0 gives an infinite ratio; JSON
+        // writes both as null. `--merge` once failed on such a report after a 25-minute run.
+        let mut c = result("fig12b", 1, 2.0);
+        c.model_ipomp_mbps = f64::NAN;
+        c.model_baseline_mbps = f64::NAN;
+        c.baseline_mbps = 0.0;
+        c.ratio = f64::INFINITY;
+        let r = report("new", vec![("fig12b", vec![c])]);
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"model_ipomp_mbps\":null"), "{text}");
+        let back: Report = serde_json::from_str(&text).unwrap();
+        let c = &back.figures[0].cases[0];
+        assert!(c.model_ipomp_mbps.is_nan() && c.model_baseline_mbps.is_nan());
+        assert!(c.ratio.is_nan(), "an infinite ratio reads back as unknown");
+        assert_eq!(c.ipomp_mbps, 2.0);
+    }
+
+    #[test]
     fn hops_of_table2() {
         let r = table2();
         assert_eq!(first_hop(&r[&(1, 2)]).unwrap(), ("1b".into(), "3b".into()));

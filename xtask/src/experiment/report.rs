@@ -42,6 +42,13 @@ impl Spread {
     }
 }
 
+/// An `f64` that JSON wrote as `null`: serde_json writes NaN and infinities so (a model with no
+/// bound for TCP background, a ratio over a baseline of 0); read back as NaN, so `--merge` and
+/// `--replot` can load every report `save` wrote.
+fn number_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// One case's result.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaseResult {
@@ -52,8 +59,10 @@ pub struct CaseResult {
     /// The settings.
     pub settings: Case,
     /// Median IPoMP goodput (Mbit/s).
+    #[serde(deserialize_with = "number_or_null")]
     pub ipomp_mbps: f64,
     /// Median baseline goodput (Mbit/s).
+    #[serde(deserialize_with = "number_or_null")]
     pub baseline_mbps: f64,
     /// The paper's IPoMP number, where it gives one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -75,10 +84,13 @@ pub struct CaseResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paper_e2e_mptcp_mbps: Option<f64>,
     /// What the bottlenecks and ports leave for IPoMP (IP Mbit/s, [`model`](super::model)).
+    #[serde(deserialize_with = "number_or_null")]
     pub model_ipomp_mbps: f64,
     /// What they leave for the baseline.
+    #[serde(deserialize_with = "number_or_null")]
     pub model_baseline_mbps: f64,
     /// `ipomp_mbps / baseline_mbps`.
+    #[serde(deserialize_with = "number_or_null")]
     pub ratio: f64,
 }
 
