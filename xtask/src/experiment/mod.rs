@@ -681,12 +681,37 @@ fn save(
     report: Report,
 ) -> anyhow::Result<(Report, PathBuf, PathBuf)> {
     let report = if opts.merge && opts.out_dir.join(format!("{}.json", exp.name)).exists() {
-        merge_reports(exp, read_report(&opts.out_dir, &exp.name)?, report)
+        match read_report(&opts.out_dir, &exp.name) {
+            Ok(old) => merge_reports(exp, old, report),
+            Err(e) => return Err(keep_unmerged(&report, &opts.out_dir, e)),
+        }
     } else {
         report
     };
     let (json, md) = write_report(&report, &opts.out_dir)?;
     Ok((report, json, md))
+}
+
+/// The error of a `--merge` whose existing report cannot be read: this run's cases are written
+/// beside it (`<name>.unmerged.json`) instead of being lost, and the error says where.
+fn keep_unmerged(report: &Report, out_dir: &Path, e: anyhow::Error) -> anyhow::Error {
+    let side = out_dir.join(format!("{}.unmerged.json", report.name));
+    let kept = serde_json::to_string_pretty(report)
+        .map_err(anyhow::Error::from)
+        .and_then(|t| std::fs::write(&side, t).map_err(anyhow::Error::from));
+    match kept {
+        Ok(()) => e.context(format!(
+            "cannot merge into the existing report; this run's cases are in {} (rename it to \
+             {}.json to use it alone)",
+            side.display(),
+            report.name
+        )),
+        Err(w) => e.context(format!(
+            "cannot merge into the existing report, and this run's cases could not be written \
+             to {} either: {w:#}",
+            side.display()
+        )),
+    }
 }
 
 /// The error of a run that failed or was stopped ([`crate::stop`]) after its systems were torn
@@ -924,6 +949,24 @@ mod tests {
         assert!(c.model_ipomp_mbps.is_nan() && c.model_baseline_mbps.is_nan());
         assert!(c.ratio.is_nan(), "an infinite ratio reads back as unknown");
         assert_eq!(c.ipomp_mbps, 2.0);
+    }
+
+    #[test]
+    fn a_merge_into_an_unreadable_report_keeps_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("case-a.json"), "{ not a report").unwrap();
+        let r = report("new", vec![("fig10a", vec![result("fig10a", 1, 3.0)])]);
+        let e = keep_unmerged(&r, dir.path(), anyhow::anyhow!("parse case-a.json"));
+        let msg = format!("{e:#}");
+        assert!(
+            msg.contains("case-a.unmerged.json") && msg.contains("parse"),
+            "{msg}"
+        );
+        let kept: Report = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("case-a.unmerged.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(kept.figures[0].cases[0].ipomp_mbps, 3.0);
     }
 
     #[test]
