@@ -294,6 +294,8 @@ fn run_with(opts: &RunOptions, settings: &Settings, paths: &Path) -> anyhow::Res
     let mut samples = Vec::new();
     let total = Duration::from_secs(u64::from(settings.secs + settings.idle_secs));
     while t0.elapsed() < total {
+        // A stop signal ends the timeline here; dropping `flow` and `sys` tears the testbed down.
+        crate::stop::check()?;
         if let Ok(v) = sys.api().get("/api/v1/adaptive") {
             if let Some(mut s) = sample(&v, t0.elapsed().as_secs_f64()) {
                 if let Ok(w) = sys.api().get("/api/v1/weights/1/2") {

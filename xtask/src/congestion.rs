@@ -202,6 +202,8 @@ pub fn run(opts: &RunOptions, settings: &Settings) -> anyhow::Result<Timeline> {
     let mut weights = Vec::new();
     let (mut flooding, mut flooded_once) = (false, false);
     while t0.elapsed() < Duration::from_secs(u64::from(settings.secs)) {
+        // A stop signal ends the timeline here; dropping `flow` and `sys` tears the testbed down.
+        crate::stop::check()?;
         let t = t0.elapsed().as_secs_f64();
         if !flooding && !flooded_once && t >= f64::from(settings.flood_at) {
             flood(&flooded)?;

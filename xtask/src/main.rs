@@ -486,6 +486,9 @@ fn repo_root() -> PathBuf {
 
 /// After a stop signal ([`xtask::stop`]) whose run has torn its testbed down: prints the error
 /// and exits with the signal's conventional code (128 + n) instead of 1.
+/// The experiments with a runner of their own (not an `experiments/<NAME>.toml` file).
+const RUNNERS: [&str; 4] = ["uplink-lb", "mdi", "adaptive", "congestion"];
+
 fn exit_if_stopped(e: anyhow::Error) -> anyhow::Error {
     if let Some(s) = xtask::stop::requested() {
         eprintln!("Error: {e:#}");
@@ -574,6 +577,11 @@ fn main() -> anyhow::Result<()> {
                     &xtask::sh::self_exe()?,
                 );
             }
+            if !replot && RUNNERS.contains(&name.as_str()) {
+                // A stop signal ends these runners between measurements too, tearing their
+                // testbed down (`xtask/src/stop.rs`).
+                xtask::stop::install();
+            }
             if name == "uplink-lb" {
                 // Seed 004's experiment: its own runner (the TOML shape is for IPoMP figures).
                 if replot {
@@ -590,7 +598,8 @@ fn main() -> anyhow::Result<()> {
                     reps: reps.unwrap_or(3),
                     out_dir: out,
                 })
-                .map(|_| ());
+                .map(|_| ())
+                .map_err(exit_if_stopped);
             }
             if name == "mdi" {
                 return xtask::mdi::cmd(
@@ -607,7 +616,8 @@ fn main() -> anyhow::Result<()> {
                         no_idle_restart,
                         acks_on_a,
                     },
-                );
+                )
+                .map_err(exit_if_stopped);
             }
             if replot {
                 return experiment::replot(&name, &out).map(|_| ());
@@ -624,7 +634,8 @@ fn main() -> anyhow::Result<()> {
                         xtask: None,
                     },
                     &settings,
-                )?;
+                )
+                .map_err(exit_if_stopped)?;
                 xtask::adaptive::write(&tl, &out)?;
                 print!("{}", xtask::adaptive::markdown(&tl));
                 return Ok(());
@@ -644,7 +655,8 @@ fn main() -> anyhow::Result<()> {
                         xtask: None,
                     },
                     &settings,
-                )?;
+                )
+                .map_err(exit_if_stopped)?;
                 congestion::write(&tl, &out)?;
                 print!("{}", congestion::markdown(&tl));
                 return Ok(());

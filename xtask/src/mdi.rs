@@ -716,6 +716,7 @@ fn phases(
     bed.wait_up([&gw1, &gw2])?;
     let mut single = Vec::new();
     for _ in 0..settings.reps {
+        crate::stop::check()?;
         let r = bed.transfer(settings.secs, [&gw1, &gw2])?;
         progress("single path", &r);
         single.push(r);
@@ -752,6 +753,9 @@ fn phases(
             bed.wait_up([&gw1, &gw2])?;
             rack(variant.rack())?;
             for p in &mut points {
+                // Between measurements a stop signal ends the run; the gateways' and the
+                // testbed's `Drop` tear it down.
+                crate::stop::check()?;
                 bed.set_paths(settings, p.delay_b_ms)?;
                 let r = bed.transfer(settings.secs, [&gw1, &gw2])?;
                 progress(&format!("MDI {:.2} {}", p.mdi, variant.name()), &r);

@@ -514,6 +514,9 @@ fn scenario(opts: &Options, bin: &Path, rates: &[u32], dir: &Path) -> anyhow::Re
             Some(p)
         };
         for rep in 0..opts.reps {
+            // Between runs a stop signal ends the experiment; `Drop` stops `mmsg` and deletes
+            // the namespaces.
+            crate::stop::check()?;
             let r = if mode == "mptcp" {
                 one_run(&topo.g, true, 8081, &script, &topo.g, rates.len())?
             } else {

@@ -138,11 +138,11 @@ impl Step {
     }
 }
 
-/// Waits for a step. With `forward`, a stop signal ([`crate::stop`]) to this process is passed
-/// on to the step once, so that it stops after its current measurement and tears its testbed
-/// down (a Ctrl-C already reached it through the terminal's process group); without, the step
-/// finishes (a second signal ends this process at once and leaves the step running to its end).
-fn wait_forwarding_stop(mut child: Child, forward: bool) -> anyhow::Result<ExitStatus> {
+/// Waits for a step. A stop signal ([`crate::stop`]) to this process is passed on to the step
+/// once, so that it stops after its current measurement and tears its testbed down (a Ctrl-C
+/// already reached it through the terminal's process group). Every step stops so: the
+/// experiment files' runs and the runners (congestion, adaptive, mdi, uplink-lb) alike.
+fn wait_forwarding_stop(mut child: Child) -> anyhow::Result<ExitStatus> {
     let mut told = false;
     loop {
         if let Some(status) = child.try_wait().context("wait for the step")? {
@@ -150,12 +150,7 @@ fn wait_forwarding_stop(mut child: Child, forward: bool) -> anyhow::Result<ExitS
         }
         if let (Some(sig), false) = (crate::stop::requested(), told) {
             told = true;
-            if !forward {
-                eprintln!(
-                    "{sig}: the campaign stops after the running step, which tears down its own \
-                     testbed when it ends (a second signal ends `experiment all` now)"
-                );
-            } else if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
                 eprintln!("{sig}: stopping the running step after its current measurement ...");
                 // SAFETY: kill(2) on our own child's PID, which is not reaped yet.
                 unsafe {
@@ -313,9 +308,7 @@ pub fn run(o: &Options, xtask: &Path) -> anyhow::Result<()> {
             .current_dir(&o.root)
             .spawn()
             .with_context(|| format!("run {} {}", xtask.display(), args.join(" ")))?;
-        // An experiment file's run stops cleanly on a signal; a runner of its own does not
-        // (it would leave its testbed): that step is left to finish.
-        let status = wait_forwarding_stop(child, matches!(s, Step::Figure { .. }))?;
+        let status = wait_forwarding_stop(child)?;
         if let Some(sig) = crate::stop::requested() {
             bail!(
                 "stopped by {sig} during step {} ({status}); what finished is written, run \
