@@ -202,10 +202,12 @@ struct RunArgs {
     /// namespace's `net.ipv4.tcp_congestion_control`.
     #[arg(long, env = "MMSG_CONGESTION", value_enum, default_value = "default")]
     congestion: Congestion,
-    /// Adaptive send budget: every second set each tunnel socket's SO_SNDBUF to this many times
-    /// its subflows' congestion windows (Σ cwnd × mss: the measured path rate × RTT), so that
-    /// a full path holds the queue in the gateway (CoDel) instead of the socket; 0: off (the
-    /// fixed --socket-buffer stays).
+    /// Adaptive send budget: set each tunnel socket's SO_SNDBUF to this many times its
+    /// subflows' congestion windows (Σ cwnd × mss: the measured path rate × RTT) plus what the
+    /// socket holds behind a gap for the data-level ACK, every second and, unless
+    /// MMSG_FAILOVER=off, every 20 ms while data is in flight, so that a full path holds the
+    /// queue in the gateway (CoDel) instead of the socket; 0: off (the fixed --socket-buffer
+    /// stays).
     #[arg(long, env = "MMSG_SEND_BUDGET", default_value_t = 3.0)]
     send_budget: f64,
     /// Send time budget: a tunnel connection's writer keeps what its paths hold (not yet handed

@@ -32,6 +32,8 @@ pub struct SubflowSample {
     pub mss: u32,
     /// `tcpi_rtt`: the smoothed RTT, microseconds (0: no sample yet).
     pub srtt_us: u32,
+    /// `tcpi_notsent_bytes`: bytes in the subflow's send queue not sent yet.
+    pub notsent: u32,
 }
 
 impl SubflowSample {
@@ -84,6 +86,23 @@ pub fn queued_bytes(socket_unacked: u64, subflows: &[SubflowSample]) -> u64 {
             sum.saturating_add(u64::from(t.unacked) * u64::from(t.mss))
         });
     socket_unacked.saturating_sub(in_flight)
+}
+
+/// What an MPTCP socket holds for the data level alone: bytes a subflow sent and had
+/// acknowledged that the peer has not acknowledged at the data level yet, because they wait
+/// behind a gap on another subflow (a segment lost there and not yet repaired, head of line).
+/// That is `socket_unacked` (`TIOCOUTQ`) minus what its established subflows have in flight
+/// (unacked segments × mss) or queued unsent. 0 when unknown or when the samples, taken a
+/// moment apart, disagree.
+pub fn held_bytes(socket_unacked: u64, subflows: &[SubflowSample]) -> u64 {
+    let on_subflows = subflows
+        .iter()
+        .filter(|t| t.established)
+        .fold(0u64, |sum, t| {
+            sum.saturating_add(u64::from(t.unacked) * u64::from(t.mss))
+                .saturating_add(u64::from(t.notsent))
+        });
+    socket_unacked.saturating_sub(on_subflows)
 }
 
 /// One connection's figures for [`group_report`] (the driver's counters and last samples).
@@ -212,6 +231,7 @@ mod tests {
             cwnd,
             mss: 1000,
             srtt_us,
+            notsent: 0,
         }
     }
 
@@ -244,6 +264,7 @@ mod tests {
             cwnd: u32::MAX,
             mss: u32::MAX,
             srtt_us: 1,
+            notsent: u32::MAX,
         }; 2];
         assert_eq!(window_rate_bps(&s), u64::MAX);
         assert_eq!(inflight_rate_bps(&s), u64::MAX);
@@ -258,6 +279,24 @@ mod tests {
         assert_eq!(queued_bytes(4_000, &s), 0);
         assert_eq!(queued_bytes(0, &s), 0);
         assert_eq!(queued_bytes(500, &[]), 500);
+    }
+
+    #[test]
+    fn held_bytes_is_what_waits_for_the_data_level_ack_alone() {
+        // In flight 3 + 2 segments of 1000 B, 1500 B unsent on the first subflow; the closed
+        // subflow counts for nothing.
+        let mut s = [sf(true, 3, 10, 1), sf(true, 2, 10, 1), sf(false, 7, 10, 1)];
+        s[0].notsent = 1_500;
+        assert_eq!(held_bytes(20_000, &s), 13_500);
+        // Nothing waits behind a gap: all of it is on the subflows; samples a moment apart may
+        // see less in the socket than on the subflows: 0, never an underflow.
+        assert_eq!(held_bytes(6_500, &s), 0);
+        assert_eq!(held_bytes(1_000, &s), 0);
+        assert_eq!(held_bytes(0, &[]), 0);
+        assert_eq!(
+            held_bytes(u64::MAX, &[sf(true, u32::MAX, 1, 1)]),
+            u64::MAX - u64::from(u32::MAX) * 1000
+        );
     }
 
     fn conn(group: u8, up: bool, sent: u64, window: u64) -> ConnSample {

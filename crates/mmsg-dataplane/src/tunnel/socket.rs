@@ -58,11 +58,20 @@ pub const MAX_SEND_BUDGET: u64 = 16 * 1024 * 1024;
 
 /// The adaptive send budget of a connection (`mmsg run --send-budget K`): `K` × the bytes its
 /// established subflows' congestion windows allow (Σ cwnd × mss, i.e. the measured path rate ×
-/// RTT), between [`MIN_SEND_BUDGET`] and [`MAX_SEND_BUDGET`]. The socket then holds at most
-/// `K - 1` windows beyond what is in flight, so a full path makes the writer wait and the
-/// queue stays in the gateway core (CoDel, per-flow scheduling), not in the socket. `None` when
-/// off (`K <= 0`) or no subflow has a window yet.
-pub fn send_budget(k: f64, subflows: &[SubflowSample]) -> Option<u64> {
+/// RTT), plus what the socket holds for the data level alone (`held`,
+/// [`mpa::conn_report::held_bytes`]), between [`MIN_SEND_BUDGET`] and [`MAX_SEND_BUDGET`]. The
+/// socket then holds at most `K - 1` windows beyond what is in flight, so a full path makes the
+/// writer wait and the queue stays in the gateway core (CoDel, per-flow scheduling), not in the
+/// socket. `None` when off (`K <= 0`) or no subflow has a window yet.
+///
+/// `held` counts data the subflows sent and had acknowledged that waits for the data-level
+/// acknowledgement behind a segment lost on another subflow. It stays in the socket until that
+/// segment is repaired (an RTO of a small-window subflow: 200 ms and more). Without it, on paths
+/// shared with many TCP flows (Table VI, Case B: windows of 2–9 segments, frequent RTOs) the
+/// held data filled the budget, the subflows had nothing new to send and their windows could
+/// not grow: the budget, following the windows, stayed small (docs/mmsg.md "Latency under
+/// load").
+pub fn send_budget(k: f64, subflows: &[SubflowSample], held: u64) -> Option<u64> {
     if k.is_nan() || k <= 0.0 {
         return None;
     }
@@ -75,14 +84,22 @@ pub fn send_budget(k: f64, subflows: &[SubflowSample]) -> Option<u64> {
         return None;
     }
     let b = (k * window as f64).min(MAX_SEND_BUDGET as f64) as u64;
-    Some(b.clamp(MIN_SEND_BUDGET, MAX_SEND_BUDGET))
+    Some(
+        b.saturating_add(held)
+            .clamp(MIN_SEND_BUDGET, MAX_SEND_BUDGET),
+    )
 }
 
 /// Sets SO_SNDBUF of a tunnel socket to its [`send_budget`] (the kernel doubles what it is given
 /// for its bookkeeping, so half is passed; on an MPTCP socket it applies to the connection and its
 /// subflows). Called once per subflow sample; a refusal is logged, not fatal.
-pub(super) fn apply_send_budget(fd: &impl AsFd, opts: &SocketOpts, subflows: &[SubflowSample]) {
-    if let Some(b) = send_budget(opts.send_budget, subflows) {
+pub(super) fn apply_send_budget(
+    fd: &impl AsFd,
+    opts: &SocketOpts,
+    subflows: &[SubflowSample],
+    held: u64,
+) {
+    if let Some(b) = send_budget(opts.send_budget, subflows, held) {
         if let Err(e) = sys::set_sndbuf(fd, u32::try_from(b / 2).unwrap_or(u32::MAX)) {
             debug!(error = %e, "SO_SNDBUF (send budget) not applied");
         }
@@ -162,23 +179,43 @@ mod tests {
             cwnd,
             mss,
             srtt_us: 20_000,
+            notsent: 0,
         }
     }
 
     #[test]
     fn send_budget_follows_the_windows() {
         let s = [sf(20, 1360, true), sf(40, 1360, true), sf(100, 1360, false)];
-        assert_eq!(send_budget(1.5, &s), Some((1.5 * 60.0 * 1360.0) as u64));
-        assert_eq!(send_budget(0.0, &s), None);
-        assert_eq!(send_budget(f64::NAN, &s), None);
-        assert_eq!(send_budget(2.0, &[sf(0, 1360, true)]), None);
+        assert_eq!(send_budget(1.5, &s, 0), Some((1.5 * 60.0 * 1360.0) as u64));
+        assert_eq!(send_budget(0.0, &s, 0), None);
+        assert_eq!(send_budget(f64::NAN, &s, 0), None);
+        assert_eq!(send_budget(2.0, &[sf(0, 1360, true)], 0), None);
         assert_eq!(
-            send_budget(1.0, &[sf(2, 1000, true)]),
+            send_budget(1.0, &[sf(2, 1000, true)], 0),
             Some(MIN_SEND_BUDGET)
         );
         assert_eq!(
-            send_budget(4.0, &[sf(u32::MAX, 65_535, true)]),
+            send_budget(4.0, &[sf(u32::MAX, 65_535, true)], 0),
             Some(MAX_SEND_BUDGET)
         );
+    }
+
+    #[test]
+    fn data_held_behind_a_gap_does_not_eat_the_subflows_budget() {
+        // Four small windows (Table VI): 17 segments; 3 windows = 69,360 B. 60 KB sent and
+        // acknowledged on three subflows waits behind a segment the fourth lost: the budget grows
+        // by it, so the subflows keep K - 1 windows to send, as with nothing held.
+        let s = [
+            sf(6, 1360, true),
+            sf(3, 1360, true),
+            sf(5, 1360, true),
+            sf(3, 1360, true),
+        ];
+        assert_eq!(send_budget(3.0, &s, 0), Some(69_360));
+        assert_eq!(send_budget(3.0, &s, 60_000), Some(129_360));
+        // Still capped; and nothing when off or without a window, whatever is held.
+        assert_eq!(send_budget(3.0, &s, u64::MAX), Some(MAX_SEND_BUDGET));
+        assert_eq!(send_budget(0.0, &s, 60_000), None);
+        assert_eq!(send_budget(3.0, &[], 60_000), None);
     }
 }

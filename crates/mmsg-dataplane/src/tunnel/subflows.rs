@@ -143,6 +143,11 @@ pub(super) async fn run(
         if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
             let h = check_health(sh, name, fd, token, f, Side::Dialling).await;
             tick = if h.busy { HEALTH_TICK } else { IDLE_TICK };
+            if h.busy {
+                // What the socket holds behind a gap changes within an RTO: follow it while
+                // busy, not only once a round.
+                refresh_send_budget(sh, fd);
+            }
             if let Some(live) = h.live.filter(|&l| l != paths_live) {
                 report_paths(sh, key, name, live);
                 paths_live = live;
@@ -173,7 +178,13 @@ pub(super) async fn run(
         let complete = live.len() >= pairs.len();
         let tcpinfo = sys::mptcp_subflow_tcpinfo(fd).unwrap_or_default();
         let samples: Vec<SubflowSample> = tcpinfo.iter().map(sample).collect();
-        apply_send_budget(fd, &sh.opts, &samples);
+        let socket_unacked = sys::outq_bytes(fd).unwrap_or(0);
+        apply_send_budget(
+            fd,
+            &sh.opts,
+            &samples,
+            conn_report::held_bytes(socket_unacked, &samples),
+        );
         oq.window_bps
             .store(conn_report::window_rate_bps(&samples), Ordering::Relaxed);
         oq.inflight_bps
@@ -186,7 +197,6 @@ pub(super) async fn run(
             tcpinfo.iter().map(|t| t.bytes_retrans).sum(),
             Ordering::Relaxed,
         );
-        let socket_unacked = sys::outq_bytes(fd).unwrap_or(0);
         let socket_queued = conn_report::queued_bytes(socket_unacked, &samples);
         oq.queued_bytes.store(socket_queued, Ordering::Relaxed);
         let (queue_bytes, queue_sojourn) = oq.core.lock().map_or_else(
@@ -496,6 +506,20 @@ async fn check_health(
     }
 }
 
+/// Sets the socket's send budget ([`apply_send_budget`]) from a fresh sample of its subflows
+/// and of what it holds for the data level alone ([`conn_report::held_bytes`]).
+fn refresh_send_budget(sh: &Shared, fd: &OwnedFd) {
+    if sh.opts.send_budget.is_nan() || sh.opts.send_budget <= 0.0 {
+        return;
+    }
+    let Ok(tcpinfo) = sys::mptcp_subflow_tcpinfo(fd) else {
+        return;
+    };
+    let samples: Vec<SubflowSample> = tcpinfo.iter().map(sample).collect();
+    let held = conn_report::held_bytes(sys::outq_bytes(fd).unwrap_or(0), &samples);
+    apply_send_budget(fd, &sh.opts, &samples, held);
+}
+
 /// One subflow's `tcp_info` as the plain numbers [`mpa::conn_report`] decides on.
 fn sample(t: &sys::SubflowTcpInfo) -> SubflowSample {
     SubflowSample {
@@ -504,6 +528,7 @@ fn sample(t: &sys::SubflowTcpInfo) -> SubflowSample {
         cwnd: t.cwnd,
         mss: t.snd_mss,
         srtt_us: t.rtt_us,
+        notsent: t.notsent_bytes,
     }
 }
 
