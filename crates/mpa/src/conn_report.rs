@@ -95,14 +95,11 @@ pub fn queued_bytes(socket_unacked: u64, subflows: &[SubflowSample]) -> u64 {
 /// (unacked segments × mss) or queued unsent. 0 when unknown or when the samples, taken a
 /// moment apart, disagree.
 pub fn held_bytes(socket_unacked: u64, subflows: &[SubflowSample]) -> u64 {
-    let on_subflows = subflows
+    let unsent = subflows
         .iter()
         .filter(|t| t.established)
-        .fold(0u64, |sum, t| {
-            sum.saturating_add(u64::from(t.unacked) * u64::from(t.mss))
-                .saturating_add(u64::from(t.notsent))
-        });
-    socket_unacked.saturating_sub(on_subflows)
+        .fold(0u64, |sum, t| sum.saturating_add(u64::from(t.notsent)));
+    queued_bytes(socket_unacked, subflows).saturating_sub(unsent)
 }
 
 /// One connection's figures for [`group_report`] (the driver's counters and last samples).
