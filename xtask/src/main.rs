@@ -484,11 +484,11 @@ fn repo_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// After a stop signal ([`xtask::stop`]) whose run has torn its testbed down: prints the error
-/// and exits with the signal's conventional code (128 + n) instead of 1.
 /// The experiments with a runner of their own (not an `experiments/<NAME>.toml` file).
 const RUNNERS: [&str; 4] = ["uplink-lb", "mdi", "adaptive", "congestion"];
 
+/// After a stop signal ([`xtask::stop`]) whose run has torn its testbed down: prints the error
+/// and exits with the signal's conventional code (128 + n) instead of 1.
 fn exit_if_stopped(e: anyhow::Error) -> anyhow::Error {
     if let Some(s) = xtask::stop::requested() {
         eprintln!("Error: {e:#}");

@@ -145,8 +145,8 @@ pub(super) async fn run(
             tick = if h.busy { HEALTH_TICK } else { IDLE_TICK };
             if h.busy {
                 // What the socket holds behind a gap changes within an RTO: follow it while
-                // busy, not only once a round.
-                refresh_send_budget(sh, fd);
+                // busy, not only once a round (with the health sample's `tcp_info`).
+                refresh_send_budget(sh, fd, &h.infos);
             }
             if let Some(live) = h.live.filter(|&l| l != paths_live) {
                 report_paths(sh, key, name, live);
@@ -384,13 +384,15 @@ fn report_paths(sh: &Shared, key: ConnKey, name: &str, live: bool) {
 }
 
 /// What one fast-failover round saw ([`check_health`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Health {
     /// A subflow has data in flight (sample again soon).
     busy: bool,
     /// Whether an established subflow is left after the round's destroys; `None`: not judged
     /// this round (no userspace path manager, or the subflow set changed between the reads).
     live: Option<bool>,
+    /// The subflows' `tcp_info` read this round (empty when not read), for the send budget.
+    infos: Vec<sys::SubflowTcpInfo>,
 }
 
 /// One fast-failover round: samples every subflow and destroys the ones the detector declares
@@ -407,6 +409,7 @@ async fn check_health(
         return Health {
             busy: false,
             live: None,
+            infos: Vec::new(),
         };
     };
     let (Ok(present), Ok(infos)) = (sys::mptcp_subflow_addrs(fd), sys::mptcp_subflow_tcpinfo(fd))
@@ -415,6 +418,7 @@ async fn check_health(
         return Health {
             busy: false,
             live: None,
+            infos: Vec::new(),
         };
     };
     if infos.len() != present.len() {
@@ -422,6 +426,7 @@ async fn check_health(
         return Health {
             busy: true,
             live: None,
+            infos,
         };
     }
     let now = Instant::now();
@@ -503,18 +508,16 @@ async fn check_health(
     Health {
         busy,
         live: Some(live),
+        infos,
     }
 }
 
-/// Sets the socket's send budget ([`apply_send_budget`]) from a fresh sample of its subflows
-/// and of what it holds for the data level alone ([`conn_report::held_bytes`]).
-fn refresh_send_budget(sh: &Shared, fd: &OwnedFd) {
-    if sh.opts.send_budget.is_nan() || sh.opts.send_budget <= 0.0 {
+/// Sets the socket's send budget ([`apply_send_budget`]) from its subflows' `tcp_info` just
+/// read and what it holds for the data level alone ([`conn_report::held_bytes`]).
+fn refresh_send_budget(sh: &Shared, fd: &OwnedFd, tcpinfo: &[sys::SubflowTcpInfo]) {
+    if tcpinfo.is_empty() || sh.opts.send_budget.is_nan() || sh.opts.send_budget <= 0.0 {
         return;
     }
-    let Ok(tcpinfo) = sys::mptcp_subflow_tcpinfo(fd) else {
-        return;
-    };
     let samples: Vec<SubflowSample> = tcpinfo.iter().map(sample).collect();
     let held = conn_report::held_bytes(sys::outq_bytes(fd).unwrap_or(0), &samples);
     apply_send_budget(fd, &sh.opts, &samples, held);
