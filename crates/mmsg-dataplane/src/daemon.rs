@@ -377,11 +377,16 @@ async fn run_inner(
     // TUN open, listeners bound, the control socket answering and SIGTERM/SIGHUP handled.
     // No-op outside systemd.
     notify(sd_notify::NotifyState::Ready);
-    let tun_task = tunnel::tun_loop(Arc::clone(&sh), events);
-    tokio::pin!(tun_task);
+    // The TUN reader is a task on the runtime's workers, not part of this `block_on` future
+    // (the main thread): the writer it wakes for each packet then runs next on the same worker
+    // (tokio's LIFO slot) instead of being woken on another thread through the IO driver
+    // (docs/mmsg.md "Idle latency": −40 % round trip through an idle tunnel, less CPU per GB).
+    let mut tun_task = tokio::spawn(tunnel::tun_loop(Arc::clone(&sh), events));
+    let _abort_tun = AbortOnDrop(tun_task.abort_handle());
     loop {
         tokio::select! {
             r = &mut tun_task => {
+                let r = r.unwrap_or_else(|e| Err(anyhow::anyhow!("TUN task: {e}")));
                 if let Err(e) = &r {
                     error!(error = %e, "TUN loop ended");
                 }
@@ -422,6 +427,16 @@ async fn run_inner(
                 return Ok(());
             }
         }
+    }
+}
+
+/// Aborts a spawned task when dropped: the TUN reader stops when `run` returns, before the
+/// caller undoes the host set-up.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -236,6 +236,9 @@ struct RunArgs {
     /// restarts and the next start reuses them (`mmsg down` removes them later).
     #[arg(long, env = "MMSG_REMOVE_BRIDGE")]
     remove_bridge: bool,
+    /// Threads of the async runtime (the TUN reader, every connection's writer and reader).
+    #[arg(long, env = "MMSG_WORKER_THREADS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    worker_threads: u16,
     #[command(flatten)]
     clear: ClearArgs,
 }
@@ -298,7 +301,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Run(a) => {
             let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
+                .worker_threads(usize::from(a.worker_threads))
                 .enable_all()
                 .build()?;
             rt.block_on(daemon::run(RunOpts {
