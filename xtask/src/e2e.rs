@@ -249,7 +249,7 @@ impl System {
             &std::fs::read_to_string(&paths_file)
                 .with_context(|| format!("read {}", paths_file.display()))?,
         )?;
-        let log_dir = std::env::temp_dir().join(format!("mms-e2e-{}", opts.prefix));
+        let log_dir = opts.log_dir();
         std::fs::create_dir_all(&log_dir)
             .with_context(|| format!("create {}", log_dir.display()))?;
 

@@ -47,6 +47,11 @@ pub struct Options {
     /// `Some(ADDR)`: every `mmsg` runs with `--metrics-listen ADDR` (inside its own namespace,
     /// so one loopback address serves all five; docs/metrics.md). `None` (default): off.
     pub metrics_listen: Option<String>,
+    /// Where the system's logs, sockets and TLS files go; `None` (default):
+    /// `$TMPDIR/mms-e2e-<prefix>`, emptied of the last system's logs at each bring-up. An
+    /// experiment gives each of its systems its own directory, so a repetition that went wrong
+    /// in an early system still has its gateways' logs when the run ends.
+    pub log_dir: Option<PathBuf>,
 }
 
 impl Options {
@@ -63,6 +68,14 @@ impl Options {
             striping: None,
             tls: true,
             metrics_listen: None,
+            log_dir: None,
         }
+    }
+
+    /// The directory of [`Options::log_dir`]: as given, or `$TMPDIR/mms-e2e-<prefix>`.
+    pub fn log_dir(&self) -> PathBuf {
+        self.log_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join(format!("mms-e2e-{}", self.prefix)))
     }
 }

@@ -351,6 +351,14 @@ fn udp_run(sys: &System, mbit: f64, secs: u32, port: u16) -> anyhow::Result<f64>
 }
 
 /// The paths file for `groups` groups of `paths` (groups 1..=n only), written into `dir`.
+/// The log directory of the `k`-th system (from 1) of an experiment run with `prefix`:
+/// `$TMPDIR/mms-e2e-<prefix>/system-<k>-<groups>g` (logs, sockets and TLS files of that system).
+fn system_log_dir(prefix: &str, k: usize, groups: u8) -> PathBuf {
+    std::env::temp_dir()
+        .join(format!("mms-e2e-{prefix}"))
+        .join(format!("system-{k}-{groups}g"))
+}
+
 fn paths_subset(root: &Path, paths: &str, groups: u8, dir: &Path) -> anyhow::Result<PathBuf> {
     let text =
         std::fs::read_to_string(root.join(paths)).with_context(|| format!("read {paths}"))?;
@@ -487,11 +495,16 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
     // One closure for every system of the plan, so that on an error or a stop signal the
     // systems are torn down (their `Drop`) and the cases finished so far are still written.
     let outcome = (|| -> anyhow::Result<()> {
-        for ((paths, groups), cases) in &plan {
+        for (k, ((paths, groups), cases)) in plan.iter().enumerate() {
             crate::stop::check()?;
             let mut o = e2e::Options::new(&opts.root, &opts.prefix);
             o.paths = Some(paths_subset(&opts.root, paths, *groups, &tmp)?);
-            println!("bringing up the system with {groups} path group(s) from {paths} ...");
+            // Each system keeps its own logs (the next bring-up would overwrite them).
+            o.log_dir = Some(system_log_dir(&opts.prefix, k + 1, *groups));
+            println!(
+                "bringing up the system with {groups} path group(s) from {paths} (logs in {}) ...",
+                o.log_dir().display()
+            );
             let sys = System::up(&o)?;
             let hops = (1..=*groups)
                 .map(|g| direct_hop(&sys.routes, g))
@@ -797,6 +810,17 @@ pub fn list(root: &Path) -> anyhow::Result<Vec<(String, String, usize)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_system_of_a_run_keeps_its_own_log_directory() {
+        let a = system_log_dir("mmsexp", 1, 4);
+        let b = system_log_dir("mmsexp", 2, 2);
+        assert_ne!(a, b);
+        assert!(a.ends_with("mms-e2e-mmsexp/system-1-4g"), "{}", a.display());
+        assert_eq!(a.parent(), b.parent());
+        // The gateway channel's socket inside it must fit a unix socket path (108 bytes).
+        assert!(a.join("ssc-gw.sock").as_os_str().len() < 100);
+    }
 
     fn table2() -> BTreeMap<(u8, u8), String> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
