@@ -380,7 +380,7 @@ async fn run_inner(
     // The TUN reader is a task on the runtime's workers, not part of this `block_on` future
     // (the main thread): the writer it wakes for each packet then runs next on the same worker
     // (tokio's LIFO slot) instead of being woken on another thread through the IO driver
-    // (docs/mmsg.md "Idle latency": −40 % round trip through an idle tunnel, less CPU per GB).
+    // (docs/mmsg.md "Idle latency": −42 % round trip through an idle tunnel, less CPU per GB).
     let mut tun_task = tokio::spawn(tunnel::tun_loop(Arc::clone(&sh), events));
     let _abort_tun = AbortOnDrop(tun_task.abort_handle());
     loop {

@@ -48,7 +48,7 @@ pub struct Options {
     /// so one loopback address serves all five; docs/metrics.md). `None` (default): off.
     pub metrics_listen: Option<String>,
     /// Where the system's logs, sockets and TLS files go; `None` (default):
-    /// `$TMPDIR/mms-e2e-<prefix>`, emptied of the last system's logs at each bring-up. An
+    /// `$TMPDIR/mms-e2e-<prefix>`, where the next bring-up overwrites the logs. An
     /// experiment gives each of its systems its own directory, so a repetition that went wrong
     /// in an early system still has its gateways' logs when the run ends.
     pub log_dir: Option<PathBuf>,

@@ -350,7 +350,6 @@ fn udp_run(sys: &System, mbit: f64, secs: u32, port: u16) -> anyhow::Result<f64>
         .context("iperf3 reported no UDP receiver rate")
 }
 
-/// The paths file for `groups` groups of `paths` (groups 1..=n only), written into `dir`.
 /// The log directory of the `k`-th system (from 1) of an experiment run with `prefix`:
 /// `$TMPDIR/mms-e2e-<prefix>/system-<k>-<groups>g` (logs, sockets and TLS files of that system).
 fn system_log_dir(prefix: &str, k: usize, groups: u8) -> PathBuf {
@@ -359,6 +358,7 @@ fn system_log_dir(prefix: &str, k: usize, groups: u8) -> PathBuf {
         .join(format!("system-{k}-{groups}g"))
 }
 
+/// The paths file for `groups` groups of `paths` (groups 1..=n only), written into `dir`.
 fn paths_subset(root: &Path, paths: &str, groups: u8, dir: &Path) -> anyhow::Result<PathBuf> {
     let text =
         std::fs::read_to_string(root.join(paths)).with_context(|| format!("read {paths}"))?;
