@@ -350,12 +350,10 @@ fn udp_run(sys: &System, mbit: f64, secs: u32, port: u16) -> anyhow::Result<f64>
         .context("iperf3 reported no UDP receiver rate")
 }
 
-/// The log directory of the `k`-th system (from 1) of an experiment run with `prefix`:
-/// `$TMPDIR/mms-e2e-<prefix>/system-<k>-<groups>g` (logs, sockets and TLS files of that system).
-fn system_log_dir(prefix: &str, k: usize, groups: u8) -> PathBuf {
-    std::env::temp_dir()
-        .join(format!("mms-e2e-{prefix}"))
-        .join(format!("system-{k}-{groups}g"))
+/// The log directory of the `k`-th system (from 1) of an experiment whose systems are brought up
+/// with `o`: `system-<k>-<groups>g` inside the default one ([`e2e::Options::log_dir`]).
+fn system_log_dir(o: &e2e::Options, k: usize, groups: u8) -> PathBuf {
+    o.log_dir().join(format!("system-{k}-{groups}g"))
 }
 
 /// The paths file for `groups` groups of `paths` (groups 1..=n only), written into `dir`.
@@ -500,7 +498,7 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
             let mut o = e2e::Options::new(&opts.root, &opts.prefix);
             o.paths = Some(paths_subset(&opts.root, paths, *groups, &tmp)?);
             // Each system keeps its own logs (the next bring-up would overwrite them).
-            o.log_dir = Some(system_log_dir(&opts.prefix, k + 1, *groups));
+            o.log_dir = Some(system_log_dir(&o, k + 1, *groups));
             println!(
                 "bringing up the system with {groups} path group(s) from {paths} (logs in {}) ...",
                 o.log_dir().display()
@@ -813,8 +811,9 @@ mod tests {
 
     #[test]
     fn every_system_of_a_run_keeps_its_own_log_directory() {
-        let a = system_log_dir("mmsexp", 1, 4);
-        let b = system_log_dir("mmsexp", 2, 2);
+        let o = e2e::Options::new(Path::new("."), "mmsexp");
+        let a = system_log_dir(&o, 1, 4);
+        let b = system_log_dir(&o, 2, 2);
         assert_ne!(a, b);
         assert!(a.ends_with("mms-e2e-mmsexp/system-1-4g"), "{}", a.display());
         assert_eq!(a.parent(), b.parent());
