@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::sec::{
-    assert_source_cap_engaged, counter, flood, flood_result, refusals_logged, transfer, wait_for,
-    Rogue, GW2, ROGUE,
+    assert_refused_once_each, assert_source_cap_engaged, counter, flood, flood_result,
+    refusals_logged, tcp_ext, transfer, wait_for, Rogue, GW2, ROGUE,
 };
 use common::{netns, repo_root, require_root_and, run, run_ok, start_mmsg_with, status, Testbed};
 
@@ -261,6 +261,7 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
     let secs = 4;
     let (base, base_rss) = transfer(&h1, &h2, 5301, secs, gw2_pid);
     let before = status(&ctl2);
+    let kernel_before = tcp_ext(&gw2);
     let logged_before = refusals_logged(&p2.log());
     let hold = secs + 3;
     let f_rogue = flood(&rogue.ns, &[ROGUE.into()], FLOOD, 0, hold);
@@ -279,6 +280,8 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
     let s = status(&ctl2);
     let d = |c: &str| counter(&s, c) - counter(&before, c);
     let lines = refusals_logged(&p2.log()) - logged_before;
+    let kernel = tcp_ext(&gw2);
+    let k = |c: &str| kernel[c] - kernel_before[c];
     // Against the mean of the unflooded runs before and after (they bracket it, so drift of the
     // shared machine cancels).
     let ratio = flooded / ((base + base2) / 2.0);
@@ -286,13 +289,17 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
         "(c) goodput {base:.1} / {flooded:.1} (flooded) / {base2:.1} Mbit/s: ratio {ratio:.3}; \
          gw2 peak RSS {base_rss} KiB unflooded, {flood_rss} KiB flooded; \
          refused: source {}, preauth limit {}, hello {}; log lines {lines}, suppressed {}; \
-         flooders (opened closed still_open): rogue {}, branch-1 WAN {}",
+         flooders (opened closed still_open): rogue {}, branch-1 WAN {}; \
+         gw2 kernel: ListenOverflows {}, SyncookiesSent {}, SyncookiesRecv {}",
         d("tunnel_refused_source"),
         d("tunnel_refused_preauth_limit"),
         d("hello_rejected"),
         d("tunnel_refusal_logs_suppressed"),
         results[0],
         results[1],
+        k("ListenOverflows"),
+        k("SyncookiesSent"),
+        k("SyncookiesRecv"),
     );
     assert!(
         ratio >= 0.9,
@@ -306,16 +313,13 @@ fn receive_side_refuses_rogues_spoofed_sources_and_floods() {
     // time got a pre-auth slot and was refused when its hello did not come (or at EOF when the
     // flooder left: connections the kernel held in SYN_RECV while the accept queue overflowed
     // complete then), the others at accept by the cap. None was accepted.
-    // At least every flood connection (a run saw 2,002 for 2,000: connections the kernel
-    // completed from its SYN queue after the flooder had given up on them count again); none
-    // was accepted (`accepts` below).
-    assert!(
-        d("tunnel_refused_source") >= FLOOD as u64,
-        "every rogue connection refused by source"
-    );
-    assert_eq!(
+    // Every flood connection once, within the kernel's margin (`assert_refused_once_each`);
+    // none was accepted (`accepts` below).
+    assert_refused_once_each(d("tunnel_refused_source"), FLOOD, "rogue flood, by source");
+    assert_refused_once_each(
         d("tunnel_refused_preauth_limit") + d("hello_rejected"),
-        FLOOD as u64
+        FLOOD,
+        "branch-1 WAN flood, by the pre-auth caps",
     );
     assert_source_cap_engaged(
         d("tunnel_refused_preauth_limit"),
