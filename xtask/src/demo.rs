@@ -282,6 +282,7 @@ impl Drop for Gateway {
 #[derive(Debug)]
 pub struct Tunnels {
     gws: Vec<Gateway>,
+    mmsg: std::path::PathBuf,
     /// Subflows per connection (n × m).
     pub n_m: usize,
 }
@@ -340,7 +341,7 @@ pub fn start_tunnels(root: &Path, prefix: &str, topo: &Topology) -> anyhow::Resu
             .collect();
         if let Some(all) = all {
             if all.iter().flatten().all(|&n| n == n_m) {
-                return Ok(Tunnels { gws, n_m });
+                return Ok(Tunnels { gws, mmsg, n_m });
             }
         }
         if Instant::now() > deadline {
@@ -354,6 +355,22 @@ pub fn start_tunnels(root: &Path, prefix: &str, topo: &Topology) -> anyhow::Resu
 }
 
 impl Tunnels {
+    /// The sum of counter `name` over both gateways' `mmsg status --json` (`None` when a
+    /// gateway does not answer or lacks it).
+    pub fn counter_sum(&self, name: &str) -> Option<u64> {
+        let mmsg = self.mmsg.as_path();
+        self.gws
+            .iter()
+            .map(|g| {
+                mmsg::status(mmsg, &g.control)
+                    .ok()?
+                    .get("counters")?
+                    .get(name)?
+                    .as_u64()
+            })
+            .sum()
+    }
+
     /// Stops both gateways (SIGTERM, so they undo their host set-up).
     pub fn stop(self) {
         drop(self.gws);

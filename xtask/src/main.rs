@@ -172,6 +172,10 @@ enum BenchCmd {
         /// end-to-end MPTCP baseline runs once).
         #[arg(long, default_value_t = 1)]
         reps: u32,
+        /// Only these rows of the table (1-based, comma-separated: `--rows 4` is 1:2:4:33);
+        /// default all four.
+        #[arg(long, value_delimiter = ',')]
+        rows: Vec<usize>,
         /// Testbed prefix.
         #[arg(long, default_value = "mmst1")]
         prefix: String,
@@ -688,9 +692,10 @@ fn main() -> anyhow::Result<()> {
             json,
             seconds,
             reps,
+            rows,
             prefix,
         }) => {
-            let report = table1::run(&repo_root(), &prefix, seconds, reps)?;
+            let report = table1::run(&repo_root(), &prefix, seconds, reps, &rows)?;
             table1::print_table(&report);
             if let Some(path) = json {
                 write_json(&path, &report)?;

@@ -62,6 +62,11 @@ pub struct Case {
     pub ipomp_udp_reps: Vec<f64>,
     /// End-to-end MPTCP between the gateways, Mbit/s.
     pub e2e_mptcp_mbps: Option<f64>,
+    /// Subflows the gateways marked backup during this case's measurements (growth of
+    /// `subflows_demoted` over both gateways; docs/mmsg.md "Slow subflows").
+    pub subflows_demoted: Option<u64>,
+    /// Demoted subflows made active again during this case (`subflows_probed`).
+    pub subflows_probed: Option<u64>,
     /// The paper's numbers: TCP over IPoMP, UDP over IPoMP, end-to-end MPTCP.
     pub paper_mbps: [f64; 3],
 }
@@ -87,16 +92,36 @@ fn udp_received_mbps(v: &serde_json::Value) -> Option<f64> {
         .map(|b| b / 1e6)
 }
 
-/// Runs the whole table, each tunnel measurement `reps` times (end-to-end MPTCP once); always
-/// tears the testbed down.
-pub fn run(root: &Path, prefix: &str, secs: u32, reps: u32) -> anyhow::Result<Report> {
+/// Runs the table's `rows` (1-based; empty: all four), each tunnel measurement `reps` times
+/// (end-to-end MPTCP once); always tears the testbed down.
+pub fn run(
+    root: &Path,
+    prefix: &str,
+    secs: u32,
+    reps: u32,
+    rows: &[usize],
+) -> anyhow::Result<Report> {
+    let cases: Vec<([f64; 4], [f64; 3])> = if rows.is_empty() {
+        CASES.to_vec()
+    } else {
+        rows.iter()
+            .map(|&r| {
+                r.checked_sub(1)
+                    .and_then(|i| CASES.get(i))
+                    .copied()
+                    .with_context(|| format!("--rows {r}: Table I has rows 1 to {}", CASES.len()))
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
     deps::ensure()?;
     if !sh::have("mptcpize") {
         sh::run("apt-get", &["install", "-y", "-qq", "mptcpize"]).context("install mptcpize")?;
     }
     let load_avg_1m = sh::load_1min();
     let reps = reps.max(1);
-    let cases = on_testbed(prefix, |topo| run_cases(root, prefix, topo, secs, reps))?;
+    let cases = on_testbed(prefix, |topo| {
+        run_cases(root, prefix, topo, &cases, secs, reps)
+    })?;
     Ok(Report {
         reps,
         seconds: secs,
@@ -136,6 +161,7 @@ fn run_cases(
     root: &Path,
     prefix: &str,
     topo: &topology::Topology,
+    rows: &[([f64; 4], [f64; 3])],
     secs: u32,
     reps: u32,
 ) -> anyhow::Result<Vec<Case>> {
@@ -146,11 +172,15 @@ fn run_cases(
     let dst = testbed::host_addr(2, 0).to_string();
     let t = secs.to_string();
     let mut cases: Vec<Case> = Vec::new();
-    set_case(prefix, &CASES[0].0)?;
+    set_case(prefix, &rows.first().context("no rows")?.0)?;
     let tunnels = demo::start_tunnels(root, prefix, topo)?;
-    for (rates, paper) in CASES {
+    for &(rates, paper) in rows {
         set_case(prefix, &rates)?;
         std::thread::sleep(Duration::from_secs(1));
+        let before = (
+            tunnels.counter_sum("subflows_demoted"),
+            tunnels.counter_sum("subflows_probed"),
+        );
         let (mut tcp_reps, mut udp_reps) = (Vec::new(), Vec::new());
         for rep in 1..=reps {
             let server = iperf::Server::start(&h2, 5311, None)?;
@@ -179,6 +209,14 @@ fn run_cases(
             ipomp_udp_mbps: median(&udp_reps),
             ipomp_udp_reps: udp_reps,
             e2e_mptcp_mbps: None,
+            subflows_demoted: tunnels
+                .counter_sum("subflows_demoted")
+                .zip(before.0)
+                .map(|(a, b)| a.saturating_sub(b)),
+            subflows_probed: tunnels
+                .counter_sum("subflows_probed")
+                .zip(before.1)
+                .map(|(a, b)| a.saturating_sub(b)),
             paper_mbps: paper,
         });
     }
@@ -243,13 +281,14 @@ fn e2e_mptcp_on(prefix: &str, rates: &[[f64; 4]], secs: u32) -> anyhow::Result<V
 /// repetition).
 pub fn print_table(report: &Report) {
     println!(
-        "{:<16} {:>10} {:>11} {:>10} {:>11} {:>10}   {:>10} {:>10} {:>10}",
+        "{:<16} {:>10} {:>11} {:>10} {:>11} {:>10} {:>8}   {:>10} {:>10} {:>10}",
         "rates",
         "TCP/IPoMP",
         "TCP min–max",
         "UDP/IPoMP",
         "UDP min–max",
         "e2e MPTCP",
+        "demoted",
         "paper TCP",
         "paper UDP",
         "paper e2e"
@@ -265,13 +304,14 @@ pub fn print_table(report: &Report) {
             .e2e_mptcp_mbps
             .map_or("-".to_owned(), |v| format!("{v:.1}"));
         println!(
-            "{:<16} {:>10.1} {:>11} {:>10.1} {:>11} {:>10}   {:>10.1} {:>10.1} {:>10.1}",
+            "{:<16} {:>10.1} {:>11} {:>10.1} {:>11} {:>10} {:>8}   {:>10.1} {:>10.1} {:>10.1}",
             rates,
             c.ipomp_tcp_mbps,
             min_max(&c.ipomp_tcp_reps),
             c.ipomp_udp_mbps,
             min_max(&c.ipomp_udp_reps),
             e2e,
+            c.subflows_demoted.map_or("-".to_owned(), |n| n.to_string()),
             c.paper_mbps[0],
             c.paper_mbps[1],
             c.paper_mbps[2]
@@ -309,11 +349,14 @@ mod tests {
                 ipomp_udp_mbps: 38.0,
                 ipomp_udp_reps: vec![38.0, 38.0, 38.0],
                 e2e_mptcp_mbps: None,
+                subflows_demoted: Some(2),
+                subflows_probed: Some(0),
                 paper_mbps: [16.4, 16.9, 17.3],
             }],
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["cases"][0]["ipomp_tcp_reps"].as_array().unwrap().len(), 3);
         assert_eq!(v["reps"], 3);
+        assert_eq!(v["cases"][0]["subflows_demoted"], 2);
     }
 }

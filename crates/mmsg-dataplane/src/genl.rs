@@ -47,6 +47,8 @@ pub const MPTCP_PM_NAME: &str = "mptcp_pm";
 pub const MPTCP_PM_EV_GRP_NAME: &str = "mptcp_pm_events";
 /// `MPTCP_PM_VER`.
 const MPTCP_PM_VER: u8 = 1;
+/// `MPTCP_PM_CMD_SET_FLAGS`.
+const MPTCP_PM_CMD_SET_FLAGS: u8 = 7;
 /// `MPTCP_PM_CMD_SUBFLOW_CREATE`.
 const MPTCP_PM_CMD_SUBFLOW_CREATE: u8 = 10;
 /// `MPTCP_PM_CMD_SUBFLOW_DESTROY`.
@@ -65,6 +67,10 @@ const MPTCP_PM_ADDR_ATTR_ID: u16 = 2;
 const MPTCP_PM_ADDR_ATTR_ADDR4: u16 = 3;
 /// `MPTCP_PM_ADDR_ATTR_PORT` (u16, host order).
 const MPTCP_PM_ADDR_ATTR_PORT: u16 = 5;
+/// `MPTCP_PM_ADDR_ATTR_FLAGS` (u32).
+const MPTCP_PM_ADDR_ATTR_FLAGS: u16 = 6;
+/// `MPTCP_PM_ADDR_FLAG_BACKUP`.
+const MPTCP_PM_ADDR_FLAG_BACKUP: u32 = 1 << 2;
 /// `MPTCP_PM_ADDR_ATTR_IF_IDX` (s32).
 const MPTCP_PM_ADDR_ATTR_IF_IDX: u16 = 7;
 /// `AF_INET`.
@@ -260,6 +266,37 @@ pub fn subflow_destroy(family: u16, seq: u32, s: &SubflowDestroy) -> Vec<u8> {
     b.finish()
 }
 
+/// `MPTCP_PM_CMD_SET_FLAGS` of the userspace PM (with `NLM_F_ACK`): marks the subflow
+/// `s.local` → `s.remote` of connection `s.token` backup or not. The kernel sends MP_PRIO on it,
+/// so both ends' schedulers use it only when no active subflow is left
+/// (net/mptcp/pm_userspace.c `mptcp_userspace_pm_set_flags`). The flags attribute is sent even
+/// when clear: it is what "not backup" is.
+pub fn set_flags(family: u16, seq: u32, s: &SubflowDestroy, backup: bool) -> Vec<u8> {
+    let mut b = Builder::new(
+        family,
+        NLM_F_REQUEST | NLM_F_ACK,
+        seq,
+        MPTCP_PM_CMD_SET_FLAGS,
+        MPTCP_PM_VER,
+    );
+    b.attr(MPTCP_PM_ATTR_TOKEN, &s.token.to_ne_bytes());
+    let flags = if backup { MPTCP_PM_ADDR_FLAG_BACKUP } else { 0 };
+    for (nest, a, flags) in [
+        (MPTCP_PM_ATTR_ADDR, s.local, Some(flags)),
+        (MPTCP_PM_ATTR_ADDR_REMOTE, s.remote, None),
+    ] {
+        b.begin_nest(nest);
+        b.attr(MPTCP_PM_ADDR_ATTR_FAMILY, &AF_INET.to_ne_bytes());
+        b.attr(MPTCP_PM_ADDR_ATTR_ADDR4, &a.ip().octets());
+        b.attr(MPTCP_PM_ADDR_ATTR_PORT, &a.port().to_ne_bytes());
+        if let Some(f) = flags {
+            b.attr(MPTCP_PM_ADDR_ATTR_FLAGS, &f.to_ne_bytes());
+        }
+        b.end_nest();
+    }
+    b.finish()
+}
+
 /// One netlink message out of a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Msg<'a> {
@@ -393,6 +430,45 @@ pub fn parse_event(payload: &[u8]) -> Option<Event> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
+
+    #[test]
+    fn set_flags_layout() {
+        let sub = SubflowDestroy {
+            token: 0x0a0b_0c0d,
+            local: SocketAddrV4::new(Ipv4Addr::new(198, 18, 10, 2), 0x9c40),
+            remote: SocketAddrV4::new(Ipv4Addr::new(198, 18, 21, 2), 0x2001),
+        };
+        for (backup, flags) in [(true, 4u32), (false, 0)] {
+            let m = set_flags(0x1d, 9, &sub, backup);
+            assert_eq!(
+                u32::from_ne_bytes(m[0..4].try_into().unwrap()) as usize,
+                m.len()
+            );
+            // genlmsghdr: cmd SET_FLAGS (7), version 1.
+            assert_eq!(&m[16..20], &[7, 1, 0, 0]);
+            let a = attrs(&m[20..]);
+            assert_eq!(a.len(), 3);
+            assert_eq!(
+                a[0],
+                (MPTCP_PM_ATTR_TOKEN, &0x0a0b_0c0du32.to_ne_bytes()[..])
+            );
+            let local = attrs(a[1].1);
+            assert_eq!(a[1].0, MPTCP_PM_ATTR_ADDR);
+            assert_eq!(local[1], (MPTCP_PM_ADDR_ATTR_ADDR4, &[198, 18, 10, 2][..]));
+            assert_eq!(
+                local[2],
+                (MPTCP_PM_ADDR_ATTR_PORT, &0x9c40u16.to_ne_bytes()[..])
+            );
+            assert_eq!(
+                local[3],
+                (MPTCP_PM_ADDR_ATTR_FLAGS, &flags.to_ne_bytes()[..])
+            );
+            let remote = attrs(a[2].1);
+            assert_eq!(a[2].0, MPTCP_PM_ATTR_ADDR_REMOTE);
+            assert_eq!(remote.len(), 3, "no flags on the remote address");
+            assert_eq!(remote[1], (MPTCP_PM_ADDR_ATTR_ADDR4, &[198, 18, 21, 2][..]));
+        }
+    }
 
     #[test]
     fn subflow_destroy_layout() {

@@ -224,6 +224,15 @@ struct RunArgs {
     /// paths' rate finds the room (docs/mmsg.md "Latency under load").
     #[arg(long, env = "MMSG_SEND_TIME_GAIN", default_value_t = 2.0)]
     send_time_gain: f64,
+    /// Slow subflows: a subflow that delivers less than this share of its connection's rate
+    /// while its smoothed RTT is more than twice the fastest subflow's (a queue, not its path),
+    /// two 1-second rounds in a row, is marked backup (MP_PRIO), so its head-of-line delay no
+    /// longer holds the fast subflows' data; it is tried again after 10 s, then 20, 40, 80 s
+    /// while it stays slow, one slow second ending a try (docs/mmsg.md "Slow subflows"); 0:
+    /// never (every subflow carries data whatever its rate).
+    #[arg(long, env = "MMSG_SLOW_SUBFLOW_SHARE", default_value_t = 0.0625,
+          value_parser = parse_share)]
+    slow_subflow_share: f64,
     /// Skip the host set-up (sysctls, policy rules); the TUN device and its routes are still set.
     #[arg(long, env = "MMSG_NO_SETUP")]
     no_setup: bool,
@@ -264,6 +273,17 @@ impl Congestion {
             Congestion::Bbr => Some("bbr"),
             Congestion::Reno => Some("reno"),
         }
+    }
+}
+
+/// `--slow-subflow-share`: a share of a connection's rate, 0 ≤ x < 0.5 (at 0.5 and above every
+/// subflow but the fastest of two would be "slow").
+fn parse_share(s: &str) -> Result<f64, String> {
+    let x: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..0.5).contains(&x) {
+        Ok(x)
+    } else {
+        Err(format!("{x} is not a share in [0, 0.5)"))
     }
 }
 
@@ -320,6 +340,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     send_budget: a.send_budget,
                     send_time_budget: a.send_time_budget.into(),
                     send_time_gain: a.send_time_gain,
+                    slow_subflow_share: a.slow_subflow_share,
                 },
                 control: a.control.control,
                 no_setup: a.no_setup,

@@ -152,6 +152,18 @@ impl MptcpPathManager {
         transact(&sock, seq, &msg).map(|_| ())
     }
 
+    /// Marks one subflow backup or active again (`MPTCP_PM_CMD_SET_FLAGS`; blocking, call from
+    /// `spawn_blocking`): the slow-subflow policy's act ([`mpa::slow_subflows`]).
+    pub fn set_backup(&self, s: &SubflowDestroy, backup: bool) -> Result<(), MptcpPmError> {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let msg = genl::set_flags(self.family, seq, s, backup);
+        let sock = self
+            .sock
+            .lock()
+            .map_err(|_| io::Error::other("path manager lock poisoned"))?;
+        transact(&sock, seq, &msg).map(|_| ())
+    }
+
     /// Starts a thread that listens to the PM events (logs at DEBUG, counts subflow events). The
     /// subscription is what makes the kernel accept incoming joins under the userspace PM.
     pub fn spawn_event_listener(&self, stats: Arc<Stats>) -> Result<(), MptcpPmError> {

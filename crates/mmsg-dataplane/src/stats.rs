@@ -151,6 +151,13 @@ counters! {
     subflow_create_ok,
     /// Subflow requests the kernel refused.
     subflow_create_err,
+    /// Subflows marked backup because they delivered less than `--slow-subflow-share` of their
+    /// connection's rate at over twice the fastest subflow's RTT (`MPTCP_PM_CMD_SET_FLAGS`, [`mpa::slow_subflows`]).
+    subflows_demoted,
+    /// Demoted subflows made active again to measure them (the policy's probes).
+    subflows_probed,
+    /// `MPTCP_PM_CMD_SET_FLAGS` requests the kernel refused.
+    subflow_flags_err,
     /// PM events: subflow established.
     pm_sub_established,
     /// PM events: subflow closed.

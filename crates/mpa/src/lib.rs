@@ -53,6 +53,7 @@ pub mod path_group;
 pub mod queue;
 pub mod resequencer;
 pub mod scheduler;
+pub mod slow_subflows;
 pub mod subflow_health;
 pub mod uplink_lb;
 pub mod virtio;

@@ -44,6 +44,7 @@ mod outbound;
 mod preauth;
 mod reverse;
 mod shared;
+mod slow_paths;
 mod socket;
 mod subflows;
 mod tun_rx;

@@ -50,6 +50,9 @@ pub struct SocketOpts {
     pub send_time_budget: Duration,
     /// The budget's gain on the minimum RTT ([`mpa::queue::InflightBudget::new`]).
     pub send_time_gain: f64,
+    /// Subflows that deliver less than this share of their connection's rate while queued are
+    /// marked backup ([`mpa::slow_subflows`]); 0: never.
+    pub slow_subflow_share: f64,
 }
 
 /// How subflows are managed.

@@ -36,6 +36,7 @@ use mpa::Class;
 use tracing::{debug, info, warn};
 
 use super::conn_io::{subflow_queue, ConnCounters};
+use super::slow_paths::SlowPaths;
 use super::socket::{apply_send_budget, check_fallback};
 use super::{ConnEvent, ConnKey, OutQueue, PathManagement, Shared, TunEvent};
 use crate::genl::{SubflowCreate, SubflowDestroy};
@@ -138,6 +139,7 @@ pub(super) async fn run(
     // Whether the connection has an established subflow, as last told to the TUN task (a new
     // establishment starts with one).
     let mut paths_live = true;
+    let mut slow = SlowPaths::new(sh);
     loop {
         let mut tick = SUBFLOW_CHECK;
         if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
@@ -177,6 +179,12 @@ pub(super) async fn run(
         }
         let complete = live.len() >= pairs.len();
         let tcpinfo = sys::mptcp_subflow_tcpinfo(fd).unwrap_or_default();
+        if let Some(slow) = slow.as_mut().filter(|_| !fb) {
+            // The addresses again, right after the `tcp_info`: subflows may have come and gone
+            // since `present` (the policy pairs them by position).
+            let addrs = sys::mptcp_subflow_addrs(fd).unwrap_or_default();
+            slow.round(sh, name, info.token, &addrs, &tcpinfo).await;
+        }
         let samples: Vec<SubflowSample> = tcpinfo.iter().map(sample).collect();
         let socket_unacked = sys::outq_bytes(fd).unwrap_or(0);
         apply_send_budget(
