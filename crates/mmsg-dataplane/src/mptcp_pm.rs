@@ -130,33 +130,27 @@ impl MptcpPathManager {
 
     /// Creates one subflow (blocking; call from `spawn_blocking`).
     pub fn subflow_create(&self, s: &SubflowCreate) -> Result<(), MptcpPmError> {
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let msg = genl::subflow_create(self.family, seq, s);
-        let sock = self
-            .sock
-            .lock()
-            .map_err(|_| io::Error::other("path manager lock poisoned"))?;
-        transact(&sock, seq, &msg).map(|_| ())
+        self.request(|family, seq| genl::subflow_create(family, seq, s))
     }
 
     /// Closes one subflow (blocking; call from `spawn_blocking`). The kernel pushes the data that
     /// was in flight on it again over the connection's other subflows (`__mptcp_close_ssk` →
     /// `__mptcp_retransmit_pending_data`): what fast failover relies on.
     pub fn subflow_destroy(&self, s: &SubflowDestroy) -> Result<(), MptcpPmError> {
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let msg = genl::subflow_destroy(self.family, seq, s);
-        let sock = self
-            .sock
-            .lock()
-            .map_err(|_| io::Error::other("path manager lock poisoned"))?;
-        transact(&sock, seq, &msg).map(|_| ())
+        self.request(|family, seq| genl::subflow_destroy(family, seq, s))
     }
 
     /// Marks one subflow backup or active again (`MPTCP_PM_CMD_SET_FLAGS`; blocking, call from
     /// `spawn_blocking`): the slow-subflow policy's act ([`mpa::slow_subflows`]).
     pub fn set_backup(&self, s: &SubflowDestroy, backup: bool) -> Result<(), MptcpPmError> {
+        self.request(|family, seq| genl::set_flags(family, seq, s, backup))
+    }
+
+    /// One command with `NLM_F_ACK` built by `build(family, seq)`, answered by the kernel's ACK
+    /// or error (blocking).
+    fn request(&self, build: impl FnOnce(u16, u32) -> Vec<u8>) -> Result<(), MptcpPmError> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let msg = genl::set_flags(self.family, seq, s, backup);
+        let msg = build(self.family, seq);
         let sock = self
             .sock
             .lock()

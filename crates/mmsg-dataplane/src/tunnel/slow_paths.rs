@@ -71,7 +71,7 @@ impl SlowPaths {
                     Stats::inc(&sh.stats.subflows_demoted);
                     info!(
                         conn = name, %local, %remote,
-                        "subflow marked backup: it carried less than {:.1} % of its connection's \
+                        "subflow marked backup: it carried less than {:.2} % of its connection's \
                          rate at over twice the fastest subflow's RTT (head-of-line cost above \
                          its gain)",
                         sh.opts.slow_subflow_share * 100.0
