@@ -225,10 +225,11 @@ struct RunArgs {
     #[arg(long, env = "MMSG_SEND_TIME_GAIN", default_value_t = 2.0)]
     send_time_gain: f64,
     /// Slow subflows: a subflow that delivers less than this share of its connection's rate
-    /// while its smoothed RTT is more than twice the fastest subflow's (a queue, not its path),
-    /// two 1-second rounds in a row, is marked backup (MP_PRIO), so its head-of-line delay no
-    /// longer holds the fast subflows' data; it is tried again after 10 s, then 20, 40, 80 s
-    /// while it stays slow, one slow second ending a try (docs/mmsg.md "Slow subflows"); 0:
+    /// while its smoothed RTT is more than twice the fastest subflow's and 10 ms longer (a
+    /// queue, not its path), two 1-second rounds in a row, is marked backup (MP_PRIO), so its
+    /// head-of-line delay no longer holds the fast subflows' data; it is tried again after 10 s,
+    /// then 20, 40, 80 s while it stays slow (only while the connection is busy), one slow second
+    /// ending a try (docs/mmsg.md "Slow subflows"); 0:
     /// never (every subflow carries data whatever its rate).
     #[arg(long, env = "MMSG_SLOW_SUBFLOW_SHARE", default_value_t = 0.0625,
           value_parser = parse_share)]

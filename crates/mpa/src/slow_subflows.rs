@@ -12,8 +12,10 @@
 //!   second).
 //! - A subflow is **slow** in a round when it delivered less than `share` of what the
 //!   connection's active subflows delivered together **and** its smoothed RTT is more than
-//!   [`RTT_FACTOR`] times that of the subflow that delivered most: data sent on it arrives that
-//!   much later, and holds the fast subflows' data at the receiver meanwhile. The RTT test is
+//!   [`RTT_FACTOR`] times that of the subflow that delivered most, and at least [`RTT_EXCESS`]
+//!   longer: data sent on it arrives that much later, and holds the fast subflows' data at the
+//!   receiver meanwhile (a few milliseconds, as on a LAN or a CPU-bound host, cost nothing worth
+//!   a path). The RTT test is
 //!   what keeps a lightly loaded connection's idle subflows: their RTT is their path's, not a
 //!   queue's, however little the kernel's scheduler gave them. (The writer is not saturated in
 //!   the case this is for: one inner TCP flow, held back by the head-of-line delay, leaves the
@@ -24,7 +26,9 @@
 //!   [`PROBE_FIRST`], doubling each time it is found slow again, at most [`PROBE_MAX`]) it is
 //!   made active again and judged afresh; one slow round demotes a probed subflow again (the
 //!   probe costs head-of-line delay while it lasts). One that is no longer slow stays active and
-//!   its interval starts over.
+//!   its interval starts over. A probe falls due only in a loaded round (one that carried
+//!   [`MIN_JUDGED_RATE`]): probed while the connection idles, the subflow would be active when
+//!   the next transfer starts and cost it head-of-line delay until a loaded round judged it.
 //! - A subflow not seen in a round is forgotten (a re-created subflow starts active).
 //!
 //! The backup flag also keeps the kernel's failover: when every active subflow is gone, the
@@ -35,6 +39,8 @@ use std::time::{Duration, Instant};
 
 /// A slow subflow's smoothed RTT is more than this many times the fastest subflow's.
 pub const RTT_FACTOR: u32 = 2;
+/// A slow subflow's smoothed RTT is also at least this much longer than the fastest subflow's.
+pub const RTT_EXCESS: Duration = Duration::from_millis(10);
 /// Rounds in a row a subflow must be slow in before it is demoted.
 pub const SLOW_ROUNDS: u8 = 2;
 /// First probe of a demoted subflow, after it was demoted.
@@ -141,17 +147,18 @@ impl<K: Ord + Copy> SlowSubflows<K> {
             }
         }
         let mut marks = Vec::new();
-        let judged = self.share > 0.0
-            && gap.is_some_and(|g| g <= MAX_ROUND_GAP && !g.is_zero())
-            && rates.len() >= 2;
-        if judged {
-            let secs = gap.map_or(1.0, |g| g.as_secs_f64());
-            let total: u64 = rates.iter().map(|(_, d, _)| d).sum();
+        let total: u64 = rates.iter().map(|(_, d, _)| d).sum();
+        let loaded = self.share > 0.0
+            && gap.is_some_and(|g| {
+                g <= MAX_ROUND_GAP
+                    && !g.is_zero()
+                    && total as f64 / g.as_secs_f64() >= MIN_JUDGED_RATE as f64
+            });
+        if loaded && rates.len() >= 2 {
             let fastest = rates
                 .iter()
                 .max_by_key(|(_, d, _)| *d)
-                .map(|&(k, _, rtt)| (k, rtt))
-                .filter(|_| total as f64 / secs >= MIN_JUDGED_RATE as f64);
+                .map(|&(k, _, rtt)| (k, rtt));
             if let Some((fastest, fast_rtt)) = fastest {
                 for (k, d, rtt) in &rates {
                     let Some(e) = self.subflows.get_mut(k) else {
@@ -159,7 +166,8 @@ impl<K: Ord + Copy> SlowSubflows<K> {
                     };
                     let slow = *k != fastest
                         && (*d as f64) < self.share * total as f64
-                        && *rtt > fast_rtt * RTT_FACTOR;
+                        && *rtt > fast_rtt * RTT_FACTOR
+                        && *rtt >= fast_rtt + RTT_EXCESS;
                     if !slow {
                         e.slow_rounds = 0;
                         if e.probing {
@@ -188,7 +196,7 @@ impl<K: Ord + Copy> SlowSubflows<K> {
             }
         }
         for (k, e) in &mut self.subflows {
-            if e.backup && e.probe_at.is_some_and(|t| now >= t) {
+            if loaded && e.backup && e.probe_at.is_some_and(|t| now >= t) {
                 e.backup = false;
                 e.probe_at = None;
                 e.probing = true;
@@ -384,6 +392,79 @@ mod tests {
         let (p, marks) = run_two(40, |r| if r >= 10 { 2_000_000 } else { 100_000 });
         assert_eq!(marks, vec![(2, true), (12, false)]);
         assert_eq!(p.demoted(), 0);
+    }
+
+    #[test]
+    fn a_short_rtt_difference_is_not_slow() {
+        // A CPU-bound host or a LAN: RTTs of a few hundred microseconds, one subflow at 3x the
+        // fastest's and 1 % of the rate: it costs no head-of-line delay worth a path.
+        let t0 = Instant::now();
+        let mut p = SlowSubflows::new(1.0 / 16.0);
+        let rtts = [
+            900 * Duration::from_micros(1),
+            300 * Duration::from_micros(1),
+        ];
+        for r in 0..10 {
+            assert!(p
+                .round(
+                    t0 + r as u32 * S,
+                    &with_rtts(r, &[10_000, 1_000_000], &rtts)
+                )
+                .is_empty());
+        }
+        // The same rates with 9 ms more (below the excess) are kept; 10 ms more is slow.
+        let mut p = SlowSubflows::new(1.0 / 16.0);
+        for r in 0..10 {
+            let rtts = [12 * MS, 3 * MS];
+            assert!(p
+                .round(
+                    t0 + r as u32 * S,
+                    &with_rtts(r, &[10_000, 1_000_000], &rtts)
+                )
+                .is_empty());
+        }
+        let mut p = SlowSubflows::new(1.0 / 16.0);
+        let marks: Vec<_> = (0..3)
+            .flat_map(|r| {
+                let rtts = [13 * MS, 3 * MS];
+                p.round(
+                    t0 + r as u32 * S,
+                    &with_rtts(r, &[10_000, 1_000_000], &rtts),
+                )
+            })
+            .collect();
+        assert_eq!(
+            marks,
+            vec![Mark {
+                key: 1,
+                backup: true
+            }]
+        );
+    }
+
+    #[test]
+    fn a_probe_waits_for_a_loaded_round() {
+        let t0 = Instant::now();
+        let mut p = SlowSubflows::new(1.0 / 16.0);
+        let mut marks = Vec::new();
+        for r in 0..3 {
+            marks.extend(p.round(t0 + r as u32 * S, &samples(r, &TABLE1)));
+        }
+        assert_eq!(p.demoted(), 2);
+        // The connection idles from round 3 to round 30 (counters stand still), well past the
+        // 10-s probe: nothing is probed.
+        for r in 3..30 {
+            assert!(
+                p.round(t0 + r as u32 * S, &samples(2, &TABLE1)).is_empty(),
+                "round {r}"
+            );
+        }
+        // A transfer starts: the first loaded round probes both, the next demotes them again.
+        let probes = p.round(t0 + 30 * S, &samples(3, &TABLE1));
+        assert_eq!(probes.iter().filter(|m| !m.backup).count(), 2, "{probes:?}");
+        assert_eq!(p.demoted(), 0);
+        let again = p.round(t0 + 31 * S, &samples(4, &TABLE1));
+        assert_eq!(again.iter().filter(|m| m.backup).count(), 2, "{again:?}");
     }
 
     #[test]
