@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use super::{case_estimate_secs, fmt_duration, read_report, Experiment, SYSTEM_UP_SECS};
+use super::{case_estimate_secs, fmt_duration, read_report, Case, Experiment, SYSTEM_UP_SECS};
 
 /// The experiment files of the paper's evaluation, in the order they run.
 pub const FILES: [&str; 4] = ["table1", "case-a", "case-b", "unequal"];
@@ -212,17 +212,20 @@ pub fn plan(o: &Options) -> anyhow::Result<Vec<Step>> {
                 })
                 .map(|c| c.id)
                 .collect();
-            let cases: Vec<u32> = f
+            let todo: Vec<Case> = f
                 .resolve()?
-                .iter()
-                .map(|c| c.id)
-                .filter(|id| !done.contains(id))
+                .into_iter()
+                .filter(|c| !done.contains(&c.id))
                 .collect();
-            if cases.is_empty() {
+            if todo.is_empty() {
                 continue;
             }
-            let per_case =
-                case_estimate_secs(secs, exp.omit_secs, reps, f.udp_offered_mbit.is_some());
+            let cases: Vec<u32> = todo.iter().map(|c| c.id).collect();
+            let udp = f.udp_offered_mbit.is_some();
+            let cases_secs: u64 = todo
+                .iter()
+                .map(|c| case_estimate_secs(secs, exp.omit_secs, reps, udp, c))
+                .sum();
             // Table I's end-to-end MPTCP column: one more measurement per case on a 2x2 testbed.
             let e2e = if f.e2e_mptcp {
                 SYSTEM_UP_SECS / 3 + u64::from(secs + 5)
@@ -234,7 +237,7 @@ pub fn plan(o: &Options) -> anyhow::Result<Vec<Step>> {
                 experiment: name.to_owned(),
                 figure: f.id.clone(),
                 cases,
-                est_secs: SYSTEM_UP_SECS + n * (per_case + e2e),
+                est_secs: SYSTEM_UP_SECS + cases_secs + n * e2e,
             });
         }
     }

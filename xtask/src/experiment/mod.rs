@@ -268,6 +268,12 @@ fn apply_case(
 
 /// Seconds the background flows run before a measurement starts (slow start, queues filled).
 const BACKGROUND_WARMUP: Duration = Duration::from_secs(3);
+/// Seconds a measurement with background TCP takes beyond its traffic and warm-up, per member
+/// bottleneck that carries background flows (starting and stopping its iperf3 pairs; iperf3's
+/// control connection crosses the congested tunnel), for the runtime estimate. Measured
+/// 2026-11-28: Fig. 11(c) (8 members) 19.3 s per measurement of 8 + 2 s, Fig. 11(a) (16 members)
+/// 26.8 s; the estimate without this term said 13 s for both.
+const BACKGROUND_MEMBER_SECS: f64 = 0.7;
 /// How much longer than a measurement's traffic the background flows are started for.
 const BACKGROUND_SPARE_SECS: u32 = 120;
 
@@ -416,9 +422,18 @@ fn fmt_duration(secs: u64) -> String {
 }
 
 /// Estimated seconds of one case: `reps` × (IPoMP, baseline and, with `udp`, UDP over IPoMP)
-/// measurements of `secs` + `omit` each, plus their overhead and the bottleneck change.
-fn case_estimate_secs(secs: u32, omit: u32, reps: u32, udp: bool) -> u64 {
-    let per_measure = u64::from(secs + omit) + MEASURE_OVERHEAD_SECS;
+/// measurements of `secs` + `omit` each, plus their overhead and the bottleneck change. With
+/// background TCP (Case B) every measurement also starts and stops the background flows:
+/// [`BACKGROUND_WARMUP`] plus [`BACKGROUND_MEMBER_SECS`] per member bottleneck that carries them.
+fn case_estimate_secs(secs: u32, omit: u32, reps: u32, udp: bool, case: &Case) -> u64 {
+    let background = match case.background {
+        Background::Tcp => {
+            let loaded = members(case).iter().filter(|(_, _, v)| *v > 0.0).count() as f64;
+            (BACKGROUND_WARMUP.as_secs_f64() + BACKGROUND_MEMBER_SECS * loaded).round() as u64
+        }
+        Background::Meter | Background::Udp => 0,
+    };
+    let per_measure = u64::from(secs + omit) + MEASURE_OVERHEAD_SECS + background;
     u64::from(reps) * (2 + u64::from(udp)) * per_measure + 1
 }
 
@@ -467,12 +482,12 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
         + plan
             .iter()
             .flat_map(|(_, v)| v.iter())
-            .map(|(fi, _)| {
+            .map(|(fi, c)| {
                 let udp = exp
                     .figures
                     .get(*fi)
                     .is_some_and(|f| f.udp_offered_mbit.is_some());
-                case_estimate_secs(secs, omit, reps, udp)
+                case_estimate_secs(secs, omit, reps, udp, c)
             })
             .sum::<u64>();
     println!(
@@ -1000,6 +1015,38 @@ mod tests {
         // Every member's first hop is its own: one bottleneck per member path.
         let hops: BTreeSet<_> = r.values().map(|v| first_hop(v).unwrap()).collect();
         assert_eq!(hops.len(), 16);
+    }
+
+    #[test]
+    fn the_estimate_counts_the_background_flows_start_and_stop() {
+        let exp = Experiment::load(
+            Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap(),
+            "case-b",
+        )
+        .unwrap();
+        let fig = |id: &str| {
+            let f = exp.figures.iter().find(|f| f.id == id).unwrap();
+            f.resolve().unwrap().remove(0)
+        };
+        // Fig. 11(a): 16 loaded members, 3 + 0.7 × 16 ≈ 14 s more per measurement of 8 + 2 s:
+        // 6 × 27 s (measured 2026-11-28: 161 s for case 2, 3 reps).
+        assert_eq!(
+            case_estimate_secs(8, 2, 3, false, &fig("fig11a")),
+            6 * 27 + 1
+        );
+        // Fig. 11(c): 8 members, 3 + 5.6 ≈ 9 s more (measured 19.3 s per measurement).
+        assert_eq!(
+            case_estimate_secs(8, 2, 3, false, &fig("fig11c")),
+            6 * 22 + 1
+        );
+        // Without background TCP nothing is added.
+        let table1 = Experiment::load(
+            Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap(),
+            "table1",
+        )
+        .unwrap();
+        let c = table1.figures[0].resolve().unwrap().remove(0);
+        assert_eq!(case_estimate_secs(10, 2, 3, true, &c), 9 * 15 + 1);
     }
 
     #[test]
