@@ -1019,11 +1019,8 @@ mod tests {
 
     #[test]
     fn the_estimate_counts_the_background_flows_start_and_stop() {
-        let exp = Experiment::load(
-            Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap(),
-            "case-b",
-        )
-        .unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let exp = Experiment::load(root, "case-b").unwrap();
         let fig = |id: &str| {
             let f = exp.figures.iter().find(|f| f.id == id).unwrap();
             f.resolve().unwrap().remove(0)
@@ -1040,11 +1037,7 @@ mod tests {
             6 * 22 + 1
         );
         // Without background TCP nothing is added.
-        let table1 = Experiment::load(
-            Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap(),
-            "table1",
-        )
-        .unwrap();
+        let table1 = Experiment::load(root, "table1").unwrap();
         let c = table1.figures[0].resolve().unwrap().remove(0);
         assert_eq!(case_estimate_secs(10, 2, 3, true, &c), 9 * 15 + 1);
     }

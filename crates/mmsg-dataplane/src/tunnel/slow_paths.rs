@@ -72,8 +72,8 @@ impl SlowPaths {
                     info!(
                         conn = name, %local, %remote,
                         "subflow marked backup: it carried less than {:.2} % of its connection's \
-                         rate at over twice the fastest subflow's RTT (head-of-line cost above \
-                         its gain)",
+                         rate at over twice (and 10 ms above) the fastest subflow's RTT \
+                         (head-of-line cost above its gain)",
                         sh.opts.slow_subflow_share * 100.0
                     );
                 }
