@@ -14,7 +14,12 @@
 //! round replaces the group with four members through transits (≥ 5× the capacity).
 //!
 //! Every `POLL` `GET /api/v1/path-groups/1/2` is sampled; the flow's rate per second comes from the
-//! iperf3 sender. `xtask/tests/e2e_adaptive.rs` (`auto_path_configuration_...`) runs it.
+//! iperf3 sender. [`PROBE_AFTER`] seconds after the group is replaced a second TCP flow (the
+//! probe) starts and runs to the end: what both carry together is what the new group carries,
+//! whatever state the first flow's congestion control is left in by the flood (it saw seconds
+//! of RTT and RTOs, and after them recovers at its own pace: measured in one run, its window grew
+//! from 172 to 210 segments in 6 s at 160 ms RTT, `ss -ti` in h1). `xtask/tests/e2e_adaptive.rs`
+//! (`auto_path_configuration_...`) runs it.
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -43,7 +48,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            secs: 34,
+            secs: 38,
             flood_at: 10,
             rate_mbit: 4.0,
             background_mbit: 3.6,
@@ -79,12 +84,30 @@ pub struct Timeline {
     pub samples: Vec<Sample>,
     /// `ssc`'s log lines about automatic path configuration changes.
     pub changes: Vec<String>,
+    /// When the probe flow started, seconds (none: the group was not replaced early enough).
+    pub probe_at: Option<f64>,
+    /// The probe flow's sender rate per second from its start, Mbit/s.
+    pub probe_mbps: Vec<f64>,
+    /// `mmsg` 1's log lines about its subflows (deaths, demotions, re-creations).
+    pub gw1_subflow_events: Vec<String>,
 }
 
 impl Timeline {
     /// Mean sender rate over seconds [from, to).
     pub fn mean(&self, from: u32, to: u32) -> f64 {
         crate::stats::mean_of_seconds(&self.mbps, from, to)
+    }
+
+    /// The first whole second both flows ran, and the mean rate of both together from then to
+    /// the end, Mbit/s (none without a probe flow).
+    pub fn after_both(&self) -> Option<(u32, f64)> {
+        let at = self.probe_at?;
+        let from = at.ceil() as u32;
+        let first = crate::stats::mean_of_seconds(&self.mbps, from, self.settings.secs);
+        // The probe's second `i` is [at + i, at + i + 1): the same seconds, up to the fraction.
+        let probe_secs = self.settings.secs.saturating_sub(from);
+        let probe = crate::stats::mean_of_seconds(&self.probe_mbps, 0, probe_secs);
+        Some((from, first + probe))
     }
 
     /// When the group first had only members through transits, seconds.
@@ -104,6 +127,14 @@ impl Timeline {
 
 /// How often the group is sampled.
 const POLL: Duration = Duration::from_millis(500);
+
+/// Seconds after the replacement (the first sample with members through transits only) the
+/// probe flow starts: the reopened connections carry by then.
+pub const PROBE_AFTER: f64 = 4.0;
+/// The probe flow runs at least this long, seconds (else it does not start).
+const PROBE_MIN_SECS: u32 = 5;
+/// The probe flow's iperf3 port.
+const PROBE_PORT: u16 = 5404;
 
 /// The direct member paths of 1 → 2.
 pub const DIRECT: [&str; 4] = ["1a>2a", "1a>2b", "1b>2a", "1b>2b"];
@@ -167,6 +198,8 @@ fn run_with(opts: &RunOptions, settings: &Settings, paths: &Path) -> anyhow::Res
     let t0 = Instant::now();
     let mut samples = Vec::new();
     let mut flooding = false;
+    let mut replaced: Option<f64> = None;
+    let mut probe: Option<(f64, congestion::Flow)> = None;
     while t0.elapsed() < Duration::from_secs(u64::from(settings.secs)) {
         let t = t0.elapsed().as_secs_f64();
         if !flooding && t >= f64::from(settings.flood_at) {
@@ -178,14 +211,30 @@ fn run_with(opts: &RunOptions, settings: &Settings, paths: &Path) -> anyhow::Res
             flooding = true;
         }
         if let Ok(v) = sys.api().get("/api/v1/path-groups/1/2") {
-            samples.push(Sample {
+            let s = Sample {
                 t,
                 members: group_members(&v),
-            });
+            };
+            if replaced.is_none() && s.all_transit() {
+                replaced = Some(t);
+            }
+            samples.push(s);
+        }
+        let left = settings.secs.saturating_sub(t.ceil() as u32);
+        let due = replaced.is_some_and(|r| t >= r + PROBE_AFTER);
+        if due && probe.is_none() && left >= PROBE_MIN_SECS {
+            let p =
+                congestion::Flow::start(&sys, PROBE_PORT, left).context("start the probe flow")?;
+            probe = Some((t0.elapsed().as_secs_f64(), p));
         }
         std::thread::sleep(POLL);
     }
     let (mbps, _, _) = flow.finish()?;
+    let (probe_at, probe_mbps) = match probe {
+        Some((at, p)) => (Some(at), p.finish()?.0),
+        None => (None, Vec::new()),
+    };
+    let gw1_subflow_events = subflow_events(&sys.mmsg_log(1));
     let changes = std::fs::read_to_string(sys.ssc_log())
         .unwrap_or_default()
         .lines()
@@ -198,5 +247,19 @@ fn run_with(opts: &RunOptions, settings: &Settings, paths: &Path) -> anyhow::Res
         mbps,
         samples,
         changes,
+        probe_at,
+        probe_mbps,
+        gw1_subflow_events,
     })
+}
+
+/// The log lines of `log` about subflows but the routine "subflow up" (before the flood there
+/// are none: the run starts from new gateways).
+fn subflow_events(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("subflow") && !l.contains("subflow up"))
+        .map(str::to_owned)
+        .collect()
 }

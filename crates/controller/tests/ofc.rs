@@ -348,10 +348,10 @@ fn diff_modify_replace_delete() {
     let mut f0 = want[0].clone();
     f0.actions.pop();
     have[0].flow = Some(f0);
-    // 1: other match → DELETE by cookie, then ADD.
+    // 1: other match → ADD, then DELETE_STRICT of the old one (make before break).
     let mut f1 = want[1].clone();
     f1.matches.in_port = Some(77);
-    have[1].flow = Some(f1);
+    have[1].flow = Some(f1.clone());
     // 2: installed twice → DELETE + ADD.
     have.push(have[2].clone());
     // 3: something the IR cannot express → DELETE + ADD.
@@ -378,23 +378,29 @@ fn diff_modify_replace_delete() {
     let ops: BTreeSet<String> = d.ops.iter().map(|o| format!("{o:?}")).collect();
     assert_eq!(d.modifies(), 1);
     assert!(d.ops.contains(&FlowOp::Modify(want[0].clone())));
+    assert!(d.ops.contains(&FlowOp::Retire(f1.clone())), "{ops:?}");
+    assert!(!d.ops.contains(&FlowOp::Delete(want[1].cookie)), "{ops:?}");
     for i in [1, 2, 3] {
-        assert!(d.ops.contains(&FlowOp::Delete(want[i].cookie)), "{ops:?}");
         assert!(d.ops.contains(&FlowOp::Add(want[i].clone())));
+    }
+    for i in [2, 3] {
+        assert!(d.ops.contains(&FlowOp::Delete(want[i].cookie)), "{ops:?}");
     }
     assert!(d.ops.contains(&FlowOp::Add(want[4].clone())));
     assert!(d.ops.contains(&FlowOp::Delete(stale)));
     assert!(d.ops.contains(&FlowOp::Delete(Cookie(Cookie::TAG | 0xff))));
     assert_eq!((d.adds(), d.deletes()), (4, 5));
     assert_eq!(d.unchanged, 52 - 5);
-    // Deletes come before every add of the same cookie; the FLOW_MODs are what they say.
+    // Make before break: unknown cookies first, then every add, then every delete; the
+    // FLOW_MODs are what they say.
     let steps = plan(&std::iter::once((branch(1), d)).collect());
     assert_eq!(steps[0].phase, Phase::RemoveUnknown);
-    let mut seen_install = false;
+    let mut seen_remove = false;
     for s in &steps {
         match s.phase {
-            Phase::Install(_) => seen_install = true,
-            _ => assert!(!seen_install, "a delete after an install"),
+            Phase::RemoveUnknown => {}
+            Phase::Install(_) => assert!(!seen_remove, "an install after a delete"),
+            Phase::Remove(_) => seen_remove = true,
         }
         for op in &s.ops[&branch(1)] {
             let fm = op.to_flow_mod();
@@ -405,6 +411,12 @@ fn diff_modify_replace_delete() {
                     assert_eq!(fm.command, FlowModCommand::Delete);
                     assert_eq!((fm.cookie, fm.cookie_mask), (c.0, u64::MAX));
                 }
+                FlowOp::Retire(f) => {
+                    assert_eq!(fm.command, FlowModCommand::DeleteStrict);
+                    assert_eq!((fm.cookie, fm.cookie_mask), (f.cookie.0, u64::MAX));
+                    assert_eq!((fm.table_id, fm.priority), (f.table, f.priority));
+                    assert_eq!(fm.match_, FlowOp::Add(f.clone()).to_flow_mod().match_);
+                }
             }
         }
     }
@@ -414,10 +426,14 @@ fn diff_modify_replace_delete() {
 /// half-installed: whenever a source entry exists, its transit and destination entries exist too
 /// (per direction), on the switches the compiled tables put them on.
 fn check_never_half_installed(old: &FlowTables, new: &FlowTables) -> usize {
-    let mut model: BTreeMap<BranchId, BTreeMap<Cookie, FlowEntry>> = old
+    // Per switch, per cookie, the flows with it (two while a replaced one is not yet retired).
+    let mut model: BTreeMap<BranchId, BTreeMap<Cookie, Vec<FlowEntry>>> = old
         .iter()
-        .map(|(b, fs)| (b, fs.iter().map(|f| (f.cookie, f.clone())).collect()))
+        .map(|(b, fs)| (b, fs.iter().map(|f| (f.cookie, vec![f.clone()])).collect()))
         .collect();
+    let same_slot = |a: &FlowEntry, b: &FlowEntry| {
+        (a.table, a.priority, &a.matches) == (b.table, b.priority, &b.matches)
+    };
     let diffs = update_diffs(old, new, model.keys().copied().collect::<Vec<_>>());
     let steps = plan(&diffs);
     let order: Vec<usize> = steps
@@ -431,23 +447,37 @@ fn check_never_half_installed(old: &FlowTables, new: &FlowTables) -> usize {
             .collect()
     };
     let (w_old, w_new) = (where_(old), where_(new));
+    // Whether a flow present on switch `b` comes from table `t` (both if unchanged).
+    let from = |t: &FlowTables, b: BranchId, f: &FlowEntry| t.switch(b).contains(f);
     for s in &steps {
         for (b, ops) in &s.ops {
             let m = model.entry(*b).or_default();
             for op in ops {
                 match op {
                     FlowOp::Add(f) | FlowOp::Modify(f) => {
-                        m.insert(f.cookie, f.clone());
+                        let fs = m.entry(f.cookie).or_default();
+                        fs.retain(|g| !same_slot(g, f));
+                        fs.push(f.clone());
                     }
                     FlowOp::Delete(c) => {
                         m.remove(c);
                     }
+                    FlowOp::Retire(f) => {
+                        let fs = m.get_mut(&f.cookie).expect("retires a flow the switch has");
+                        let before = fs.len();
+                        fs.retain(|g| !same_slot(g, f));
+                        assert_eq!(fs.len() + 1, before, "retires exactly one flow: {f}");
+                        if fs.is_empty() {
+                            m.remove(&f.cookie);
+                        }
+                    }
                 }
             }
         }
-        // Check every source entry present anywhere.
+        // Every source entry present anywhere (each version: the old table's, the new one's)
+        // has the transit and destination entries of its own table.
         for (b, flows) in &model {
-            for c in flows.keys() {
+            for (c, versions) in flows {
                 let Some(CookieInfo::Swap {
                     code,
                     direction,
@@ -457,22 +487,30 @@ fn check_never_half_installed(old: &FlowTables, new: &FlowTables) -> usize {
                 else {
                     continue;
                 };
-                for role in [HopRole::Transit, HopRole::Destination] {
-                    let need = Cookie::swap(code, direction, role, 0);
-                    let at = w_new.get(&need).or(w_old.get(&need));
-                    if let Some(at) = at {
-                        assert!(
-                            model[at].contains_key(&need),
-                            "after {:?}: source {c} on {b:?} without {need} on {at:?}",
-                            s.phase
-                        );
+                for f in versions {
+                    for (table, w) in [(old, &w_old), (new, &w_new)] {
+                        if !from(table, *b, f) {
+                            continue;
+                        }
+                        for role in [HopRole::Transit, HopRole::Destination] {
+                            let need = Cookie::swap(code, direction, role, 0);
+                            let Some(at) = w.get(&need) else { continue };
+                            let want = table.switch(*at).iter().find(|g| g.cookie == need);
+                            assert!(
+                                model[at]
+                                    .get(&need)
+                                    .is_some_and(|fs| want.is_some_and(|w| fs.contains(w))),
+                                "after {:?}: source {c} on {b:?} without its {need} on {at:?}",
+                                s.phase
+                            );
+                        }
                     }
                 }
             }
         }
     }
     for (b, fs) in new.iter() {
-        let have: Vec<&FlowEntry> = model[&b].values().collect();
+        let have: Vec<&FlowEntry> = model[&b].values().flatten().collect();
         let mut want: Vec<&FlowEntry> = fs.iter().collect();
         want.sort_by_key(|f| f.cookie);
         assert_eq!(have, want, "switch {b:?} ends equal to the new table");

@@ -44,7 +44,7 @@ use tokio::net::UnixStream;
 enum Seen {
     /// ADD or MODIFY_STRICT of this cookie.
     Install(u64),
-    /// DELETE of this cookie.
+    /// DELETE (or DELETE_STRICT) of this cookie.
     Delete(u64),
     /// A barrier answered.
     Barrier,
@@ -100,6 +100,12 @@ fn apply(model: &mut Model, fm: &ofproto::message::FlowMod) {
         FlowModCommand::Delete => model
             .flows
             .retain(|f| f.cookie & fm.cookie_mask != fm.cookie & fm.cookie_mask),
+        FlowModCommand::DeleteStrict => model.flows.retain(|f| {
+            !(f.table_id == fm.table_id
+                && f.priority == fm.priority
+                && f.match_ == fm.match_
+                && f.cookie & fm.cookie_mask == fm.cookie & fm.cookie_mask)
+        }),
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -181,7 +187,10 @@ impl FakeSwitch {
                             other => panic!("unexpected multipart {other:?}"),
                         },
                         Body::FlowMod(fm) => {
-                            let seen = if fm.command == FlowModCommand::Delete {
+                            let seen = if matches!(
+                                fm.command,
+                                FlowModCommand::Delete | FlowModCommand::DeleteStrict
+                            ) {
                                 Seen::Delete(fm.cookie)
                             } else {
                                 Seen::Install(fm.cookie)
@@ -378,7 +387,7 @@ async fn updates_go_stage_by_stage_and_a_stuck_switch_stalls_nobody() {
         !sws[3].model.lock().unwrap().connected
     })
     .await;
-    // Globally: no delete after an install; the installs come in stage order (destination,
+    // Globally, make before break: no install after a delete; the installs come in stage order (destination,
     // transit, source), and before the first entry of a later stage every switch that got an
     // entry of the earlier stage had answered a barrier after it.
     let log = log.lock().unwrap().clone();
@@ -391,13 +400,13 @@ async fn updates_go_stage_by_stage_and_a_stuck_switch_stalls_nobody() {
         },
         other => panic!("unexpected cookie {c:#x}: {other:?}"),
     };
-    let first_install = log
+    let first_delete = log
         .iter()
-        .position(|(_, e)| matches!(e, Seen::Install(_)))
+        .position(|(_, e)| matches!(e, Seen::Delete(_)))
         .unwrap();
-    assert!(log[first_install..]
+    assert!(log[first_delete..]
         .iter()
-        .all(|(_, e)| !matches!(e, Seen::Delete(_))));
+        .all(|(_, e)| !matches!(e, Seen::Install(_))));
     assert!(log
         .iter()
         .any(|(sw, e)| *sw == 4 && matches!(e, Seen::Delete(_))));

@@ -108,6 +108,19 @@ pub fn delete_cookie(cookie: Cookie) -> FlowMod {
     }
 }
 
+/// OFPFC_DELETE_STRICT of exactly `f` (its table, priority and match, and its cookie).
+pub fn delete_strict(f: &FlowEntry) -> FlowMod {
+    FlowMod {
+        cookie: f.cookie.0,
+        cookie_mask: u64::MAX,
+        table_id: f.table,
+        command: FlowModCommand::DeleteStrict,
+        priority: f.priority,
+        match_: to_match(&f.matches),
+        ..FlowMod::default()
+    }
+}
+
 /// The multipart FLOW request for every flow this controller owns (our cookie tag).
 pub fn dump_request() -> Body {
     Body::MultipartRequest(MultipartRequest::new(MultipartRequestBody::Flow(

@@ -9,14 +9,26 @@
 //! | nothing                                   | flow f             | ADD f                      |
 //! | exactly f                                 | f                  | nothing                    |
 //! | one flow, same table/priority/match as f  | f, other actions   | MODIFY_STRICT f            |
-//! | anything else (other match, duplicates, a flow the IR cannot express) | f | DELETE c, ADD f |
+//! | one flow g, same table, other priority or match | f            | ADD f, then DELETE_STRICT g |
+//! | anything else (other table, duplicates, a flow the IR cannot express) | f | DELETE c, ADD f |
 //! | anything                                  | nothing            | DELETE c (cookie-masked)   |
 //!
-//! [`plan`] orders the operations of one or many switches into [`Step`]s: first the deletes, in
-//! removal order (source, transit, destination, patch), then the adds and modifies in install
-//! order (patch, destination, transit, source). The driver sends one step's operations to every
-//! switch in it, then a barrier to each, and starts the next step only when every barrier is
-//! answered, so a member path is never half-installed in either direction.
+//! [`plan`] orders the operations of one or many switches into [`Step`]s, make before break:
+//! first the adds and modifies in install order (patch, destination, transit, source), then the
+//! deletes (by cookie, and of replaced flows) in removal order (source, transit, destination,
+//! patch); only flows of ours whose cookie does not decode are deleted before everything. The
+//! driver sends one step's operations to every switch in it, then a barrier to each, and starts
+//! the next step only when every barrier is answered, so a member path, the old one as well as
+//! the new one, is never half-installed in either direction.
+//!
+//! Make before break matters when a member path moves (automatic path configuration replacing
+//! a direct member by one through a transit changes its entries' priority and, at the
+//! destination, their match): the old entries keep carrying until the new ones are in place.
+//! Deleted first (until 2026-11-28), the gateway's packets met only the pass-through patch flow
+//! for the few milliseconds of the update; Open vSwitch's userspace datapath cached that
+//! (`actions:<wan port>`, the old direct path) and in ~1 of 10 runs of `e2e_adaptive auto_path`
+//! kept the cached flow for the rest of the run (`ovs-appctl dpctl/dump-flows`), so one uplink's
+//! subflows stayed on the congested direct hops.
 //! The same functions serve a switch that (re)connects (its dump vs the compiled table) and an
 //! inventory change (the old compiled table vs the new one, on every connected switch).
 use std::collections::BTreeMap;
@@ -56,13 +68,16 @@ pub enum FlowOp {
     Modify(FlowEntry),
     /// OFPFC_DELETE of every flow with this cookie.
     Delete(Cookie),
+    /// OFPFC_DELETE_STRICT of this flow (table, priority and match; its cookie): the one a
+    /// flow with the same cookie but another priority or match replaced.
+    Retire(FlowEntry),
 }
 
 impl FlowOp {
     /// The cookie it acts on.
     pub fn cookie(&self) -> Cookie {
         match self {
-            FlowOp::Add(f) | FlowOp::Modify(f) => f.cookie,
+            FlowOp::Add(f) | FlowOp::Modify(f) | FlowOp::Retire(f) => f.cookie,
             FlowOp::Delete(c) => *c,
         }
     }
@@ -81,6 +96,7 @@ impl FlowOp {
             FlowOp::Add(f) => flowmod::flow_mod(f, FlowModCommand::Add),
             FlowOp::Modify(f) => flowmod::flow_mod(f, FlowModCommand::ModifyStrict),
             FlowOp::Delete(c) => flowmod::delete_cookie(*c),
+            FlowOp::Retire(f) => flowmod::delete_strict(f),
         }
     }
 
@@ -90,13 +106,15 @@ impl FlowOp {
         let stage = match self.cookie().decode() {
             Some(CookieInfo::Patch { .. }) => Stage::Patch,
             Some(CookieInfo::Swap { .. }) => match self {
-                FlowOp::Add(f) | FlowOp::Modify(f) => f.stage().unwrap_or(Stage::Source),
+                FlowOp::Add(f) | FlowOp::Modify(f) | FlowOp::Retire(f) => {
+                    f.stage().unwrap_or(Stage::Source)
+                }
                 FlowOp::Delete(c) => stage_of(*c),
             },
             None => return Phase::RemoveUnknown,
         };
         match self {
-            FlowOp::Delete(_) => Phase::Remove(stage),
+            FlowOp::Delete(_) | FlowOp::Retire(_) => Phase::Remove(stage),
             _ => Phase::Install(stage),
         }
     }
@@ -119,24 +137,24 @@ fn stage_of(c: Cookie) -> Stage {
 pub enum Phase {
     /// Flows with our tag whose cookie does not decode (an older controller's).
     RemoveUnknown,
-    /// Deletes of one stage.
+    /// Deletes (by cookie, and of replaced flows) of one stage.
     Remove(Stage),
     /// Adds and modifies of one stage.
     Install(Stage),
 }
 
-/// The order of phases: removal source → transit → destination → patch, then installation
-/// patch → destination → transit → source.
+/// The order of phases (make before break): the unknown cookies, then installation patch →
+/// destination → transit → source, then removal source → transit → destination → patch.
 pub const PHASES: [Phase; 9] = [
     Phase::RemoveUnknown,
-    Phase::Remove(Stage::Source),
-    Phase::Remove(Stage::Transit),
-    Phase::Remove(Stage::Destination),
-    Phase::Remove(Stage::Patch),
     Phase::Install(Stage::Patch),
     Phase::Install(Stage::Destination),
     Phase::Install(Stage::Transit),
     Phase::Install(Stage::Source),
+    Phase::Remove(Stage::Source),
+    Phase::Remove(Stage::Transit),
+    Phase::Remove(Stage::Destination),
+    Phase::Remove(Stage::Patch),
 ];
 
 /// What one switch needs.
@@ -165,11 +183,11 @@ impl Diff {
             .count()
     }
 
-    /// Number of DELETEs.
+    /// Number of DELETEs (by cookie, and the DELETE_STRICTs of replaced flows).
     pub fn deletes(&self) -> usize {
         self.ops
             .iter()
-            .filter(|o| matches!(o, FlowOp::Delete(_)))
+            .filter(|o| matches!(o, FlowOp::Delete(_) | FlowOp::Retire(_)))
             .count()
     }
 
@@ -200,6 +218,12 @@ pub fn diff(installed: &[Installed], desired: &[FlowEntry]) -> Diff {
                     if g.table == f.table && g.priority == f.priority && g.matches == f.matches =>
                 {
                     out.ops.push(FlowOp::Modify(f.clone()));
+                }
+                // Make before break: the new flow cannot overwrite the old one (another
+                // priority or match), so both are in the table for a moment.
+                Some(g) if g.table == f.table => {
+                    out.ops.push(FlowOp::Add(f.clone()));
+                    out.ops.push(FlowOp::Retire(g.clone()));
                 }
                 _ => {
                     out.ops.push(FlowOp::Delete(f.cookie));
