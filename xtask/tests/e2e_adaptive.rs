@@ -80,10 +80,12 @@ fn a_short_pair_grows_its_groups_gains_and_gives_them_back_when_idle() {
 /// alone would keep ≈ 10 %: 4 × 0.4 of 4 × 4 Mbit/s). "After" is what the first flow and a
 /// second one (the probe, started [`xtask::auto_paths::PROBE_AFTER`] s after the replacement)
 /// carry together until the end: the first flow alone recovers at its own congestion control's
-/// pace after the flood's seconds of RTT and RTOs (in CI on 2026-11-28 it stayed at 7.2 Mbit/s
-/// for the 12 s after the replacement, 0.45 of before; of 17 local runs that day one was 0.72,
-/// the others 0.86–1.00), and its rate alone is printed, not bounded. The reaction was 2 s in the first
-/// run, too short to measure the congested phase on its own: the flood-to-replacement window is
+/// pace after the flood's seconds of RTT and RTOs, so its rate alone is printed, not bounded.
+/// In CI on 2026-11-28 this test caught `ssc` deleting a moved member's old entries before
+/// adding the new ones: OVS kept the pass-through flow it had cached meanwhile, one uplink's
+/// subflows stayed on the congested direct hops (after/before 0.45; docs/ssc.md, fixed by make
+/// before break in `ofc::reconcile`). The reaction was 2 s in the first run, too short to
+/// measure the congested phase on its own: the flood-to-replacement window is
 /// printed, not bounded. gw1's subflow events are printed for the diagnosis.
 ///
 /// Measured on 2026-11-26, three runs on a quiet machine: before 15.6 / 15.5 / 15.9 Mbit/s,
