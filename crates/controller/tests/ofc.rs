@@ -352,9 +352,9 @@ fn diff_modify_replace_delete() {
     let mut f1 = want[1].clone();
     f1.matches.in_port = Some(77);
     have[1].flow = Some(f1.clone());
-    // 2: installed twice → DELETE + ADD.
+    // 2: installed twice → DELETE (a purge, before every install) + ADD.
     have.push(have[2].clone());
-    // 3: something the IR cannot express → DELETE + ADD.
+    // 3: something the IR cannot express → DELETE (a purge) + ADD.
     have[3].flow = None;
     // 4: missing → ADD.
     have.remove(4);
@@ -384,7 +384,7 @@ fn diff_modify_replace_delete() {
         assert!(d.ops.contains(&FlowOp::Add(want[i].clone())));
     }
     for i in [2, 3] {
-        assert!(d.ops.contains(&FlowOp::Delete(want[i].cookie)), "{ops:?}");
+        assert!(d.ops.contains(&FlowOp::Purge(want[i].cookie)), "{ops:?}");
     }
     assert!(d.ops.contains(&FlowOp::Add(want[4].clone())));
     assert!(d.ops.contains(&FlowOp::Delete(stale)));
@@ -394,11 +394,24 @@ fn diff_modify_replace_delete() {
     // Make before break: unknown cookies first, then every add, then every delete; the
     // FLOW_MODs are what they say.
     let steps = plan(&std::iter::once((branch(1), d)).collect());
-    assert_eq!(steps[0].phase, Phase::RemoveUnknown);
+    assert_eq!(steps[0].phase, Phase::Clear);
+    // No delete by cookie after an add of that cookie (it would delete the new flow too).
+    let flat: Vec<&FlowOp> = steps.iter().flat_map(|s| &s.ops[&branch(1)]).collect();
+    for (i, op) in flat.iter().enumerate() {
+        if let FlowOp::Add(f) = op {
+            assert!(
+                !flat[i..]
+                    .iter()
+                    .any(|o| matches!(o, FlowOp::Delete(c) | FlowOp::Purge(c) if *c == f.cookie)),
+                "{:?} deleted after its add",
+                f.cookie
+            );
+        }
+    }
     let mut seen_remove = false;
     for s in &steps {
         match s.phase {
-            Phase::RemoveUnknown => {}
+            Phase::Clear => {}
             Phase::Install(_) => assert!(!seen_remove, "an install after a delete"),
             Phase::Remove(_) => seen_remove = true,
         }
@@ -407,7 +420,7 @@ fn diff_modify_replace_delete() {
             match op {
                 FlowOp::Add(_) => assert_eq!(fm.command, FlowModCommand::Add),
                 FlowOp::Modify(_) => assert_eq!(fm.command, FlowModCommand::ModifyStrict),
-                FlowOp::Delete(c) => {
+                FlowOp::Delete(c) | FlowOp::Purge(c) => {
                     assert_eq!(fm.command, FlowModCommand::Delete);
                     assert_eq!((fm.cookie, fm.cookie_mask), (c.0, u64::MAX));
                 }
@@ -459,7 +472,7 @@ fn check_never_half_installed(old: &FlowTables, new: &FlowTables) -> usize {
                         fs.retain(|g| !same_slot(g, f));
                         fs.push(f.clone());
                     }
-                    FlowOp::Delete(c) => {
+                    FlowOp::Delete(c) | FlowOp::Purge(c) => {
                         m.remove(c);
                     }
                     FlowOp::Retire(f) => {

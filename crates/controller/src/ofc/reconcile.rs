@@ -10,13 +10,14 @@
 //! | exactly f                                 | f                  | nothing                    |
 //! | one flow, same table/priority/match as f  | f, other actions   | MODIFY_STRICT f            |
 //! | one flow g, same table, other priority or match | f            | ADD f, then DELETE_STRICT g |
-//! | anything else (other table, duplicates, a flow the IR cannot express) | f | DELETE c, ADD f |
+//! | anything else (other table, duplicates, a flow the IR cannot express) | f | DELETE c first, ADD f |
 //! | anything                                  | nothing            | DELETE c (cookie-masked)   |
 //!
 //! [`plan`] orders the operations of one or many switches into [`Step`]s, make before break:
 //! first the adds and modifies in install order (patch, destination, transit, source), then the
 //! deletes (by cookie, and of replaced flows) in removal order (source, transit, destination,
-//! patch); only flows of ours whose cookie does not decode are deleted before everything. The
+//! patch); only the flows of ours whose cookie does not decode, and those replaced by deleting
+//! their cookie ([`FlowOp::Purge`]: the new flow has it too), are deleted before everything. The
 //! driver sends one step's operations to every switch in it, then a barrier to each, and starts
 //! the next step only when every barrier is answered, so a member path, the old one as well as
 //! the new one, is never half-installed in either direction.
@@ -66,8 +67,12 @@ pub enum FlowOp {
     Add(FlowEntry),
     /// OFPFC_MODIFY_STRICT (same table, priority and match; new actions).
     Modify(FlowEntry),
-    /// OFPFC_DELETE of every flow with this cookie.
+    /// OFPFC_DELETE of every flow with this cookie (it is gone from the switch's table).
     Delete(Cookie),
+    /// OFPFC_DELETE of every flow with this cookie before its flow is added again (the switch
+    /// has it twice, in another table, or in a form the IR cannot express): runs before every
+    /// install, or it would delete the new flow too.
+    Purge(Cookie),
     /// OFPFC_DELETE_STRICT of this flow (table, priority and match; its cookie): the one a
     /// flow with the same cookie but another priority or match replaced.
     Retire(FlowEntry),
@@ -78,7 +83,7 @@ impl FlowOp {
     pub fn cookie(&self) -> Cookie {
         match self {
             FlowOp::Add(f) | FlowOp::Modify(f) | FlowOp::Retire(f) => f.cookie,
-            FlowOp::Delete(c) => *c,
+            FlowOp::Delete(c) | FlowOp::Purge(c) => *c,
         }
     }
 
@@ -95,26 +100,29 @@ impl FlowOp {
         match self {
             FlowOp::Add(f) => flowmod::flow_mod(f, FlowModCommand::Add),
             FlowOp::Modify(f) => flowmod::flow_mod(f, FlowModCommand::ModifyStrict),
-            FlowOp::Delete(c) => flowmod::delete_cookie(*c),
+            FlowOp::Delete(c) | FlowOp::Purge(c) => flowmod::delete_cookie(*c),
             FlowOp::Retire(f) => flowmod::delete_strict(f),
         }
     }
 
-    /// When it runs: deletes in removal order, adds and modifies in install order. A cookie of
-    /// ours that does not decode is deleted first of all.
+    /// When it runs: adds and modifies in install order, then deletes in removal order. A
+    /// cookie of ours that does not decode, and a purge, are deleted first of all.
     pub fn phase(&self) -> Phase {
+        if matches!(self, FlowOp::Purge(_)) {
+            return Phase::Clear;
+        }
         let stage = match self.cookie().decode() {
             Some(CookieInfo::Patch { .. }) => Stage::Patch,
             Some(CookieInfo::Swap { .. }) => match self {
                 FlowOp::Add(f) | FlowOp::Modify(f) | FlowOp::Retire(f) => {
                     f.stage().unwrap_or(Stage::Source)
                 }
-                FlowOp::Delete(c) => stage_of(*c),
+                FlowOp::Delete(c) | FlowOp::Purge(c) => stage_of(*c),
             },
-            None => return Phase::RemoveUnknown,
+            None => return Phase::Clear,
         };
         match self {
-            FlowOp::Delete(_) | FlowOp::Retire(_) => Phase::Remove(stage),
+            FlowOp::Delete(_) | FlowOp::Purge(_) | FlowOp::Retire(_) => Phase::Remove(stage),
             _ => Phase::Install(stage),
         }
     }
@@ -135,18 +143,19 @@ fn stage_of(c: Cookie) -> Stage {
 /// When an operation runs; [`PHASES`] is the order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Phase {
-    /// Flows with our tag whose cookie does not decode (an older controller's).
-    RemoveUnknown,
+    /// Deletes before everything: flows with our tag whose cookie does not decode (an older
+    /// controller's), and [`FlowOp::Purge`]s.
+    Clear,
     /// Deletes (by cookie, and of replaced flows) of one stage.
     Remove(Stage),
     /// Adds and modifies of one stage.
     Install(Stage),
 }
 
-/// The order of phases (make before break): the unknown cookies, then installation patch →
+/// The order of phases (make before break): the clearing deletes, then installation patch →
 /// destination → transit → source, then removal source → transit → destination → patch.
 pub const PHASES: [Phase; 9] = [
-    Phase::RemoveUnknown,
+    Phase::Clear,
     Phase::Install(Stage::Patch),
     Phase::Install(Stage::Destination),
     Phase::Install(Stage::Transit),
@@ -183,11 +192,11 @@ impl Diff {
             .count()
     }
 
-    /// Number of DELETEs (by cookie, and the DELETE_STRICTs of replaced flows).
+    /// Number of DELETEs (by cookie, purges, and the DELETE_STRICTs of replaced flows).
     pub fn deletes(&self) -> usize {
         self.ops
             .iter()
-            .filter(|o| matches!(o, FlowOp::Delete(_) | FlowOp::Retire(_)))
+            .filter(|o| matches!(o, FlowOp::Delete(_) | FlowOp::Purge(_) | FlowOp::Retire(_)))
             .count()
     }
 
@@ -226,12 +235,12 @@ pub fn diff(installed: &[Installed], desired: &[FlowEntry]) -> Diff {
                     out.ops.push(FlowOp::Retire(g.clone()));
                 }
                 _ => {
-                    out.ops.push(FlowOp::Delete(f.cookie));
+                    out.ops.push(FlowOp::Purge(f.cookie));
                     out.ops.push(FlowOp::Add(f.clone()));
                 }
             },
             Some(_) => {
-                out.ops.push(FlowOp::Delete(f.cookie));
+                out.ops.push(FlowOp::Purge(f.cookie));
                 out.ops.push(FlowOp::Add(f.clone()));
             }
         }

@@ -81,6 +81,6 @@ pub fn full_plan(t: &controller::swap::FlowTables) -> Vec<reconcile::Step> {
 pub fn stage(step: &reconcile::Step) -> controller::swap::Stage {
     match step.phase {
         reconcile::Phase::Install(s) | reconcile::Phase::Remove(s) => s,
-        reconcile::Phase::RemoveUnknown => panic!("no unknown cookies here"),
+        reconcile::Phase::Clear => panic!("no unknown cookies or purges here"),
     }
 }
