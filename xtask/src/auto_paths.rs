@@ -234,13 +234,11 @@ fn run_with(opts: &RunOptions, settings: &Settings, paths: &Path) -> anyhow::Res
         Some((at, p)) => (Some(at), p.finish()?.0),
         None => (None, Vec::new()),
     };
-    let gw1_subflow_events = subflow_events(&sys.mmsg_log(1));
-    let changes = std::fs::read_to_string(sys.ssc_log())
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("auto path configuration"))
-        .map(str::to_owned)
-        .collect();
+    // gw1's subflow events but the routine "subflow up" (none before the flood: new gateways).
+    let gw1_subflow_events = log_lines(&sys.mmsg_log(1), |l| {
+        l.contains("subflow") && !l.contains("subflow up")
+    });
+    let changes = log_lines(&sys.ssc_log(), |l| l.contains("auto path configuration"));
     drop(sys);
     Ok(Timeline {
         settings: settings.clone(),
@@ -253,13 +251,12 @@ fn run_with(opts: &RunOptions, settings: &Settings, paths: &Path) -> anyhow::Res
     })
 }
 
-/// The log lines of `log` about subflows but the routine "subflow up" (before the flood there
-/// are none: the run starts from new gateways).
-fn subflow_events(log: &Path) -> Vec<String> {
+/// The lines of the log file `log` that `keep` (none if it cannot be read).
+fn log_lines(log: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
-        .filter(|l| l.contains("subflow") && !l.contains("subflow up"))
+        .filter(|l| keep(l))
         .map(str::to_owned)
         .collect()
 }
