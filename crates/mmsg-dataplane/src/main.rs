@@ -224,6 +224,21 @@ struct RunArgs {
     /// paths' rate finds the room (docs/mmsg.md "Latency under load").
     #[arg(long, env = "MMSG_SEND_TIME_GAIN", default_value_t = 2.0)]
     send_time_gain: f64,
+    /// Pace each tunnel connection's writer at its paths' measured bottleneck rate (the
+    /// subflows' delivery rate samples, BBR's probe cycle of gains 1.25 / 0.75 / 1), so the
+    /// WAN's bottleneck queue stays short and the standing queue is the gateway's per-flow one
+    /// (docs/mmsg.md "Pacing"); best with --send-time-budget as the in-flight cap. Off by
+    /// default.
+    #[arg(long, env = "MMSG_PACING")]
+    pacing: bool,
+    /// With --pacing: the queue the pacer's drain round leaves on the paths at most (it lasts
+    /// until what is in flight is the bandwidth-delay product plus this much, up to 2 rounds).
+    #[arg(long, env = "MMSG_PACING_QUEUE_TARGET", default_value = "5ms")]
+    pacing_queue_target: humantime::Duration,
+    /// With --pacing: a delivery-rate sample spans this many rounds (minimum RTTs) of what the
+    /// subflows acknowledged.
+    #[arg(long, env = "MMSG_PACING_RATE_ROUNDS", default_value_t = 4)]
+    pacing_rate_rounds: u32,
     /// Slow subflows: a subflow that delivers less than this share of its connection's rate
     /// while its smoothed RTT is more than twice the fastest subflow's and 10 ms longer (a
     /// queue, not its path), two 1-second rounds in a row, is marked backup (MP_PRIO), so its
@@ -341,6 +356,10 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     send_budget: a.send_budget,
                     send_time_budget: a.send_time_budget.into(),
                     send_time_gain: a.send_time_gain,
+                    pacing: a.pacing.then_some(mpa::queue::pacing::PacerConfig {
+                        queue_target: a.pacing_queue_target.into(),
+                        rate_rounds: a.pacing_rate_rounds,
+                    }),
                     slow_subflow_share: a.slow_subflow_share,
                 },
                 control: a.control.control,

@@ -18,6 +18,7 @@ use mpa::framing::{
     Deframer, Frame, FrameType, Inbound, InboundConnection, InboundError, MAX_FRAME_LEN,
 };
 use mpa::gateway::{tun_write, ConnCore, Counters, Event, PacketDrop};
+use mpa::queue::pacing::{stricter, TokenBucket};
 use mpa::queue::{write_gate, Gate, SubflowQueue};
 use mpa::write_size::WriteSizer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -212,7 +213,9 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
     let mut batch = Batch::new();
     let max_batch = sh.opts.max_batch.max(1);
     let mut sizer = WriteSizer::new(sh.opts.write_chunk, max_batch);
+    let mut bucket = TokenBucket::new();
     loop {
+        let now = Instant::now();
         let gate = match oq {
             Some(q) => {
                 let budget = q.inflight_budget.load(Ordering::Relaxed);
@@ -223,13 +226,14 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                     committed_bytes(fd, budget)
                 };
                 let rate = q.delivery_rate.load(Ordering::Relaxed);
-                committed.map_or(Gate::Write(max_batch), |c| {
+                let window = committed.map_or(Gate::Write(max_batch), |c| {
                     write_gate(c, budget, rate, max_batch)
-                })
+                });
+                let paced = bucket.gate(now, q.pacing_rate.load(Ordering::Relaxed), max_batch);
+                stricter(window, paced)
             }
             _ => Gate::Write(max_batch),
         };
-        let now = Instant::now();
         let mut budget_wait = None;
         let deadline = {
             let mut c = core.lock().unwrap_or_else(PoisonError::into_inner);
@@ -273,6 +277,11 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
             batch.fill(room, || {
                 c.poll_transmit(now).map(|t| (t.frame, t.keepalive))
             });
+            if let Some(q) = oq.filter(|_| c.queued_bytes() > 0) {
+                // Data left behind: the paths limit this connection (the pacer's sample may
+                // lower its rate).
+                q.backlogged.store(true, Ordering::Relaxed);
+            }
             publish_core(st, &before, c.counters());
             c.poll_timeout()
         };
@@ -307,6 +316,7 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                 }
             }
             let done = batch.written();
+            bucket.spend(done.bytes);
             if let Some(rk) = rekey.as_deref_mut() {
                 if rk.on_written(done.bytes, Instant::now())? {
                     Stats::inc(&st.tls_key_updates);

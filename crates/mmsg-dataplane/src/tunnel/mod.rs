@@ -34,6 +34,8 @@
 //!   deadline, the pre-auth buffer) and the rate limit of refusal log lines; pure.
 //! - `socket`: MPTCP socket options, the class's DSCP mark, the fallback check, TCP keepalives
 //!   behind NAT.
+//! - `pacing`: the driver of a connection's [`mpa::queue::pacing::Pacer`] (`--pacing`): samples
+//!   the subflows' delivery rates and hands the writer the rate to pace at.
 //! - `reverse`: an accepted connection from a remote behind NAT carries our traffic to it too
 //!   (docs/nat.md).
 
@@ -41,6 +43,7 @@ mod batch;
 mod conn_io;
 mod inbound;
 mod outbound;
+mod pacing;
 mod preauth;
 mod reverse;
 mod shared;

@@ -139,6 +139,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
                 oq.inflight_bps.store(0, Ordering::Relaxed);
                 oq.inflight_budget.store(0, Ordering::Relaxed);
                 oq.delivery_rate.store(0, Ordering::Relaxed);
+                oq.pacing_rate.store(0, Ordering::Relaxed);
                 sh.send(TunEvent::Conn(ConnEvent { key, up: false }));
                 if matches!(end, ConnEnd::Dead(_)) {
                     Stats::inc(&sh.stats.conn_dead);

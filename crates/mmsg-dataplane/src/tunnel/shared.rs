@@ -50,6 +50,9 @@ pub struct SocketOpts {
     pub send_time_budget: Duration,
     /// The budget's gain on the minimum RTT ([`mpa::queue::InflightBudget::new`]).
     pub send_time_gain: f64,
+    /// Pace each connection's writer at its paths' measured bottleneck rate
+    /// ([`mpa::queue::pacing`]) with these settings; `None`: not paced.
+    pub pacing: Option<mpa::queue::pacing::PacerConfig>,
     /// Subflows that deliver less than this share of their connection's rate while queued are
     /// marked backup ([`mpa::slow_subflows`]); 0: never.
     pub slow_subflow_share: f64,
@@ -112,6 +115,11 @@ pub struct OutQueue {
     pub(super) inflight_budget: AtomicU64,
     /// The delivery rate that budget was made of, bytes/s (the writer's drain-time estimate).
     pub(super) delivery_rate: AtomicU64,
+    /// The rate the writer paces at ([`mpa::queue::pacing::Pacer`]), bytes/s; 0: not paced.
+    pub(super) pacing_rate: AtomicU64,
+    /// Set by the writer when it leaves data in the queue (the paths, not the traffic, limit
+    /// it), cleared by the pacer's sample: whether that sample may lower the rate.
+    pub(super) backlogged: AtomicBool,
     /// Held by the accepted connection that carries this queue's traffic to a remote behind NAT
     /// (`reverse`): one at a time.
     pub(super) attach: tokio::sync::Mutex<()>,
@@ -134,6 +142,8 @@ impl OutQueue {
             queued_bytes: AtomicU64::new(0),
             inflight_budget: AtomicU64::new(0),
             delivery_rate: AtomicU64::new(0),
+            pacing_rate: AtomicU64::new(0),
+            backlogged: AtomicBool::new(false),
             attach: tokio::sync::Mutex::new(()),
             takeover: Notify::new(),
         }

@@ -36,6 +36,7 @@ use mpa::Class;
 use tracing::{debug, info, warn};
 
 use super::conn_io::{subflow_queue, ConnCounters};
+use super::pacing::PacerDriver;
 use super::slow_paths::SlowPaths;
 use super::socket::{apply_send_budget, check_fallback};
 use super::{ConnEvent, ConnKey, OutQueue, PathManagement, Shared, TunEvent};
@@ -140,6 +141,7 @@ pub(super) async fn run(
     // establishment starts with one).
     let mut paths_live = true;
     let mut slow = SlowPaths::new(sh);
+    let mut pacer = sh.opts.pacing.map(|c| PacerDriver::new(oq, c));
     loop {
         let mut tick = SUBFLOW_CHECK;
         if let Some(f) = failover.as_mut().filter(|_| !fb && token != 0) {
@@ -162,6 +164,9 @@ pub(super) async fn run(
                 next_budget_sample = now + inflight::SAMPLE_PERIOD;
             }
             tick = tick.min(next_budget_sample.saturating_duration_since(now));
+        }
+        if let Some(p) = pacer.as_mut() {
+            tick = tick.min(p.tick(fd, oq));
         }
         let now = Instant::now();
         if now < next_round {

@@ -38,6 +38,7 @@ mod fifo;
 mod flow_hash;
 mod fq;
 pub mod inflight;
+pub mod pacing;
 mod sojourn;
 
 pub use aqm::{

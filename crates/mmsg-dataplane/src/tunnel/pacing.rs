@@ -1,0 +1,102 @@
+//! The driver of a connection's [`Pacer`] (`mmsg run --pacing`, [`mpa::queue::pacing`]): the
+//! subflow sampler calls [`PacerDriver::tick`] every loop; it reads the subflows' `tcp_info` every
+//! [`pacing::SAMPLE_PERIOD`] while the connection is busy ([`pacing::IDLE_SAMPLE_PERIOD`] when it
+//! is not), feeds the pacer and hands the rate to the writer (`OutQueue::pacing_rate`), which
+//! keeps to it with its [`mpa::queue::pacing::TokenBucket`]. `MMSG_LOG=mmsg_pacer=debug` logs
+//! every sample (phase, `BtlBw`, the rate sample, the pacing rate, the paths' queue).
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use mpa::queue::pacing::{self, Pacer, PacerConfig, RateSample};
+
+use super::conn_io::subflow_queue;
+use super::OutQueue;
+use crate::sys;
+
+type SubflowKey = (std::net::SocketAddrV4, std::net::SocketAddrV4);
+
+/// A connection's pacer and when to sample it next.
+#[derive(Debug)]
+pub(super) struct PacerDriver {
+    pacer: Pacer<SubflowKey>,
+    next: Instant,
+    busy: bool,
+}
+
+impl PacerDriver {
+    /// A pacer in `Startup` (a new establishment: the writer is not paced until it measured).
+    pub(super) fn new(oq: &OutQueue, config: PacerConfig) -> Self {
+        oq.pacing_rate.store(0, Ordering::Relaxed);
+        let now = Instant::now();
+        PacerDriver {
+            pacer: Pacer::new(now, config),
+            next: now,
+            busy: false,
+        }
+    }
+
+    /// Samples when due; returns how long until the next sample.
+    pub(super) fn tick(&mut self, fd: &OwnedFd, oq: &OutQueue) -> Duration {
+        let now = Instant::now();
+        if now >= self.next {
+            self.sample(fd, oq, now);
+            let period = if self.busy {
+                pacing::SAMPLE_PERIOD
+            } else {
+                pacing::IDLE_SAMPLE_PERIOD
+            };
+            self.next = now + period;
+        }
+        self.next.saturating_duration_since(now)
+    }
+
+    fn sample(&mut self, fd: &OwnedFd, oq: &OutQueue, now: Instant) {
+        let (Ok(present), Ok(infos)) =
+            (sys::mptcp_subflow_addrs(fd), sys::mptcp_subflow_tcpinfo(fd))
+        else {
+            // Fallen back to TCP (no MPTCP_TCPINFO): not paced.
+            oq.pacing_rate.store(0, Ordering::Relaxed);
+            return;
+        };
+        if present.len() != infos.len() {
+            // A subflow came or went between the two calls: the next sample.
+            return;
+        }
+        let backlogged = oq.backlogged.swap(false, Ordering::Relaxed);
+        let mut in_flight = 0;
+        self.pacer.handle_sample(
+            now,
+            backlogged,
+            present.iter().zip(&infos).map(|(k, t)| {
+                let held = subflow_queue(t).bytes();
+                in_flight += held;
+                (
+                    *k,
+                    RateSample {
+                        established: t.state == sys::TCP_ESTABLISHED,
+                        bytes_acked: t.bytes_acked,
+                        min_rtt_us: t.min_rtt_us,
+                        in_flight: held,
+                        srtt_us: t.rtt_us,
+                    },
+                )
+            }),
+        );
+        self.busy = backlogged || in_flight > 0;
+        tracing::debug!(
+            target: "mmsg_pacer",
+            phase = ?self.pacer.phase(),
+            btl_bw = self.pacer.bottleneck_rate(),
+            sample = self.pacer.last_rate_sample(),
+            pacing_rate = self.pacer.pacing_rate(),
+            queue_us = u64::try_from(self.pacer.queue_delay().as_micros()).unwrap_or(u64::MAX),
+            backlogged,
+            in_flight,
+            "pacer sample"
+        );
+        oq.pacing_rate
+            .store(self.pacer.pacing_rate(), Ordering::Relaxed);
+    }
+}
