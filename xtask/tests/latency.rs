@@ -13,7 +13,7 @@
 //! well below the budget's alone at the same goodput.
 //! A second test runs unequal uplinks (10 + 2 Mbit/s per branch) with the budget and without it:
 //! the budget must keep most of the goodput and still cut the queue.
-//! Needs root, iproute2 and iperf3. ~120 s + ~90 s on a quiet machine (the fairness case 13 +
+//! Needs root, iproute2 and iperf3. ~210 s + ~90 s on a quiet machine (the fairness case 13 +
 //! 18 s of the first, measured at load average 19).
 #![allow(
     clippy::unwrap_used,
