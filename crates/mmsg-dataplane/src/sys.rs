@@ -425,8 +425,6 @@ pub struct SubflowTcpInfo {
     pub last_ack_recv_ms: u32,
     /// `tcpi_last_data_recv`: ms since the subflow last received data (connection liveness).
     pub last_data_recv_ms: u32,
-    /// `tcpi_delivery_rate`, bytes/s: the kernel's latest per-ACK delivery rate sample (pacing).
-    pub delivery_rate: u64,
 }
 
 /// `getsockopt(SOL_MPTCP, MPTCP_TCPINFO)`: TCP state of every subflow, in the kernel's subflow
@@ -472,8 +470,6 @@ pub fn mptcp_subflow_tcpinfo(fd: impl AsFd) -> io::Result<Vec<SubflowTcpInfo>> {
             // struct tcp_info offsets 56 and 52.
             last_ack_recv_ms: u32_at(t, 56),
             last_data_recv_ms: u32_at(t, 52),
-            // struct tcp_info offset 160 (Linux >= 4.9).
-            delivery_rate: u64_at(t, 160),
         });
     }
     Ok(out)

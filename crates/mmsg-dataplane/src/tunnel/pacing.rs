@@ -9,7 +9,8 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use mpa::queue::pacing::{self, Pacer, PacerConfig, RateSample};
+use mpa::queue::inflight::DeliverySample;
+use mpa::queue::pacing::{self, Pacer, PacerConfig};
 
 use super::conn_io::subflow_queue;
 use super::OutQueue;
@@ -74,11 +75,11 @@ impl PacerDriver {
                 in_flight += held;
                 (
                     *k,
-                    RateSample {
+                    DeliverySample {
                         established: t.state == sys::TCP_ESTABLISHED,
                         bytes_acked: t.bytes_acked,
                         min_rtt_us: t.min_rtt_us,
-                        in_flight: held,
+                        queued: held,
                         srtt_us: t.rtt_us,
                     },
                 )

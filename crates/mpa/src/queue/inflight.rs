@@ -55,7 +55,8 @@ pub const MIN_WAIT: Duration = Duration::from_millis(1);
 /// stall it).
 pub const MAX_WAIT: Duration = Duration::from_millis(20);
 
-/// One subflow as sampled: the driver's figures from `tcp_info`.
+/// One subflow as sampled: the driver's figures from `tcp_info` (for the budget here and for
+/// the pacer, [`super::pacing::Pacer`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeliverySample {
     /// In TCP state ESTABLISHED.

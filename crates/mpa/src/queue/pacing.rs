@@ -34,7 +34,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::inflight::Gate;
+use super::inflight::{DeliverySample, Gate};
 
 /// How often the driver should sample the subflows while the connection is busy.
 pub const SAMPLE_PERIOD: Duration = Duration::from_millis(10);
@@ -114,21 +114,6 @@ pub const MIN_WAIT: Duration = Duration::from_millis(1);
 /// See [`MIN_WAIT`].
 pub const MAX_WAIT: Duration = Duration::from_millis(20);
 
-/// One subflow as sampled: the driver's figures from `tcp_info`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RateSample {
-    /// In TCP state ESTABLISHED.
-    pub established: bool,
-    /// `tcpi_bytes_acked` (its growth between samples is what the subflow delivered).
-    pub bytes_acked: u64,
-    /// `tcpi_min_rtt`, microseconds (0: none yet).
-    pub min_rtt_us: u32,
-    /// What it has in flight or unsent, bytes.
-    pub in_flight: u64,
-    /// `tcpi_rtt`, microseconds (smoothed; 0: none yet).
-    pub srtt_us: u32,
-}
-
 /// Where the pacer is in its cycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -200,7 +185,7 @@ impl<K: Ord + Copy> Pacer<K> {
         &mut self,
         now: Instant,
         backlogged: bool,
-        subflows: impl IntoIterator<Item = (K, RateSample)>,
+        subflows: impl IntoIterator<Item = (K, DeliverySample)>,
     ) {
         let (mut newly, mut round, mut in_flight) = (0u64, Duration::ZERO, 0);
         let mut queue_weighted = 0.0f64;
@@ -217,7 +202,7 @@ impl<K: Ord + Copy> Pacer<K> {
             }
             seen.insert(k, s.bytes_acked);
             round = round.max(Duration::from_micros(u64::from(s.min_rtt_us)));
-            in_flight += s.in_flight;
+            in_flight += s.queued;
         }
         self.acked = seen;
         self.in_flight = in_flight;
@@ -459,12 +444,12 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    fn sf(acked: u64, _rate: u64, in_flight: u64) -> RateSample {
-        RateSample {
+    fn sf(acked: u64, _rate: u64, in_flight: u64) -> DeliverySample {
+        DeliverySample {
             established: true,
             bytes_acked: acked,
             min_rtt_us: 20_000,
-            in_flight,
+            queued: in_flight,
             // A path with a queue (12 ms): full.
             srtt_us: 32_000,
         }
@@ -536,7 +521,7 @@ mod tests {
         for _ in 0..40 {
             acked += 10_000;
             t += 10 * MS;
-            let s = RateSample {
+            let s = DeliverySample {
                 srtt_us: 24_000,
                 ..sf(acked, 0, 20_000)
             };
@@ -697,7 +682,7 @@ mod tests {
         assert_near(p.bottleneck_rate(), 100_000);
         // Not established, or new: no sample either.
         t += 10 * MS;
-        let closed = RateSample {
+        let closed = DeliverySample {
             established: false,
             ..sf(9999, 9_000_000, 0)
         };
@@ -707,7 +692,7 @@ mod tests {
             [(1, sf(11_000, 0, 0)), (3, closed), (4, sf(1, 0, 0))],
         );
         t += 10 * MS;
-        let closed = RateSample {
+        let closed = DeliverySample {
             bytes_acked: 99_999,
             ..closed
         };
@@ -725,7 +710,7 @@ mod tests {
         let mut p: Pacer<u8> = Pacer::new(t, PacerConfig::default());
         for i in 0..10_000u64 {
             t += MS / 10;
-            let s = RateSample {
+            let s = DeliverySample {
                 min_rtt_us: 250_000,
                 ..sf(i + 1, 1000 + i, 0)
             };
