@@ -80,23 +80,6 @@ pub const QUEUE_TARGET: Duration = Duration::from_millis(5);
 /// See [`QUEUE_TARGET`].
 pub const MAX_PROBE_DRAIN_ROUNDS: u32 = 2;
 
-/// The pacer's settings (`mmsg run --pacing-queue-target`, `--pacing-rate-rounds`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PacerConfig {
-    /// See [`QUEUE_TARGET`].
-    pub queue_target: Duration,
-    /// See [`RATE_ROUNDS`] (at least 1).
-    pub rate_rounds: u32,
-}
-
-impl Default for PacerConfig {
-    fn default() -> Self {
-        PacerConfig {
-            queue_target: QUEUE_TARGET,
-            rate_rounds: RATE_ROUNDS,
-        }
-    }
-}
 /// Most delivery-rate samples kept for the windowed maximum (bounded memory whatever the round).
 pub const MAX_BW_SAMPLES: usize = 256;
 /// The writer's bucket holds at most this much time at the pacing rate: a writer woken late
@@ -114,6 +97,23 @@ pub const MIN_WAIT: Duration = Duration::from_millis(1);
 /// See [`MIN_WAIT`].
 pub const MAX_WAIT: Duration = Duration::from_millis(20);
 
+/// The pacer's settings (`mmsg run --pacing-queue-target`, `--pacing-rate-rounds`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PacerConfig {
+    /// See [`QUEUE_TARGET`].
+    pub queue_target: Duration,
+    /// See [`RATE_ROUNDS`] (at least 1).
+    pub rate_rounds: u32,
+}
+
+impl Default for PacerConfig {
+    fn default() -> Self {
+        PacerConfig {
+            queue_target: QUEUE_TARGET,
+            rate_rounds: RATE_ROUNDS,
+        }
+    }
+}
 /// Where the pacer is in its cycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -130,7 +130,10 @@ pub enum Phase {
 pub struct Pacer<K> {
     config: PacerConfig,
     acked: BTreeMap<K, u64>,
-    bw: VecDeque<(Instant, f64)>,
+    /// Rate samples, stamped with `busy` at the time.
+    bw: VecDeque<(Duration, f64)>,
+    /// Time spent backlogged (the clock `BtlBw`'s window ages by).
+    busy: Duration,
     round: Duration,
     phase: Phase,
     phase_start: Instant,
@@ -161,6 +164,7 @@ impl<K: Ord + Copy> Pacer<K> {
             },
             acked: BTreeMap::new(),
             bw: VecDeque::new(),
+            busy: Duration::ZERO,
             round: MIN_ROUND,
             phase: Phase::Startup,
             phase_start: now,
@@ -214,22 +218,18 @@ impl<K: Ord + Copy> Pacer<K> {
         self.delivered = self.delivered.saturating_add(newly);
         let sample = self.rate_sample(now);
         self.last_rate = sample;
-        // The window ages only while backlogged: after a quiet spell the connection starts
-        // again at the rate its paths carried, not at what a ping or two delivered.
-        let window = self.round * BW_WINDOW_ROUNDS;
-        while backlogged
-            && self
+        // The window ages only while backlogged (the samples are stamped with backlogged time):
+        // after a quiet spell the connection starts again at the rate its paths carried, not at
+        // what a ping or two delivered.
+        if backlogged {
+            self.busy += now.saturating_duration_since(self.last_sample);
+            let window = self.round * BW_WINDOW_ROUNDS;
+            while self
                 .bw
                 .front()
-                .is_some_and(|&(t, _)| now.saturating_duration_since(t) > window)
-        {
-            self.bw.pop_front();
-        }
-        if !backlogged {
-            // Keep the samples' ages as they were (the quiet time does not count).
-            let quiet = now.saturating_duration_since(self.last_sample);
-            for s in &mut self.bw {
-                s.0 += quiet;
+                .is_some_and(|&(t, _)| self.busy.saturating_sub(t) > window)
+            {
+                self.bw.pop_front();
             }
         }
         self.last_sample = now;
@@ -238,7 +238,7 @@ impl<K: Ord + Copy> Pacer<K> {
             if self.bw.len() >= MAX_BW_SAMPLES {
                 self.bw.pop_front();
             }
-            self.bw.push_back((now, sample));
+            self.bw.push_back((self.busy, sample));
         }
         self.btl_bw = self.max_bw();
         if now >= self.next_round {
