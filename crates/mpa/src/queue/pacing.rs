@@ -380,6 +380,9 @@ impl<K: Ord + Copy> Pacer<K> {
 pub struct TokenBucket {
     tokens: f64,
     at: Option<Instant>,
+    /// The last [`TokenBucket::gate`] had a rate: writes spend tokens only then (an unpaced
+    /// batch must not become a debt the first paced writes pay off).
+    paced: bool,
 }
 
 impl Default for TokenBucket {
@@ -394,6 +397,7 @@ impl TokenBucket {
         TokenBucket {
             tokens: 0.0,
             at: None,
+            paced: false,
         }
     }
 
@@ -409,7 +413,12 @@ impl TokenBucket {
         let last = self.at.replace(now);
         if rate <= 0.0 {
             self.tokens = 0.0;
+            self.paced = false;
             return Gate::Write(max_batch);
+        }
+        if !self.paced {
+            self.tokens = self.tokens.max(0.0);
+            self.paced = true;
         }
         let depth = Self::depth(rate);
         let elapsed = last.map_or(BURST, |t| now.saturating_duration_since(t));
@@ -424,7 +433,9 @@ impl TokenBucket {
 
     /// `bytes` were written (the bucket may go below zero: a frame larger than the tokens left).
     pub fn spend(&mut self, bytes: usize) {
-        self.tokens -= bytes as f64;
+        if self.paced {
+            self.tokens -= bytes as f64;
+        }
     }
 }
 
@@ -753,6 +764,19 @@ mod tests {
         // Pacing starts a second later: no second of credit, at most one burst.
         match b.gate(t0 + Duration::from_secs(1), 1_000_000, 1 << 20) {
             Gate::Write(n) => assert!(n as f64 <= TokenBucket::depth(1e6), "{n}"),
+            g => panic!("{g:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unpaced_batch_is_no_debt_for_the_paced_writes_after_it() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new();
+        assert_eq!(b.gate(t0, 0, 256 * 1024), Gate::Write(256 * 1024));
+        b.spend(256 * 1024);
+        // Pacing starts 1 ms later (the pacer left Startup): it may write at once.
+        match b.gate(t0 + MS, 2_500_000, 256 * 1024) {
+            Gate::Write(n) => assert!(n >= 2000, "{n}"),
             g => panic!("{g:?}"),
         }
     }
