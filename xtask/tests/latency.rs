@@ -148,11 +148,7 @@ fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
         "ping p99 with 4 bulk flows {bulk_p99:.1} ms is not below half the old defaults' {:.1}",
         p99(old, "bulk4")
     );
-    // Type I stays ahead of the bulk (its own connection): only the WAN's queue.
-    assert!(
-        type1 < 0.75 * bulk_p99 || type1 < 60.0,
-        "Type I p99 {type1:.1} ms"
-    );
+    check_type1(new, path);
     // The latency is not bought with goodput.
     for load in ["bulk4", "udp2x"] {
         assert!(
@@ -164,6 +160,49 @@ fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
     }
     assert!(loss < SPARSE_LOSS_BOUND_PCT, "voice loss {loss:.2} %");
     check_pacing(new, paced);
+}
+
+/// Type I stays ahead of the bulk: its voice-like probe rides its own connection and waits only
+/// in the WAN's queue, where the identical probe in the bulk's class (same 172 B every 20 ms,
+/// only the DSCP differs) also waits behind the bytes written before it into the bulk's
+/// connection. Compared side by side in the same seconds, so a stall of the machine moves both:
+/// on a CI run both p99s rose together (Type I 72.0, voice 77.2 ms, where a quiet machine
+/// measures 46-51 and 52-57) and an absolute 60 ms bound on Type I alone failed. Measured
+/// medians 4.2-9.7 ms apart (5 runs, quiet, both loads; 7.9 on that CI run).
+fn check_type1(v: &Value, path: f64) {
+    for load in ["bulk4", "udp2x"] {
+        let dist = |k: &str, q: &str| {
+            v[k][load][q]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no {k}.{load}.{q} in {}", v["name"]))
+        };
+        let (t_med, t_p99) = (
+            dist("type1_loaded_rtt_ms", "median"),
+            dist("type1_loaded_rtt_ms", "p99"),
+        );
+        let (s_med, s_p99) = (
+            dist("sparse_rtt_ms", "median"),
+            dist("sparse_rtt_ms", "p99"),
+        );
+        eprintln!(
+            "MEASURE {load}: Type I voice {t_med:.1} / {t_p99:.1} ms, same-class voice \
+             {s_med:.1} / {s_p99:.1} ms (median / p99)"
+        );
+        assert!(
+            t_med <= s_med - TYPE1_AHEAD_MS,
+            "{load}: Type I median {t_med:.1} ms is not {TYPE1_AHEAD_MS} ms below the same-class \
+             voice's {s_med:.1}"
+        );
+        assert!(
+            t_p99 <= s_p99 + TYPE1_P99_SLACK_MS,
+            "{load}: Type I p99 {t_p99:.1} ms > the same-class voice's {s_p99:.1} + \
+             {TYPE1_P99_SLACK_MS} ms"
+        );
+        assert!(
+            t_p99 < path + LOADED_P99_ABOVE_PATH_MS,
+            "{load}: Type I p99 {t_p99:.1} ms >= path RTT {path:.1} + {LOADED_P99_ABOVE_PATH_MS} ms"
+        );
+    }
 }
 
 /// `--pacing` on top of the send time budget: the queue the budget leaves at the WAN's
@@ -277,6 +316,12 @@ const MIN_SHARE_BOUND: f64 = 0.5;
 /// load", "The send time budget"): 50-55 ms p99 (path RTT 20.5 ms) in one run. The bound leaves room for a loaded CI machine, far
 /// below the queue of hundreds of ms it guards against.
 const LOADED_P99_ABOVE_PATH_MS: f64 = 80.0;
+/// How far below the same-class voice probe's median the Type I probe's must be with 4 bulk
+/// flows and with UDP at 2x, ms (measured 4.2-9.7 apart).
+const TYPE1_AHEAD_MS: f64 = 2.0;
+/// How far the Type I probe's p99 may sit above the same-class one's, ms: both wait in the WAN's
+/// queue, so their tails are close (Type I 1.8-10.5 ms lower in the 6 runs above, both loads).
+const TYPE1_P99_SLACK_MS: f64 = 5.0;
 /// Loss of the voice-like flow with 4 bulk flows, percent (measured 0-0.67).
 const SPARSE_LOSS_BOUND_PCT: f64 = 2.0;
 /// With `--pacing` the same-class ping's median under load is at most this share of the send
