@@ -541,6 +541,9 @@ fn run_load(
     };
     std::thread::sleep(dur / 2);
     let mut queues = queue_sample(p);
+    if let Some(s) = g.status(0) {
+        queues.read_status(&s);
+    }
     let ping_s = pinger
         .join()
         .map_err(|_| anyhow::anyhow!("ping thread panicked"))??;

@@ -236,6 +236,47 @@ fn check_pacing(budget: &Value, paced: &Value) {
         loss < SPARSE_LOSS_BOUND_PCT,
         "paced: voice loss {loss:.2} %"
     );
+    check_pacer_status(budget, paced);
+}
+
+/// What gw1's `mmsg status --json` showed of the bulk's connection mid-way through each load:
+/// the pacer out of start-up, pacing near the goodput (`probe_bw` cycles 0.75-1.25 x the
+/// bottleneck rate, which counts the tunnel's framing too), and no pacer without `--pacing`.
+fn check_pacer_status(budget: &Value, paced: &Value) {
+    let queues = |v: &Value, load: &str| {
+        v["loads"]
+            .as_array()
+            .and_then(|l| l.iter().find(|x| x["load"].as_str() == Some(load)))
+            .map(|x| x["queues"].clone())
+            .unwrap_or_else(|| panic!("no load {load} in {}", v["name"]))
+    };
+    for load in ["bulk4", "udp2x"] {
+        let (b, p) = (queues(budget, load), queues(paced, load));
+        let phase = p["pacing_phase"].as_str().unwrap_or("none");
+        let rate = p["pacing_mbps"].as_f64().unwrap_or(0.0);
+        let goodput = paced["bulk_mbps"][load].as_f64().unwrap();
+        eprintln!(
+            "MEASURE {load}: mmsg status of the paced bulk connection: phase {phase}, paced at \
+             {rate:.1} Mbit/s ({goodput:.1} goodput), send time budget {} B",
+            p["send_time_budget_bytes"]
+        );
+        assert!(
+            b["pacing_phase"].is_null(),
+            "{load}: a pacer without --pacing: {b}"
+        );
+        assert!(
+            b["send_time_budget_bytes"].as_u64().unwrap_or(0) > 0,
+            "{load}: no send time budget in mmsg status: {b}"
+        );
+        assert!(
+            matches!(phase, "probe_bw" | "drain"),
+            "{load}: the pacer is in {phase} mid-way through the load: {p}"
+        );
+        assert!(
+            (0.6 * goodput..=1.6 * goodput).contains(&rate),
+            "{load}: paced at {rate:.1} Mbit/s with {goodput:.1} Mbit/s of goodput"
+        );
+    }
 }
 
 /// Unequal uplinks (1a and 2a at 10 Mbit/s, 1b and 2b at 2): the send time budget keeps most of

@@ -338,6 +338,57 @@ fn connections(e: &mut Exposition, report: &StatusReport, wan: &[Ipv4Addr]) {
         "Bytes the connection's MPTCP socket holds that are not in flight",
         per_conn_g(&|c| c.socket_queued_bytes as f64),
     );
+    e.gauge(
+        "connection_send_time_budget_bytes",
+        "Bytes the send time budget lets the connection's paths hold now (0: off or not measured)",
+        per_conn_g(&|c| c.send_time_budget_bytes as f64),
+    );
+    e.gauge(
+        "connection_delivery_rate_bytes_per_second",
+        "The subflows' delivery rate the send time budget was made of (0: off)",
+        per_conn_g(&|c| c.delivery_rate_bytes_per_second as f64),
+    );
+    // With --pacing only: the pacer of each outbound connection.
+    let paced = |f: &dyn Fn(&crate::status::PacingStatus) -> f64| -> Vec<(Labels, f64)> {
+        conns
+            .iter()
+            .filter_map(|c| c.pacing.as_ref().map(|p| (conn_labels(c), f(p))))
+            .collect()
+    };
+    e.gauge(
+        "connection_pacing_rate_bytes_per_second",
+        "The rate the writer is paced at (0 in start-up: not paced)",
+        paced(&|p| p.rate_bytes_per_second as f64),
+    );
+    e.gauge(
+        "connection_pacing_bottleneck_bytes_per_second",
+        "The pacer's measured bottleneck rate (BtlBw)",
+        paced(&|p| p.bottleneck_bytes_per_second as f64),
+    );
+    e.gauge(
+        "connection_pacing_gain",
+        "The pacing rate over the bottleneck rate (0 in start-up)",
+        paced(&|p| f64::from(p.gain_percent) / 100.0),
+    );
+    e.gauge(
+        "connection_pacing_queue_delay_seconds",
+        "The queue on the connection's paths at the pacer's last sample",
+        paced(&|p| p.queue_delay_us as f64 / 1e6),
+    );
+    e.gauge(
+        "connection_pacing_phase",
+        "1 for the pacer's current phase (startup, drain, probe_bw)",
+        conns
+            .iter()
+            .filter_map(|c| {
+                c.pacing.as_ref().map(|p| {
+                    let mut l = conn_labels(c);
+                    l.push(("phase", p.phase.clone()));
+                    (l, 1.0)
+                })
+            })
+            .collect::<Vec<(Labels, f64)>>(),
+    );
     e.histogram(
         "gateway_queue_sojourn_seconds",
         "Time packets waited in the gateway's own queues (enqueue to dequeue), per class",

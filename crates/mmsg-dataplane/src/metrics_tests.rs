@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::stats::{Stats, SubflowStatus};
-use crate::status::{ConnStatus, ControllerStatus, TlsStatus};
+use crate::status::{ConnStatus, ControllerStatus, PacingStatus, TlsStatus};
 
 /// One sample of the exposition: name, labels, value.
 type Sample = (String, BTreeMap<String, String>, f64);
@@ -107,6 +107,16 @@ fn report() -> StatusReport {
             bytes_tx: 5000,
             subflows_wanted: 4,
             queue_bytes: 42,
+            send_time_budget_bytes: 61_440,
+            delivery_rate_bytes_per_second: 2_300_000,
+            pacing: Some(PacingStatus {
+                phase: "probe_bw".into(),
+                gain_percent: 75,
+                rate_bytes_per_second: 1_725_000,
+                bottleneck_bytes_per_second: 2_300_000,
+                round_us: 20_600,
+                queue_delay_us: 4_500,
+            }),
             queue_sojourn: {
                 let mut h = mpa::queue::SojournHistogram::default();
                 h.record(std::time::Duration::from_millis(3));
@@ -199,6 +209,27 @@ fn names_types_and_labels() {
     assert_eq!(value(&s, "mms_connection_up", &conn), 1.0);
     assert_eq!(value(&s, "mms_connection_sent_bytes_total", &conn), 5000.0);
     assert_eq!(value(&s, "mms_connection_queue_bytes", &conn), 42.0);
+    // The latency controls (`--send-time-budget`, `--pacing`): the pacer's phase as a label.
+    let g = |name: &str| value(&s, name, &conn);
+    assert_eq!(g("mms_connection_send_time_budget_bytes"), 61_440.0);
+    assert_eq!(
+        g("mms_connection_delivery_rate_bytes_per_second"),
+        2_300_000.0
+    );
+    assert_eq!(
+        g("mms_connection_pacing_rate_bytes_per_second"),
+        1_725_000.0
+    );
+    assert_eq!(
+        g("mms_connection_pacing_bottleneck_bytes_per_second"),
+        2_300_000.0
+    );
+    assert_eq!(g("mms_connection_pacing_gain"), 0.75);
+    assert_eq!(g("mms_connection_pacing_queue_delay_seconds"), 0.0045);
+    let mut phase = conn.to_vec();
+    phase.push(("phase", "probe_bw"));
+    assert_eq!(value(&s, "mms_connection_pacing_phase", &phase), 1.0);
+    assert_eq!(types["mms_connection_pacing_phase"], "gauge");
     // Queue sojourn, per class only (cumulative buckets in seconds).
     assert_eq!(types["mms_gateway_queue_sojourn_seconds"], "histogram");
     let class = [("class", "type2")];
@@ -359,4 +390,6 @@ fn two_subflows_with_the_same_port_and_peer_are_one_series() {
     assert_eq!(value(&s, "mms_subflow_up", &labels), 1.0);
     assert_eq!(value(&s, "mms_subflow_rtt_seconds", &labels), 0.0025);
     assert_eq!(value(&s, "mms_subflow_acked_bytes_total", &labels), 1500.0);
+    // Not paced: no pacing family at all.
+    assert!(!text.contains("mms_connection_pacing"), "{text}");
 }

@@ -115,6 +115,35 @@ pub struct ConnStatus {
     /// queue (enqueue to dequeue, packets sent so far), sampled every second.
     #[serde(default)]
     pub queue_sojourn: mpa::queue::SojournHistogram,
+    /// Outbound, with `--send-time-budget`: the bytes the paths may hold now (docs/mmsg.md
+    /// "Send time budget"); 0 when off or not measured yet. Sampled every second.
+    #[serde(default)]
+    pub send_time_budget_bytes: u64,
+    /// ... and the delivery rate of the subflows that budget was made of, bytes per second.
+    #[serde(default)]
+    pub delivery_rate_bytes_per_second: u64,
+    /// Outbound, with `--pacing`: the pacer at its last sample (docs/mmsg.md "Pacing").
+    #[serde(default)]
+    pub pacing: Option<PacingStatus>,
+}
+
+/// A connection's pacer ([`mpa::queue::pacing::Pacer`]) at its last sample.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacingStatus {
+    /// `startup` (not paced yet: the windows grow), `drain` or `probe_bw`.
+    pub phase: String,
+    /// The pacing rate over the bottleneck rate, percent (`probe_bw` cycles 125, 75, 100; 0 in
+    /// `startup`).
+    pub gain_percent: u32,
+    /// The rate the writer is paced at, bytes per second (0: not paced).
+    pub rate_bytes_per_second: u64,
+    /// The measured bottleneck rate (`BtlBw`), bytes per second (0 until measured).
+    pub bottleneck_bytes_per_second: u64,
+    /// One round: the subflows' largest minimum RTT (bounded), microseconds.
+    pub round_us: u64,
+    /// The queue on the paths at the last sample: the subflows' smoothed RTT above their
+    /// minimum, weighted by the bytes each acknowledged; microseconds.
+    pub queue_delay_us: u64,
 }
 
 /// What `mmsg status` prints.

@@ -56,6 +56,20 @@ fn loss(retrans: (u64, Option<u64>), acked: (u64, Option<u64>)) -> String {
     }
 }
 
+/// `-` without `--pacing`, `startup` until the pacer measured, else the phase and the rate the
+/// writer is paced at.
+fn pacing_cell(c: &ConnStatus) -> String {
+    match &c.pacing {
+        None => "-".to_owned(),
+        Some(p) if p.rate_bytes_per_second == 0 => p.phase.clone(),
+        Some(p) => format!(
+            "{} {:.2}",
+            p.phase,
+            p.rate_bytes_per_second as f64 * 8.0 / 1e6
+        ),
+    }
+}
+
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING);
@@ -194,6 +208,8 @@ pub fn render(
         "RETRANS B",
         "QUEUE B",
         "SOCKET B",
+        "BUDGET B",
+        "PACING Mbit/s",
     ]);
     for c in &conns {
         let b = before.get(&conn_key(c));
@@ -212,6 +228,11 @@ pub fn render(
             c.bytes_retrans.to_string(),
             c.queue_bytes.to_string(),
             c.socket_queued_bytes.to_string(),
+            match c.send_time_budget_bytes {
+                0 => "-".to_owned(),
+                b => b.to_string(),
+            },
+            pacing_cell(c),
         ]);
     }
     right_align(&mut t, 2);
@@ -311,7 +332,7 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::TlsStatus;
+    use crate::status::{PacingStatus, TlsStatus};
 
     fn report(bytes: u64, drops: u64) -> StatusReport {
         StatusReport {
@@ -328,6 +349,15 @@ mod tests {
                     state: ConnState::Up,
                     subflows_wanted: 2,
                     bytes_tx: bytes,
+                    send_time_budget_bytes: 61_440,
+                    pacing: Some(PacingStatus {
+                        phase: "probe_bw".into(),
+                        gain_percent: 125,
+                        rate_bytes_per_second: 1_562_500,
+                        bottleneck_bytes_per_second: 1_250_000,
+                        round_us: 20_600,
+                        queue_delay_us: 3_000,
+                    }),
                     subflows: vec![SubflowStatus {
                         local: "198.18.10.2:40000".into(),
                         remote: "198.18.20.2:45056".into(),
@@ -380,6 +410,16 @@ mod tests {
         let down = text.rfind("out b3 g1 type2").unwrap();
         let up = text.rfind("out b2 g0 type2").unwrap();
         assert!(down < up, "{text}");
+        // The latency controls: the send time budget's bytes, the pacer's phase and rate
+        // (1.5625 MB/s = 12.50 Mbit/s); `-` where they are off.
+        assert!(text.contains("61440"), "{text}");
+        assert!(text.contains("probe_bw 12.50"), "{text}");
+        let down_row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("out b3 g1 type2"))
+            .unwrap();
+        let cells: Vec<&str> = down_row.split_whitespace().collect();
+        assert_eq!(cells[cells.len() - 2..], ["-", "-"], "{text}");
         // A table crate lays out the columns, no escape codes.
         assert!(!text.contains('\u{1b}'));
     }

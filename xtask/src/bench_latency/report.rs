@@ -114,6 +114,34 @@ pub struct QueueSample {
     pub mptcp_send_q: u64,
     /// Packets the WAN emulator dropped (queue full) during the load.
     pub wan_queue_drops: u64,
+    /// The bulk's connection on gw1 (outbound, Type II, the most bytes sent) in `mmsg status`:
+    /// its send time budget, bytes (0: off).
+    pub send_time_budget_bytes: u64,
+    /// Its pacer's phase (`None`: not paced, `--pacing` off) ...
+    pub pacing_phase: Option<String>,
+    /// ... and the rate it paces at, Mbit/s (0 in start-up).
+    pub pacing_mbps: f64,
+}
+
+impl QueueSample {
+    /// Fills the latency controls of the bulk's connection from gw1's `mmsg status --json`.
+    pub fn read_status(&mut self, status: &serde_json::Value) {
+        let conns = status["connections"].as_array().map(Vec::as_slice);
+        let Some(c) = conns
+            .unwrap_or_default()
+            .iter()
+            .filter(|c| {
+                c["direction"].as_str() == Some("out") && c["class"].as_str() == Some("type2")
+            })
+            .max_by_key(|c| c["bytes_tx"].as_u64().unwrap_or(0))
+        else {
+            return;
+        };
+        self.send_time_budget_bytes = c["send_time_budget_bytes"].as_u64().unwrap_or(0);
+        let pacing = &c["pacing"];
+        self.pacing_phase = pacing["phase"].as_str().map(str::to_owned);
+        self.pacing_mbps = pacing["rate_bytes_per_second"].as_u64().unwrap_or(0) as f64 * 8.0 / 1e6;
+    }
 }
 
 /// 200 TCP flows through one path group.

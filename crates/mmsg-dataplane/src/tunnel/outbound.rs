@@ -155,6 +155,9 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
         sh.stats.update_conn(&name, |c| {
             c.state = ConnState::Backoff;
             c.subflows.clear();
+            c.send_time_budget_bytes = 0;
+            c.delivery_rate_bytes_per_second = 0;
+            c.pacing = None;
         });
         let recent = fast && ended.is_some_and(|t| t.elapsed() < FAST_RECONNECT_FOR);
         tokio::time::sleep(if recent {

@@ -14,6 +14,7 @@ use mpa::queue::pacing::{self, Pacer, PacerConfig};
 
 use super::conn_io::subflow_queue;
 use super::OutQueue;
+use crate::status::PacingStatus;
 use crate::sys;
 
 type SubflowKey = (std::net::SocketAddrV4, std::net::SocketAddrV4);
@@ -51,6 +52,20 @@ impl PacerDriver {
             self.next = now + period;
         }
         self.next.saturating_duration_since(now)
+    }
+
+    /// The pacer for `mmsg status` and the metrics.
+    pub(super) fn status(&self) -> PacingStatus {
+        let p = &self.pacer;
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        PacingStatus {
+            phase: p.phase().name().to_owned(),
+            gain_percent: (p.phase().gain() * 100.0).round() as u32,
+            rate_bytes_per_second: p.pacing_rate(),
+            bottleneck_bytes_per_second: p.bottleneck_rate(),
+            round_us: us(p.round()),
+            queue_delay_us: us(p.queue_delay()),
+        }
     }
 
     fn sample(&mut self, fd: &OwnedFd, oq: &OutQueue, now: Instant) {

@@ -231,6 +231,9 @@ pub(super) async fn run(
             c.queue_bytes = queue_bytes;
             c.queue_sojourn = queue_sojourn;
             c.socket_queued_bytes = socket_queued;
+            c.send_time_budget_bytes = oq.inflight_budget.load(Ordering::Relaxed);
+            c.delivery_rate_bytes_per_second = oq.delivery_rate.load(Ordering::Relaxed);
+            c.pacing = pacer.as_ref().map(PacerDriver::status);
         });
         log_subflow_changes(name, &before, &subflows);
         // Check often until the subflow set is complete, then once per SUBFLOW_CHECK.

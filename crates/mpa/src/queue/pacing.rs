@@ -125,6 +125,26 @@ pub enum Phase {
     ProbeBw(usize),
 }
 
+impl Phase {
+    /// Its name in `mmsg status` and the metrics: `startup`, `drain` or `probe_bw`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Startup => "startup",
+            Phase::Drain => "drain",
+            Phase::ProbeBw(_) => "probe_bw",
+        }
+    }
+
+    /// The pacing rate's gain over `BtlBw` in this phase; 0 in `Startup` (not paced).
+    pub fn gain(self) -> f64 {
+        match self {
+            Phase::Startup => 0.0,
+            Phase::Drain => DRAIN_GAIN,
+            Phase::ProbeBw(i) => PROBE_GAINS.get(i).copied().unwrap_or(1.0),
+        }
+    }
+}
+
 /// The pacer of one connection (see the module docs). `K` names a subflow.
 #[derive(Debug, Clone)]
 pub struct Pacer<K> {
@@ -356,12 +376,7 @@ impl<K: Ord + Copy> Pacer<K> {
     /// The rate to pace the writer at, bytes per second; 0: do not pace (`Startup`, or nothing
     /// measured yet).
     pub fn pacing_rate(&self) -> u64 {
-        let gain = match self.phase {
-            Phase::Startup => return 0,
-            Phase::Drain => DRAIN_GAIN,
-            Phase::ProbeBw(i) => PROBE_GAINS.get(i).copied().unwrap_or(1.0),
-        };
-        (gain * self.btl_bw) as u64
+        (self.phase.gain() * self.btl_bw) as u64
     }
 
     /// The delivery rate over the last sample's span, bytes per second.
