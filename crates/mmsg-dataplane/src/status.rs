@@ -116,7 +116,8 @@ pub struct ConnStatus {
     #[serde(default)]
     pub queue_sojourn: mpa::queue::SojournHistogram,
     /// Outbound, with `--send-time-budget`: the bytes the paths may hold now (docs/mmsg.md
-    /// "Send time budget"); 0 when off or not measured yet. Sampled every second.
+    /// "Send time budget"); 0 when off, 16 MiB (`mpa::queue::inflight::MAX_BUDGET`) while in
+    /// start-up. Sampled every second.
     #[serde(default)]
     pub send_time_budget_bytes: u64,
     /// ... and the delivery rate of the subflows that budget was made of, bytes per second.

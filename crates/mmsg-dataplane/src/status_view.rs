@@ -230,6 +230,7 @@ pub fn render(
             c.socket_queued_bytes.to_string(),
             match c.send_time_budget_bytes {
                 0 => "-".to_owned(),
+                mpa::queue::inflight::MAX_BUDGET => "startup".to_owned(),
                 b => b.to_string(),
             },
             pacing_cell(c),
@@ -422,6 +423,20 @@ mod tests {
         assert_eq!(cells[cells.len() - 2..], ["-", "-"], "{text}");
         // A table crate lays out the columns, no escape codes.
         assert!(!text.contains('\u{1b}'));
+    }
+
+    /// A budget still in start-up (no cap) reads `startup`, not 16 MiB.
+    #[test]
+    fn a_budget_in_startup_says_so() {
+        let mut r = report(5, 0);
+        r.connections[0].send_time_budget_bytes = mpa::queue::inflight::MAX_BUDGET;
+        let text = render(&r, None, 1_000_000_000);
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("out b2 g0 type2"))
+            .unwrap();
+        assert!(row.contains(" startup "), "{text}");
+        assert!(!text.contains("16777216"), "{text}");
     }
 
     #[test]

@@ -280,7 +280,7 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
             if let Some(q) = oq.filter(|_| c.queued_bytes() > 0) {
                 // Data left behind: the paths limit this connection (the pacer's sample may
                 // lower its rate).
-                q.backlogged.store(true, Ordering::Relaxed);
+                q.backlogged.fetch_add(1, Ordering::Relaxed);
             }
             publish_core(st, &before, c.counters());
             c.poll_timeout()

@@ -13,6 +13,7 @@ use mpa::queue::inflight::DeliverySample;
 use mpa::queue::pacing::{self, Pacer, PacerConfig};
 
 use super::conn_io::subflow_queue;
+use super::shared::Backlog;
 use super::OutQueue;
 use crate::status::PacingStatus;
 use crate::sys;
@@ -25,6 +26,7 @@ pub(super) struct PacerDriver {
     pacer: Pacer<SubflowKey>,
     next: Instant,
     busy: bool,
+    backlog: Backlog,
 }
 
 impl PacerDriver {
@@ -36,6 +38,7 @@ impl PacerDriver {
             pacer: Pacer::new(now, config),
             next: now,
             busy: false,
+            backlog: Backlog::default(),
         }
     }
 
@@ -80,7 +83,7 @@ impl PacerDriver {
             // A subflow came or went between the two calls: the next sample.
             return;
         }
-        let backlogged = oq.backlogged.swap(false, Ordering::Relaxed);
+        let backlogged = self.backlog.since_last(oq);
         let mut in_flight = 0;
         self.pacer.handle_sample(
             now,

@@ -117,9 +117,10 @@ pub struct OutQueue {
     pub(super) delivery_rate: AtomicU64,
     /// The rate the writer paces at ([`mpa::queue::pacing::Pacer`]), bytes/s; 0: not paced.
     pub(super) pacing_rate: AtomicU64,
-    /// Set by the writer when it leaves data in the queue (the paths, not the traffic, limit
-    /// it), cleared by the pacer's sample: whether that sample may lower the rate.
-    pub(super) backlogged: AtomicBool,
+    /// Counts the writer's rounds that left data in the queue (the paths, not the traffic,
+    /// limit it): the pacer's and the send time budget's samples each compare it with the
+    /// count they saw last ([`Backlog`]).
+    pub(super) backlogged: AtomicU64,
     /// Held by the accepted connection that carries this queue's traffic to a remote behind NAT
     /// (`reverse`): one at a time.
     pub(super) attach: tokio::sync::Mutex<()>,
@@ -143,10 +144,25 @@ impl OutQueue {
             inflight_budget: AtomicU64::new(0),
             delivery_rate: AtomicU64::new(0),
             pacing_rate: AtomicU64::new(0),
-            backlogged: AtomicBool::new(false),
+            backlogged: AtomicU64::new(0),
             attach: tokio::sync::Mutex::new(()),
             takeover: Notify::new(),
         }
+    }
+}
+
+/// One reader of [`OutQueue::backlogged`]: whether the writer left data in the queue since this
+/// reader last looked.
+#[derive(Debug, Default)]
+pub(super) struct Backlog(u64);
+
+impl Backlog {
+    /// Whether the count moved since the last call.
+    pub(super) fn since_last(&mut self, oq: &OutQueue) -> bool {
+        let now = oq.backlogged.load(Ordering::Relaxed);
+        let moved = now != self.0;
+        self.0 = now;
+        moved
     }
 }
 

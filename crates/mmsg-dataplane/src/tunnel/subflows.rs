@@ -37,6 +37,7 @@ use tracing::{debug, info, warn};
 
 use super::conn_io::{subflow_queue, ConnCounters};
 use super::pacing::PacerDriver;
+use super::shared::Backlog;
 use super::slow_paths::SlowPaths;
 use super::socket::{apply_send_budget, check_fallback};
 use super::{ConnEvent, ConnKey, OutQueue, PathManagement, Shared, TunEvent};
@@ -137,6 +138,7 @@ pub(super) async fn run(
     // health tick (20 ms while busy): shorter windows made the rate noisy, and the writers'
     // budget waits, the "saturated" signal ssc's weights read, disappeared (e2e_congestion).
     let mut next_budget_sample = Instant::now();
+    let mut backlog = Backlog::default();
     // Whether the connection has an established subflow, as last told to the TUN task (a new
     // establishment starts with one).
     let mut paths_live = true;
@@ -160,7 +162,7 @@ pub(super) async fn run(
         if let Some(b) = budget.as_mut() {
             let now = Instant::now();
             if now >= next_budget_sample {
-                sample_budget(fd, b, oq);
+                sample_budget(fd, b, oq, &mut backlog, name);
                 next_budget_sample = now + inflight::SAMPLE_PERIOD;
             }
             tick = tick.min(next_budget_sample.saturating_duration_since(now));
@@ -336,7 +338,13 @@ fn log_subflow_changes(name: &str, before: &[SubflowStatus], now: &[SubflowStatu
 /// the connection's [`InflightBudget`], the budget and rate out to its writer (which counts
 /// against it what the paths hold, [`mpa::queue::path_queued`]). A socket that
 /// does not answer `MPTCP_TCPINFO` (fallback to TCP) gets no budget: the writer writes as before.
-fn sample_budget(fd: &OwnedFd, b: &mut InflightBudget<SubflowKey>, oq: &OutQueue) {
+fn sample_budget(
+    fd: &OwnedFd,
+    b: &mut InflightBudget<SubflowKey>,
+    oq: &OutQueue,
+    backlog: &mut Backlog,
+    name: &str,
+) {
     let (Ok(present), Ok(infos)) = (sys::mptcp_subflow_addrs(fd), sys::mptcp_subflow_tcpinfo(fd))
     else {
         oq.inflight_budget.store(0, Ordering::Relaxed);
@@ -350,8 +358,14 @@ fn sample_budget(fd: &OwnedFd, b: &mut InflightBudget<SubflowKey>, oq: &OutQueue
         // A subflow came or went between the two calls: the next round.
         return;
     }
+    let starting = b.in_startup();
+    // Data waited on our side since the last sample: in the gateway's queue (the writer left
+    // some behind) or in the socket, not yet on a subflow or not yet sent by one.
+    let waiting =
+        sys::outq_unsent_bytes(fd).unwrap_or(0) > 0 || infos.iter().any(|t| t.notsent_bytes > 0);
     b.handle_sample(
         Instant::now(),
+        backlog.since_last(oq) || waiting,
         present.iter().zip(&infos).map(|(k, t)| {
             (
                 *k,
@@ -365,6 +379,14 @@ fn sample_budget(fd: &OwnedFd, b: &mut InflightBudget<SubflowKey>, oq: &OutQueue
             )
         }),
     );
+    if starting && !b.in_startup() {
+        info!(
+            conn = %name,
+            rate_mbit = b.rate() as f64 * 8.0 / 1e6,
+            budget = b.budget(),
+            "send time budget: start-up over, the paths are full"
+        );
+    }
     oq.delivery_rate.store(b.rate(), Ordering::Relaxed);
     oq.inflight_budget.store(b.budget(), Ordering::Relaxed);
 }

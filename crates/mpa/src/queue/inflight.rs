@@ -16,14 +16,30 @@
 //! `margin` forms at the bottleneck.
 //!
 //! The rate of each subflow is its acknowledged bytes over at least [`RATE_INTERVAL`], kept as a
-//! maximum that halves every [`RATE_HALF_LIFE`] (so an app-limited pause does not shrink it at
-//! once, and a path that got slower is followed within a second or two). When the budget limits
+//! maximum that halves every [`RATE_HALF_LIFE`] of backlogged time (so an app-limited pause does
+//! not shrink it, and a path that got slower is followed within a second or two of load). When the budget limits
 //! the rate, a bottleneck with more room is still found: the budget lets the delivered rate grow by
 //! `(gain × min_rtt + margin) / rtt` per round trip. That needs `gain` > 1: measured on the 2x2
 //! testbed (10 Mbit/s uplinks, 20.5 ms path RTT), with `gain` = 1 the connection settled at
 //! 5–6 of 20 Mbit/s with the pipe not even full: the round trip the budget sees is longer than
 //! the path's minimum RTT (the receiver's delayed ACKs, the writer's own wake-up after the
 //! drain), so every rate was a fixed point. BBR uses a window gain of 2 for the same reason.
+//!
+//! **Start-up.** A rate measured over [`RATE_INTERVAL`] lags an inner TCP flow's slow start by
+//! several round trips (it doubles its window every one), so a budget made of it held a fresh
+//! connection's first transfer back while the flow was still growing: the packets waited in the
+//! fair queue, CoDel dropped one, and the flow left slow start at a fraction of the paths' rate and
+//! regrew for seconds (one TCP flow over 40+20 Mbit/s uplinks: 20–25 Mbit/s four seconds after its
+//! start against ~50 without the budget; docs/mmsg.md "Send time budget"). So a new budget
+//! starts in start-up, like BBR: no cap ([`MAX_BUDGET`]; the socket's own buffer still bounds
+//! it) until the delivered rate stopped growing by [`STARTUP_GROWTH`] for [`STARTUP_FULL`] of
+//! backlogged time (data waited on our side: in the gateway's queue or the socket's unsent
+//! bytes, so the paths and not the application set the rate) **and** the paths show a queue of
+//! at least [`STARTUP_QUEUE`]. Both are needed: a connection that carries a trickle over paths
+//! another connection fills sees their queue but never waits, and ended start-up at its trickle
+//! in the first version (every idle connection of a branch, at 0.05–0.5 Mbit/s). The rate
+//! estimate ages only on backlogged time too: a connection that idles keeps the rate it
+//! measured, so the next transfer starts against the paths' budget, not [`MIN_BUDGET`].
 //!
 //! Call order (the driver, `mmsg`'s subflow sampler and writer): [`InflightBudget::handle_sample`]
 //! with each subflow's acknowledged bytes and minimum RTT every [`SAMPLE_PERIOD`] while the
@@ -39,13 +55,21 @@ use std::time::{Duration, Instant};
 pub const SAMPLE_PERIOD: Duration = Duration::from_millis(50);
 /// Shortest interval a rate sample is measured over (shorter ones are noisy: ACKs come in bursts).
 pub const RATE_INTERVAL: Duration = Duration::from_millis(100);
-/// The rate estimate (a windowed maximum) halves over this time when no larger sample comes.
+/// The rate estimate (a windowed maximum) halves over this much backlogged time when no larger
+/// sample comes.
 pub const RATE_HALF_LIFE: Duration = Duration::from_secs(1);
 /// Smallest budget, bytes: a start from idle (no rate yet) and a trickle still get ~20 segments
 /// (16 KiB is 13 ms at 10 Mbit/s, the slowest uplink the testbeds use).
 pub const MIN_BUDGET: u64 = 16 * 1024;
 /// Largest budget, bytes (the largest `SO_SNDBUF` the send budget sets).
 pub const MAX_BUDGET: u64 = 16 * 1024 * 1024;
+/// Start-up ends when the delivered rate grew less than this factor ...
+pub const STARTUP_GROWTH: f64 = 1.25;
+/// ... for this much backlogged time (about three rate intervals) ...
+pub const STARTUP_FULL: Duration = Duration::from_millis(300);
+/// ... and the subflows' smoothed RTT (weighted by their rates) is at least this far above their
+/// minimum (the paths are full; the pacer's start-up uses the same, `pacing::STARTUP_QUEUE_TARGETS`).
+pub const STARTUP_QUEUE: Duration = Duration::from_millis(10);
 /// A subflow delivering less than this fraction of the connection's fastest one is slow: what it
 /// holds beyond its share of the budget does not take the others' room ([`InflightBudget::excess`]).
 pub const SLOW_SHARE: f64 = 0.5;
@@ -77,9 +101,10 @@ struct Estimate {
     /// Start of the current rate interval and the acked bytes then.
     since: Instant,
     acked_then: u64,
-    /// Windowed maximum delivery rate, bytes per second, as of `rate_at`.
+    /// Windowed maximum delivery rate, bytes per second, as of `rate_at` (on the budget's clock
+    /// of backlogged time).
     rate: f64,
-    rate_at: Instant,
+    rate_at: Duration,
     min_rtt: Duration,
     /// What it held and its smoothed RTT at the last sample.
     held: u64,
@@ -87,8 +112,8 @@ struct Estimate {
 }
 
 impl Estimate {
-    fn decayed(&self, now: Instant) -> f64 {
-        let age = now.saturating_duration_since(self.rate_at).as_secs_f64();
+    fn decayed(&self, busy: Duration) -> f64 {
+        let age = busy.saturating_sub(self.rate_at).as_secs_f64();
         self.rate * 0.5f64.powf(age / RATE_HALF_LIFE.as_secs_f64())
     }
 }
@@ -103,6 +128,14 @@ pub struct InflightBudget<K> {
     budget: u64,
     excess: u64,
     rate: f64,
+    /// Time spent backlogged: the clock the rate estimates age by.
+    busy: Duration,
+    last: Option<Instant>,
+    /// In start-up (see the module docs): the best rate so far and the backlogged time since it
+    /// last grew by [`STARTUP_GROWTH`].
+    startup: bool,
+    full_rate: f64,
+    full_for: Duration,
 }
 
 impl<K: Ord + Copy> InflightBudget<K> {
@@ -116,16 +149,31 @@ impl<K: Ord + Copy> InflightBudget<K> {
             budget: MIN_BUDGET,
             excess: 0,
             rate: 0.0,
+            busy: Duration::ZERO,
+            last: None,
+            startup: true,
+            full_rate: 0.0,
+            full_for: Duration::ZERO,
         }
     }
 
     /// Feeds one sample of every subflow (subflows not in it are forgotten) and recomputes the
-    /// budget.
+    /// budget; `backlogged`: the writer left data in its queue since the last sample (the paths,
+    /// not the application, limited the connection).
     pub fn handle_sample(
         &mut self,
         now: Instant,
+        backlogged: bool,
         subflows: impl IntoIterator<Item = (K, DeliverySample)>,
     ) {
+        let dt = self
+            .last
+            .map_or(Duration::ZERO, |l| now.saturating_duration_since(l));
+        self.last = Some(now);
+        if backlogged {
+            self.busy += dt;
+        }
+        let busy = self.busy;
         let mut seen = BTreeMap::new();
         for (k, s) in subflows {
             if !s.established {
@@ -138,9 +186,9 @@ impl<K: Ord + Copy> InflightBudget<K> {
                     let dt = now.saturating_duration_since(e.since);
                     if dt >= RATE_INTERVAL {
                         let sample = (s.bytes_acked - e.acked_then) as f64 / dt.as_secs_f64();
-                        let old = e.decayed(now);
+                        let old = e.decayed(busy);
                         e.rate = sample.max(old);
-                        e.rate_at = now;
+                        e.rate_at = busy;
                         e.since = now;
                         e.acked_then = s.bytes_acked;
                     }
@@ -154,7 +202,7 @@ impl<K: Ord + Copy> InflightBudget<K> {
                     since: now,
                     acked_then: s.bytes_acked,
                     rate: 0.0,
-                    rate_at: now,
+                    rate_at: busy,
                     min_rtt,
                     held: s.queued,
                     srtt,
@@ -164,14 +212,16 @@ impl<K: Ord + Copy> InflightBudget<K> {
         }
         self.subflows = seen;
         let (mut budget, mut rate, mut excess) = (0.0f64, 0.0f64, 0u64);
+        let mut queue_weighted = 0.0f64;
         let fastest = self
             .subflows
             .values()
-            .map(|e| e.decayed(now))
+            .map(|e| e.decayed(busy))
             .fold(0.0f64, f64::max);
         for e in self.subflows.values() {
-            let r = e.decayed(now);
+            let r = e.decayed(busy);
             rate += r;
+            queue_weighted += r * e.srtt.saturating_sub(e.min_rtt).as_secs_f64();
             let target = self.gain * e.min_rtt.as_secs_f64() + self.margin.as_secs_f64();
             let share = r * target;
             budget += share;
@@ -184,11 +234,40 @@ impl<K: Ord + Copy> InflightBudget<K> {
         self.rate = rate;
         self.budget = (budget.min(MAX_BUDGET as f64) as u64).clamp(MIN_BUDGET, MAX_BUDGET);
         self.excess = excess;
+        if self.startup && backlogged {
+            let queue = if rate > 0.0 {
+                Duration::from_secs_f64(queue_weighted / rate)
+            } else {
+                Duration::ZERO
+            };
+            self.startup_round(rate, dt, queue);
+        }
+    }
+
+    /// One backlogged sample in start-up: is the rate still growing, are the paths full?
+    fn startup_round(&mut self, rate: f64, dt: Duration, queue: Duration) {
+        if rate >= self.full_rate * STARTUP_GROWTH {
+            self.full_rate = rate;
+            self.full_for = Duration::ZERO;
+        } else {
+            self.full_for += dt;
+        }
+        if self.full_for >= STARTUP_FULL && queue >= STARTUP_QUEUE {
+            self.startup = false;
+        }
+    }
+
+    /// Whether the budget is still in start-up (no cap yet; see the module docs).
+    pub fn in_startup(&self) -> bool {
+        self.startup
     }
 
     /// Bytes the socket may have on its paths now ([`path_queued`]): the budget, plus what
     /// subflows hold beyond their own share of it (see [`InflightBudget::excess`]).
     pub fn budget(&self) -> u64 {
+        if self.startup {
+            return MAX_BUDGET;
+        }
         self.budget.saturating_add(self.excess).min(MAX_BUDGET)
     }
 
@@ -294,6 +373,13 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// A budget past start-up (the cases that test the steady state).
+    fn steady(gain: f64) -> InflightBudget<u8> {
+        let mut b = InflightBudget::new(5 * MS, gain);
+        b.startup = false;
+        b
+    }
+
     fn up(acked: u64, min_rtt_ms: u32) -> DeliverySample {
         DeliverySample {
             queued: 0,
@@ -315,9 +401,9 @@ mod tests {
     /// A budget fed two samples of two subflows (keys 1 and 2), 100 ms apart.
     fn two_samples(first: [DeliverySample; 2], then: [DeliverySample; 2]) -> InflightBudget<u8> {
         let t0 = Instant::now();
-        let mut b = InflightBudget::new(5 * MS, 2.0);
-        b.handle_sample(t0, [(1u8, first[0]), (2u8, first[1])]);
-        b.handle_sample(t0 + 100 * MS, [(1u8, then[0]), (2u8, then[1])]);
+        let mut b = steady(2.0);
+        b.handle_sample(t0, true, [(1u8, first[0]), (2u8, first[1])]);
+        b.handle_sample(t0 + 100 * MS, true, [(1u8, then[0]), (2u8, then[1])]);
         b
     }
 
@@ -371,12 +457,12 @@ mod tests {
     #[test]
     fn budget_is_rate_times_min_rtt_plus_margin() {
         let t0 = Instant::now();
-        let mut b = InflightBudget::new(5 * MS, 1.0);
+        let mut b = steady(1.0);
         assert_eq!(b.budget(), MIN_BUDGET);
         for i in 0..=20u64 {
             let t = t0 + SAMPLE_PERIOD * i as u32;
             let acked = 1_250 * 50 * i; // 1.25 MB/s: 62.5 kB per 50 ms
-            b.handle_sample(t, [(1u8, up(acked, 20)), (2u8, up(acked, 20))]);
+            b.handle_sample(t, true, [(1u8, up(acked, 20)), (2u8, up(acked, 20))]);
         }
         let want = 2.0 * 1_250_000.0 * 0.025;
         assert!(
@@ -387,26 +473,117 @@ mod tests {
         assert!((b.rate() as f64 - 2_500_000.0).abs() < 50_000.0);
     }
 
-    /// Samples closer than RATE_INTERVAL do not make a (noisy) rate; a pause decays the rate
-    /// with the half-life, never below the floor.
+    /// Samples closer than RATE_INTERVAL do not make a (noisy) rate; backlogged samples that
+    /// show less decay the rate with the half-life, never below the floor.
     #[test]
     fn short_intervals_accumulate_and_pauses_decay() {
         let t0 = Instant::now();
-        let mut b = InflightBudget::new(5 * MS, 1.0);
-        b.handle_sample(t0, [(1u8, up(0, 20))]);
-        b.handle_sample(t0 + 10 * MS, [(1u8, up(100_000, 20))]);
+        let mut b = steady(1.0);
+        b.handle_sample(t0, true, [(1u8, up(0, 20))]);
+        b.handle_sample(t0 + 10 * MS, true, [(1u8, up(100_000, 20))]);
         assert_eq!(b.rate(), 0, "10 ms is too short for a rate sample");
-        b.handle_sample(t0 + 100 * MS, [(1u8, up(125_000, 20))]);
+        b.handle_sample(t0 + 100 * MS, true, [(1u8, up(125_000, 20))]);
         assert_eq!(b.rate(), 1_250_000);
-        // Idle for one half-life: half the rate, budget half (above the floor here).
-        b.handle_sample(t0 + 1100 * MS, [(1u8, up(125_000, 20))]);
+        // Nothing more delivered for one half-life while backlogged: half the rate, budget half
+        // (above the floor here).
+        b.handle_sample(t0 + 1100 * MS, true, [(1u8, up(125_000, 20))]);
         assert!(
             (b.rate() as f64 - 625_000.0).abs() < 1_000.0,
             "{}",
             b.rate()
         );
-        b.handle_sample(t0 + 20_000 * MS, [(1u8, up(125_000, 20))]);
+        b.handle_sample(t0 + 20_000 * MS, true, [(1u8, up(125_000, 20))]);
         assert_eq!(b.budget(), MIN_BUDGET);
+    }
+
+    /// One subflow, 20 ms min RTT, `srtt_ms` smoothed, delivering `rate` bytes/s: the samples
+    /// of `secs` seconds every [`SAMPLE_PERIOD`] from `t`/`acked` on.
+    fn feed(
+        b: &mut InflightBudget<u8>,
+        (t, acked): (&mut Instant, &mut u64),
+        rate: f64,
+        srtt_ms: u32,
+        backlogged: bool,
+        secs: f64,
+    ) {
+        let n = (secs / SAMPLE_PERIOD.as_secs_f64()).round() as u32;
+        for _ in 0..n {
+            *t += SAMPLE_PERIOD;
+            *acked += (rate * SAMPLE_PERIOD.as_secs_f64()) as u64;
+            b.handle_sample(*t, backlogged, [(1u8, held(*acked, 20, srtt_ms, 0))]);
+        }
+    }
+
+    /// Start-up: no cap while the rate grows; a plateau without a queue on the paths, or with
+    /// one but nothing waiting on our side (a trickle over paths another connection fills),
+    /// keeps it; a backlogged plateau with the paths' queue ends it, and the budget is the
+    /// rate's from then on.
+    #[test]
+    fn startup_lifts_the_cap_until_the_paths_are_full() {
+        let mut b = InflightBudget::new(5 * MS, 2.0);
+        let (mut t, mut acked) = (Instant::now(), 0u64);
+        b.handle_sample(t, true, [(1u8, held(0, 20, 20, 0))]);
+        assert!(b.in_startup());
+        assert_eq!(b.budget(), MAX_BUDGET);
+        // Doubling every 100 ms, with a queue on the paths: still starting.
+        for i in 0..5 {
+            let rate = 100_000.0 * f64::from(1u32 << i);
+            feed(&mut b, (&mut t, &mut acked), rate, 60, true, 0.1);
+        }
+        assert!(b.in_startup());
+        // Flat at 1.6 MB/s for a second, backlogged, but the paths hold no queue (srtt 2 ms
+        // above the minimum): an application's own rate, not the paths'.
+        feed(&mut b, (&mut t, &mut acked), 1_600_000.0, 22, true, 1.0);
+        assert!(b.in_startup(), "no queue: not full");
+        // Flat with a queue, but nothing waited: a trickle beside another connection's load.
+        feed(&mut b, (&mut t, &mut acked), 1_600_000.0, 60, false, 1.0);
+        assert!(b.in_startup(), "not backlogged");
+        assert_eq!(b.budget(), MAX_BUDGET);
+        // Backlogged, flat for long enough already, now with 40 ms of queue: full.
+        feed(&mut b, (&mut t, &mut acked), 1_600_000.0, 60, true, 0.05);
+        assert!(!b.in_startup());
+        let want = 1_600_000.0 * (2.0 * 0.020 + 0.005);
+        assert!(
+            (b.budget() as f64 - want).abs() < 0.05 * want,
+            "budget {} want {want}",
+            b.budget()
+        );
+    }
+
+    /// The plateau must last [`STARTUP_FULL`] of backlogged time; growth starts it over.
+    #[test]
+    fn startup_ends_after_a_plateau_of_backlogged_time() {
+        let mut b = InflightBudget::new(5 * MS, 2.0);
+        let (mut t, mut acked) = (Instant::now(), 0u64);
+        b.handle_sample(t, true, [(1u8, held(0, 20, 60, 0))]);
+        feed(&mut b, (&mut t, &mut acked), 1_000_000.0, 60, true, 0.25);
+        assert!(b.in_startup(), "250 ms of plateau");
+        // The rate grows by half: the plateau starts over.
+        feed(&mut b, (&mut t, &mut acked), 2_000_000.0, 60, true, 0.25);
+        assert!(b.in_startup(), "grew");
+        feed(&mut b, (&mut t, &mut acked), 2_000_000.0, 60, true, 0.4);
+        assert!(!b.in_startup(), "400 ms of plateau at 2 MB/s");
+    }
+
+    /// After start-up the rate ages only on backlogged time: ten idle seconds keep the budget
+    /// (the next transfer starts against the paths' rate, not the floor); a second of
+    /// backlogged samples that show nothing delivered halves it.
+    #[test]
+    fn idle_time_does_not_age_the_rate() {
+        let mut b = steady(2.0);
+        let (mut t, mut acked) = (Instant::now(), 0u64);
+        b.handle_sample(t, true, [(1u8, held(0, 20, 25, 0))]);
+        feed(&mut b, (&mut t, &mut acked), 2_000_000.0, 25, true, 0.5);
+        let (rate, budget) = (b.rate(), b.budget());
+        assert!((rate as f64 - 2_000_000.0).abs() < 40_000.0, "{rate}");
+        feed(&mut b, (&mut t, &mut acked), 0.0, 20, false, 10.0);
+        assert_eq!((b.rate(), b.budget()), (rate, budget));
+        feed(&mut b, (&mut t, &mut acked), 0.0, 20, true, 1.0);
+        assert!(
+            (b.rate() as f64 - rate as f64 / 2.0).abs() < 0.05 * rate as f64,
+            "{} of {rate}",
+            b.rate()
+        );
     }
 
     /// A subflow that goes away takes its share of the budget with it; a counter that goes
@@ -414,21 +591,22 @@ mod tests {
     #[test]
     fn subflows_come_and_go() {
         let t0 = Instant::now();
-        let mut b = InflightBudget::new(5 * MS, 1.0);
-        b.handle_sample(t0, [(1u8, up(0, 20)), (2u8, up(0, 40))]);
+        let mut b = steady(1.0);
+        b.handle_sample(t0, true, [(1u8, up(0, 20)), (2u8, up(0, 40))]);
         b.handle_sample(
             t0 + 100 * MS,
+            true,
             [(1u8, up(100_000, 20)), (2u8, up(100_000, 40))],
         );
         let both = b.budget();
         assert_eq!(both, (1_000_000.0f64 * 0.025 + 1_000_000.0 * 0.045) as u64);
-        b.handle_sample(t0 + 200 * MS, [(1u8, up(200_000, 20))]);
+        b.handle_sample(t0 + 200 * MS, true, [(1u8, up(200_000, 20))]);
         assert_eq!(b.budget(), 25_000);
-        b.handle_sample(t0 + 300 * MS, [(1u8, up(5, 20)), (2u8, up(0, 40))]);
+        b.handle_sample(t0 + 300 * MS, true, [(1u8, up(5, 20)), (2u8, up(0, 40))]);
         assert_eq!(b.rate(), 0);
         let mut not_up = up(0, 20);
         not_up.established = false;
-        b.handle_sample(t0 + 400 * MS, [(1u8, not_up)]);
+        b.handle_sample(t0 + 400 * MS, true, [(1u8, not_up)]);
         assert_eq!((b.rate(), b.budget()), (0, MIN_BUDGET));
     }
 
@@ -437,31 +615,31 @@ mod tests {
     #[test]
     fn a_budget_limited_rate_grows_to_the_bottleneck() {
         let t0 = Instant::now();
-        let mut b = InflightBudget::new(5 * MS, 1.5);
+        let mut b = steady(1.5);
         let capacity = 5_000_000.0f64; // 40 Mbit/s
                                        // The round trip the budget sees: min RTT 20 ms + 8 ms of delayed ACKs and wake-ups.
         let rtt = 0.028;
         let mut acked = 0u64;
         let mut t = t0;
-        b.handle_sample(t, [(1u8, up(0, 20))]);
+        b.handle_sample(t, true, [(1u8, up(0, 20))]);
         for _ in 0..40 {
             // What the path delivers in 100 ms with `budget` in flight each RTT.
             let rate = (b.budget() as f64 / rtt).min(capacity);
             acked += (rate * 0.1) as u64;
             t += 100 * MS;
-            b.handle_sample(t, [(1u8, up(acked, 20))]);
+            b.handle_sample(t, true, [(1u8, up(acked, 20))]);
         }
         assert!(b.rate() as f64 > 0.97 * capacity, "rate {}", b.rate());
         assert!((b.budget() as f64) < 1.05 * capacity * 0.035);
         // With gain 1 the same path stalls where it started: every rate is a fixed point.
-        let mut b = InflightBudget::new(5 * MS, 1.0);
+        let mut b = steady(1.0);
         let (mut acked, mut t) = (0u64, t0);
-        b.handle_sample(t, [(1u8, up(0, 20))]);
+        b.handle_sample(t, true, [(1u8, up(0, 20))]);
         for _ in 0..40 {
             let rate = (b.budget() as f64 / rtt).min(capacity);
             acked += (rate * 0.1) as u64;
             t += 100 * MS;
-            b.handle_sample(t, [(1u8, up(acked, 20))]);
+            b.handle_sample(t, true, [(1u8, up(acked, 20))]);
         }
         assert!((b.rate() as f64) < 0.5 * capacity, "rate {}", b.rate());
     }
