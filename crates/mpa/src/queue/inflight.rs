@@ -17,9 +17,9 @@
 //!
 //! The rate of each subflow is its acknowledged bytes over at least [`RATE_INTERVAL`], kept as a
 //! maximum that halves every [`RATE_HALF_LIFE`] of backlogged time (so an app-limited pause does
-//! not shrink it, and a path that got slower is followed within a second or two of load). When the budget limits
-//! the rate, a bottleneck with more room is still found: the budget lets the delivered rate grow by
-//! `(gain × min_rtt + margin) / rtt` per round trip. That needs `gain` > 1: measured on the 2x2
+//! not shrink it, and a path that got slower is followed within a second or two of load). When
+//! the budget limits the rate, a bottleneck with more room is still found: the budget lets the
+//! delivered rate grow by `(gain × min_rtt + margin) / rtt` per round trip. That needs `gain` > 1: measured on the 2x2
 //! testbed (10 Mbit/s uplinks, 20.5 ms path RTT), with `gain` = 1 the connection settled at
 //! 5–6 of 20 Mbit/s with the pipe not even full: the round trip the budget sees is longer than
 //! the path's minimum RTT (the receiver's delayed ACKs, the writer's own wake-up after the
@@ -158,8 +158,8 @@ impl<K: Ord + Copy> InflightBudget<K> {
     }
 
     /// Feeds one sample of every subflow (subflows not in it are forgotten) and recomputes the
-    /// budget; `backlogged`: the writer left data in its queue since the last sample (the paths,
-    /// not the application, limited the connection).
+    /// budget; `backlogged`: data waited on our side since the last sample (in the gateway's
+    /// queue, or unsent in the socket: the paths, not the application, limited the connection).
     pub fn handle_sample(
         &mut self,
         now: Instant,
