@@ -429,22 +429,56 @@ pub fn emu_config(topo: &Topology) -> EmuConfig {
     }
 }
 
+/// One diversion rule's selector: traffic from and/or to a network goes to the emulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Selector {
+    from: Option<(std::net::Ipv4Addr, u8)>,
+    to: Option<(std::net::Ipv4Addr, u8)>,
+}
+
+impl std::fmt::Display for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut sep = "";
+        if let Some((a, l)) = self.from {
+            write!(f, "from {a}/{l}")?;
+            sep = " ";
+        }
+        if let Some((a, l)) = self.to {
+            write!(f, "{sep}to {a}/{l}")?;
+        }
+        Ok(())
+    }
+}
+
 /// The diversion rules (`ip rule` selectors) that send impaired traffic to the emulator.
-fn diversion_selectors(topo: &Topology) -> Vec<String> {
+fn diversion_selectors(topo: &Topology) -> BTreeSet<Selector> {
     let cfg = emu_config(topo);
-    let mut sel = Vec::new();
+    let mut sel = BTreeSet::new();
     for l in &cfg.links {
+        let net = Some((l.network, l.prefix_len));
         if !l.up.is_none() {
-            sel.push(format!("from {}/{}", l.network, l.prefix_len));
+            sel.insert(Selector {
+                from: net,
+                to: None,
+            });
         }
         if !l.down.is_none() {
-            sel.push(format!("to {}/{}", l.network, l.prefix_len));
+            sel.insert(Selector {
+                from: None,
+                to: net,
+            });
         }
     }
     for pr in &cfg.pairs {
-        sel.push(format!("from {}/32 to {}/32", pr.src, pr.dst));
-        for (a, b) in &pr.shared_with {
-            sel.push(format!("from {a}/32 to {b}/32"));
+        sel.insert(Selector {
+            from: Some((pr.src, 32)),
+            to: Some((pr.dst, 32)),
+        });
+        for &(a, b) in &pr.shared_with {
+            sel.insert(Selector {
+                from: Some((a, 32)),
+                to: Some((b, 32)),
+            });
         }
     }
     sel
@@ -453,33 +487,77 @@ fn diversion_selectors(topo: &Topology) -> Vec<String> {
 #[derive(Debug, Deserialize)]
 struct RuleJson {
     priority: Option<u32>,
+    src: Option<String>,
+    srclen: Option<u8>,
+    dst: Option<String>,
+    dstlen: Option<u8>,
 }
 
-/// Makes the `inet` diversion rules match the state's topology.
+impl RuleJson {
+    /// The selector of this rule as `ip -j rule show` prints it (`all` or no address: any; no
+    /// length: /32); `None` if an address does not parse.
+    fn selector(&self) -> Option<Selector> {
+        fn side(
+            addr: &Option<String>,
+            len: Option<u8>,
+        ) -> Option<Option<(std::net::Ipv4Addr, u8)>> {
+            match addr.as_deref() {
+                None | Some("all") => Some(None),
+                Some(a) => Some(Some((a.parse().ok()?, len.unwrap_or(32)))),
+            }
+        }
+        Some(Selector {
+            from: side(&self.src, self.srclen)?,
+            to: side(&self.dst, self.dstlen)?,
+        })
+    }
+}
+
+/// The `ip rule` commands that turn the diversion rules `current` (priority, selector; `None`
+/// for one that cannot be read) into `wanted`: make before break, so that traffic that stays
+/// diverted never takes the direct route for a moment (that let packets skip the emulator's
+/// delay and queue while a bottleneck was changed under load: reordering, spurious
+/// retransmits and RTT samples of a few microseconds that the kernel kept as the subflows'
+/// minimum RTT for minutes; docs/results.md "Table I with the send time budget"). Rules that
+/// stay are not touched; new ones take free priorities first, stale ones go last.
+fn diversion_commands(
+    current: &[(u32, Option<Selector>)],
+    wanted: &BTreeSet<Selector>,
+) -> anyhow::Result<Vec<String>> {
+    let kept: BTreeSet<Selector> = current.iter().filter_map(|&(_, s)| s).collect();
+    let used: BTreeSet<u32> = current.iter().map(|&(p, _)| p).collect();
+    let mut free = (PREF_DIVERT..PREF_DIVERT_END).filter(|p| !used.contains(p));
+    let mut cmds = Vec::new();
+    for sel in wanted.difference(&kept) {
+        let pref = free
+            .next()
+            .context("more diversion rules than the emulator supports")?;
+        cmds.push(format!("rule add pref {pref} {sel} lookup {EMU_TABLE}"));
+    }
+    let mut seen = BTreeSet::new();
+    for &(pref, sel) in current {
+        // Stale, unreadable, or a duplicate of a rule already kept.
+        if !sel.is_some_and(|s| wanted.contains(&s) && seen.insert(s)) {
+            cmds.push(format!("rule del pref {pref}"));
+        }
+    }
+    Ok(cmds)
+}
+
+/// Makes the `inet` diversion rules match the state's topology ([`diversion_commands`]).
 fn sync_diversion(state: &State) -> anyhow::Result<()> {
     let inet = ns_inet(&state.prefix);
     let out = sh::run("ip", &["-n", &inet, "-j", "rule", "show"])?;
     let rules: Vec<RuleJson> = serde_json::from_str(&out).context("parse ip -j rule")?;
-    let mut cmds: Vec<String> = rules
+    let current: Vec<(u32, Option<Selector>)> = rules
         .iter()
-        .filter_map(|r| r.priority)
-        .filter(|p| (PREF_DIVERT..PREF_DIVERT_END).contains(p))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .map(|p| format!("rule del pref {p}"))
+        .filter_map(|r| Some((r.priority?, r)))
+        .filter(|(p, _)| (PREF_DIVERT..PREF_DIVERT_END).contains(p))
+        .map(|(p, r)| (p, r.selector()))
         .collect();
-    let selectors = diversion_selectors(&state.topology);
-    if selectors.len() > (PREF_DIVERT_END - PREF_DIVERT) as usize {
-        bail!(
-            "{} diversion rules are more than the emulator supports",
-            selectors.len()
-        );
-    }
-    for (i, sel) in selectors.iter().enumerate() {
-        cmds.push(format!(
-            "rule add pref {} {sel} lookup {EMU_TABLE}",
-            PREF_DIVERT + i as u32
-        ));
+    let cmds = diversion_commands(&current, &diversion_selectors(&state.topology))?;
+    if cmds.is_empty() {
+        return Ok(());
     }
     sh::ip_batch(&inet, &cmds)
 }
@@ -684,11 +762,79 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            diversion_selectors(&t),
+            diversion_selectors(&t)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
             vec![
                 "from 198.18.10.0/24".to_owned(),
                 "from 198.18.11.2/32 to 198.18.20.2/32".to_owned(),
                 "from 198.18.20.2/32 to 198.18.11.2/32".to_owned(),
+            ]
+        );
+    }
+
+    fn sel(from: Option<&str>, to: Option<&str>) -> Selector {
+        let side = |x: Option<&str>| {
+            x.map(|x| {
+                let (a, l) = x.split_once('/').unwrap();
+                (a.parse().unwrap(), l.parse().unwrap())
+            })
+        };
+        Selector {
+            from: side(from),
+            to: side(to),
+        }
+    }
+
+    #[test]
+    fn diversion_changes_make_before_break() {
+        let link = sel(Some("198.18.10.0/24"), None);
+        let pair = sel(Some("198.18.11.2/32"), Some("198.18.20.2/32"));
+        let new = sel(None, Some("198.18.21.0/24"));
+        let current = vec![(1000, Some(link)), (1001, Some(pair))];
+        // A bottleneck's rate changed: the same rules, nothing to do (the old code deleted and
+        // re-added every rule, and traffic took the direct route in between).
+        let same: BTreeSet<_> = [pair, link].into_iter().collect();
+        assert!(diversion_commands(&current, &same).unwrap().is_empty());
+        // One rule goes, one comes: the new one first, at a free priority.
+        let wanted: BTreeSet<_> = [pair, new].into_iter().collect();
+        assert_eq!(
+            diversion_commands(&current, &wanted).unwrap(),
+            vec![
+                "rule add pref 1002 to 198.18.21.0/24 lookup 200".to_owned(),
+                "rule del pref 1000".to_owned(),
+            ]
+        );
+        // Duplicates and rules that cannot be read are removed.
+        let messy = vec![(1000, Some(pair)), (1003, None), (1005, Some(pair))];
+        let only_pair: BTreeSet<_> = [pair].into_iter().collect();
+        assert_eq!(
+            diversion_commands(&messy, &only_pair).unwrap(),
+            vec![
+                "rule del pref 1003".to_owned(),
+                "rule del pref 1005".to_owned()
+            ]
+        );
+    }
+
+    #[test]
+    fn rules_read_back_as_ip_prints_them() {
+        let rules: Vec<RuleJson> = serde_json::from_str(
+            r#"[{"priority":1000,"src":"198.18.10.0","srclen":24,"table":"200"},
+                {"priority":1001,"src":"198.18.10.2","dst":"198.18.20.2","table":"200"},
+                {"priority":1002,"src":"all","dst":"198.18.11.0","dstlen":24,"table":"200"},
+                {"priority":1003,"src":"fe80::1","table":"200"}]"#,
+        )
+        .unwrap();
+        let got: Vec<_> = rules.iter().map(RuleJson::selector).collect();
+        assert_eq!(
+            got,
+            vec![
+                Some(sel(Some("198.18.10.0/24"), None)),
+                Some(sel(Some("198.18.10.2/32"), Some("198.18.20.2/32"))),
+                Some(sel(None, Some("198.18.11.0/24"))),
+                None,
             ]
         );
     }

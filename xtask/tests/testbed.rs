@@ -630,3 +630,93 @@ fn pair_bottleneck_changes_while_running() {
     // Other pairs of the same port are untouched (1a>2b: 5 + 10 ms each way).
     assert!((other - 30.0).abs() <= 2.0, "1a>2b {other}");
 }
+
+/// Changing a bottleneck under load must not let a packet skip the emulator: the diversion
+/// rules that stay are not touched. The old code deleted every rule and added them again, and a
+/// packet in between took the direct route with no delay; under a TCP load that gave the
+/// sender RTT samples of a few microseconds, which the kernel keeps as the minimum RTT for
+/// minutes (the send time budget then held Table I's connection at ~12 of 36 Mbit/s;
+/// docs/results.md "Table I with the send time budget"). A TCP flow runs while the pair's
+/// rate changes 30 times: its minimum RTT (`ss`, the kernel's `tcpi_min_rtt`) stays at the
+/// links' delay.
+#[test]
+fn a_bottleneck_change_never_lets_a_packet_skip_the_emulator() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = prefix("k");
+    let topo = std::fs::read_to_string(repo().join("examples/testbed-2x2.toml")).unwrap();
+    let tb = Testbed::up(&p, &topo, &[]);
+    let (gw1, gw2) = (tb.ns("gw1"), tb.ns("gw2"));
+    let (server, _) = iperf_server(&gw2, 5219, &["-1"]);
+    let client = {
+        let gw1 = gw1.clone();
+        std::thread::spawn(move || {
+            iperf_client(
+                &gw1,
+                &[
+                    "-c",
+                    "198.18.20.2",
+                    "-B",
+                    "198.18.10.2",
+                    "-p",
+                    "5219",
+                    "-t",
+                    "6",
+                ],
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    let mut changes = 0;
+    while changes < 30 && started.elapsed() < Duration::from_secs(4) {
+        let rate = if changes % 2 == 0 { "25" } else { "30" };
+        xtask_ok(&[
+            "testbed",
+            "pair",
+            "1a",
+            "2a",
+            "--rate-mbit",
+            rate,
+            "--prefix",
+            &p,
+        ]);
+        changes += 1;
+    }
+    let ss = sh(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &gw1,
+            "ss",
+            "-tin",
+            "dst",
+            "198.18.20.2:5219",
+        ],
+    );
+    let v = client.join().unwrap();
+    drop(server);
+    let ss = String::from_utf8_lossy(&ss.stdout).into_owned();
+    // The data connection has sent the most; every one of iperf3's connections must hold.
+    let min_rtts: Vec<f64> = ss
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("minrtt:")?.parse().ok())
+        .collect();
+    let mbps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e6;
+    eprintln!(
+        "MEASURE {changes} rate changes during a TCP flow of {mbps:.1} Mbit/s: min RTT {min_rtts:?} ms"
+    );
+    assert!(changes >= 10, "only {changes} changes in 4 s");
+    assert!(!min_rtts.is_empty(), "no connection in ss: {ss}");
+    // 1a and 2a each delay 5 ms both ways (examples/testbed-2x2.toml): 20 ms.
+    for m in &min_rtts {
+        assert!(
+            *m >= 19.5,
+            "a packet skipped the emulator: min RTT {m} ms\n{ss}"
+        );
+    }
+    assert!(mbps > 10.0, "the flow ran: {mbps} Mbit/s");
+}

@@ -187,6 +187,20 @@ impl Stage {
         })
     }
 
+    /// Takes over the run-time state of `old`, the same stage before a reload: what its queue
+    /// holds still drains before what arrives next, a burst-loss state and the background
+    /// stream continue.
+    fn carry(&mut self, old: &Stage) {
+        if self.rate_bps > 0 && old.rate_bps > 0 {
+            self.free_at = old.free_at;
+        }
+        self.ge_bad = old.ge_bad;
+        if self.bg_interval_ns > 0 && old.bg_interval_ns > 0 {
+            self.bg_next = old.bg_next;
+        }
+        self.bg_packets = old.bg_packets;
+    }
+
     /// Bytes waiting in front of the rate limiter at time `t`.
     fn backlog_bytes(&self, t: u64) -> u128 {
         let backlog_ns = self.free_at.saturating_sub(t);
@@ -330,6 +344,39 @@ impl Emulator {
             rng: SmallRng::seed_from_u64(cfg.seed),
             stats: Stats::default(),
         }
+    }
+
+    /// This emulator with a new configuration (SIGHUP): links and pairs that stay keep their
+    /// queue, loss and background state ([`Stage::carry`]), and no packet overtakes one of its
+    /// address pair released before (the per-pair release order is kept). A reload that
+    /// started from empty queues let the packets after it overtake the ones still queued at
+    /// the old rate (reordering, spurious retransmits) whenever a test changed a bottleneck
+    /// under load. The counters start again from zero, as before.
+    pub fn reconfigured(self, cfg: &EmuConfig) -> Emulator {
+        let mut new = Emulator::new(cfg);
+        let carry = |to: &mut Option<Stage>, from: &Option<Stage>| {
+            if let (Some(to), Some(from)) = (to.as_mut(), from.as_ref()) {
+                to.carry(from);
+            }
+        };
+        for l in &mut new.links {
+            if let Some(old) = self
+                .links
+                .iter()
+                .find(|o| o.network == l.network && o.mask == l.mask)
+            {
+                carry(&mut l.up, &old.up);
+                carry(&mut l.down, &old.down);
+            }
+        }
+        for (key, stage) in &mut new.pairs {
+            if let Some(old) = self.pairs.get(key) {
+                stage.carry(old);
+            }
+        }
+        new.last_release = self.last_release;
+        new.rng = self.rng;
+        new
     }
 
     /// Counters so far.
@@ -489,6 +536,38 @@ mod tests {
         // Garbage and IPv6 pass untouched and are counted.
         assert_eq!(e.handle_packet(9, &[0x60, 0, 0]), Verdict::Deliver(9));
         assert_eq!(e.stats().not_ipv4, 1);
+    }
+
+    #[test]
+    fn a_reload_keeps_the_queue_and_the_order() {
+        let rate = |mbit| Impairment {
+            rate_mbit: Some(mbit),
+            delay_ms: Some(2.0),
+            ..Impairment::default()
+        };
+        let cfg = |mbit| EmuConfig {
+            links: vec![link("1a", 10, rate(mbit), Impairment::default())],
+            pairs: vec![],
+            seed: 1,
+        };
+        let p = ipv4([198, 18, 10, 2], [198, 18, 20, 2], 1000);
+        // 1000 B at 8 Mbit/s: 1 ms each; ten queued at t = 0, the last leaves at 10 ms + 2 ms.
+        let mut e = Emulator::new(&cfg(8.0));
+        for _ in 0..10 {
+            e.handle_packet(0, &p);
+        }
+        // The rate doubles: the next packet still waits for the queue built at the old rate
+        // (12.5 ms, not 0.5 + 2), and is not released before the last one of its pair.
+        let mut e = e.reconfigured(&cfg(16.0));
+        assert_eq!(e.handle_packet(0, &p), Verdict::Deliver(12_500_000));
+        // Without a reload's carry-over (a fresh emulator), it would have overtaken them all.
+        assert_eq!(
+            Emulator::new(&cfg(16.0)).handle_packet(0, &p),
+            Verdict::Deliver(2_500_000)
+        );
+        // A slower rate: the queue left by the old one still goes first (10.5 + 8 + 2 ms).
+        let mut e = e.reconfigured(&cfg(1.0));
+        assert_eq!(e.handle_packet(0, &p), Verdict::Deliver(20_500_000));
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //! release time; `inet` then routes it normally (`iif emu0` skips the diversion rules). Links
 //! with no impairment are never diverted: the kernel path carries them at full speed.
 //!
-//! Configuration is a JSON [`core::EmuConfig`]; SIGHUP reloads it (link state such as queue
-//! occupancy restarts), SIGTERM exits.
+//! Configuration is a JSON [`core::EmuConfig`]; SIGHUP reloads it (links and pairs that stay keep
+//! their queue, and no packet overtakes an earlier one of its address pair:
+//! [`core::Emulator::reconfigured`]), SIGTERM exits.
 
 pub mod core;
 mod sys;
@@ -83,7 +84,7 @@ pub fn run(tun: &str, config_path: &Path, stats_path: &Path) -> anyhow::Result<(
         }
         if sys::RELOAD.swap(false, Ordering::SeqCst) {
             match load_config(config_path) {
-                Ok(cfg) => emu = Emulator::new(&cfg),
+                Ok(cfg) => emu = emu.reconfigured(&cfg),
                 Err(e) => eprintln!("wanem: keeping the old config: {e:#}"),
             }
             write_stats(&emu, &dstats);
