@@ -372,6 +372,24 @@ mod tests {
         }
     }
 
+    /// Subflow 1 (smoothed RTT `rtt1`) and subflow 2 (40 ms) with their acknowledged bytes.
+    fn pair(acked: [u64; 2], rtt1: Duration) -> [RoundSample<u8>; 2] {
+        [
+            RoundSample {
+                key: 1,
+                established: true,
+                bytes_acked: acked[0],
+                srtt: rtt1,
+            },
+            RoundSample {
+                key: 2,
+                established: true,
+                bytes_acked: acked[1],
+                srtt: 40 * MS,
+            },
+        ]
+    }
+
     /// Runs two subflows for `rounds`: subflow 1 delivers `slow(r)` bytes per round while
     /// active (nothing while demoted: the kernel does not schedule onto it), subflow 2 4 MB.
     /// Returns the marks with their round.
@@ -386,21 +404,7 @@ mod tests {
             }
             acked[1] += 4_000_000;
             let rtt1 = if d < 250_000 { 300 * MS } else { 40 * MS };
-            let s = [
-                RoundSample {
-                    key: 1u8,
-                    established: true,
-                    bytes_acked: acked[0],
-                    srtt: rtt1,
-                },
-                RoundSample {
-                    key: 2u8,
-                    established: true,
-                    bytes_acked: acked[1],
-                    srtt: 40 * MS,
-                },
-            ];
-            for m in p.round(t0 + r as u32 * S, &s) {
+            for m in p.round(t0 + r as u32 * S, &pair(acked, rtt1)) {
                 backup = m.backup;
                 marks.push((r, m.backup));
             }
@@ -425,21 +429,7 @@ mod tests {
                 acked[0] += 150_000;
             }
             acked[1] += if held { 1_500_000 } else { 4_000_000 };
-            let s = [
-                RoundSample {
-                    key: 1u8,
-                    established: true,
-                    bytes_acked: acked[0],
-                    srtt: 300 * MS,
-                },
-                RoundSample {
-                    key: 2u8,
-                    established: true,
-                    bytes_acked: acked[1],
-                    srtt: 40 * MS,
-                },
-            ];
-            for m in p.round(t0 + r as u32 * S, &s) {
+            for m in p.round(t0 + r as u32 * S, &pair(acked, 300 * MS)) {
                 backup = m.backup;
                 marks.push((r, m.backup));
             }
@@ -448,22 +438,7 @@ mod tests {
         assert_eq!(marks, vec![(2, true), (12, false), (13, true)]);
         // Without a reference from before (a fresh policy), the held round alone is not slow.
         let mut q = SlowSubflows::new(1.0 / 16.0);
-        let held = |r: u64| {
-            [
-                RoundSample {
-                    key: 1u8,
-                    established: true,
-                    bytes_acked: r * 150_000,
-                    srtt: 300 * MS,
-                },
-                RoundSample {
-                    key: 2u8,
-                    established: true,
-                    bytes_acked: r * 1_500_000,
-                    srtt: 40 * MS,
-                },
-            ]
-        };
+        let held = |r: u64| pair([r * 150_000, r * 1_500_000], 300 * MS);
         for r in 0..5 {
             assert!(q.round(t0 + r as u32 * S, &held(r)).is_empty());
         }
