@@ -180,6 +180,12 @@ fn iperf_client(ns: &str, args: &[&str]) -> Value {
     })
 }
 
+/// Testbed `p` with the example 2x2 topology (examples/testbed-2x2.toml).
+fn up_2x2(p: &str) -> Testbed {
+    let topo = std::fs::read_to_string(repo().join("examples/testbed-2x2.toml")).unwrap();
+    Testbed::up(p, &topo, &[])
+}
+
 const TWO_BRANCHES_ONE_PORT: &str =
     "[[branch]]\nid = 1\nwan = [{ LINK }]\n[[branch]]\nid = 2\nwan = [{}]\n";
 
@@ -552,8 +558,7 @@ fn inet_rx_bytes(prefix: &str, inet_if: &str) -> u64 {
 fn vxlan_baseline_carries_lan_traffic_over_one_hop() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let p = prefix("v");
-    let topo = std::fs::read_to_string(repo().join("examples/testbed-2x2.toml")).unwrap();
-    let tb = Testbed::up(&p, &topo, &[]);
+    let tb = up_2x2(&p);
     xtask_ok(&["testbed", "baseline", "up", "1b>2a", "--prefix", &p]);
     let (h1, h2) = (tb.ns("h1"), tb.ns("h2"));
     let (_, loss) = ping_avg_ms(&h1, &["-c", "3", "-i", "0.2", "198.19.2.10"]);
@@ -600,8 +605,7 @@ fn vxlan_baseline_carries_lan_traffic_over_one_hop() {
 fn pair_bottleneck_changes_while_running() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let p = prefix("p");
-    let topo = std::fs::read_to_string(repo().join("examples/testbed-2x2.toml")).unwrap();
-    let tb = Testbed::up(&p, &topo, &[]);
+    let tb = up_2x2(&p);
     let gw1 = tb.ns("gw1");
     let rtt =
         |dst: &str, src: &str| ping_avg_ms(&gw1, &["-c", "5", "-i", "0.05", "-I", src, dst]).0;
@@ -643,8 +647,7 @@ fn pair_bottleneck_changes_while_running() {
 fn a_bottleneck_change_never_lets_a_packet_skip_the_emulator() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let p = prefix("k");
-    let topo = std::fs::read_to_string(repo().join("examples/testbed-2x2.toml")).unwrap();
-    let tb = Testbed::up(&p, &topo, &[]);
+    let tb = up_2x2(&p);
     let (gw1, gw2) = (tb.ns("gw1"), tb.ns("gw2"));
     let (server, _) = iperf_server(&gw2, 5219, &["-1"]);
     let client = {

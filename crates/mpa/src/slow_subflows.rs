@@ -171,7 +171,8 @@ impl<K: Ord + Copy> SlowSubflows<K> {
                     && total as f64 / g.as_secs_f64() >= MIN_JUDGED_RATE as f64
             });
         // This round's rate, and the most of the recent rounds (the share test's reference).
-        let rate = gap.map_or(0.0, |g| total as f64 / g.as_secs_f64().max(1e-3));
+        let secs = gap.map_or(0.0, |g| g.as_secs_f64());
+        let rate = if secs > 0.0 { total as f64 / secs } else { 0.0 };
         while self.recent.front().is_some_and(|&(t, _)| {
             now.saturating_duration_since(t) > REFERENCE_WINDOW
                 || self.recent.len() >= MAX_REFERENCE_ROUNDS
@@ -182,7 +183,7 @@ impl<K: Ord + Copy> SlowSubflows<K> {
             self.recent.push_back((now, rate));
         }
         let best = self.recent.iter().map(|&(_, r)| r).fold(0.0f64, f64::max);
-        let reference = total as f64 * (best / rate.max(1.0)).max(1.0);
+        let reference = (total as f64).max(best * secs);
         if loaded && rates.len() >= 2 {
             let fastest = rates
                 .iter()
