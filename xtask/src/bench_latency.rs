@@ -316,13 +316,18 @@ fn counters(s: &Option<serde_json::Value>) -> BTreeMap<String, u64> {
         .unwrap_or_default()
 }
 
-/// Counters of gw1 whose growth matters for latency.
-const WATCH: [&str; 5] = [
+/// Counters of gw1 whose growth matters for latency and goodput (drops, dead connections,
+/// subflows demoted, closed or made again during a load).
+const WATCH: [&str; 9] = [
     "drop_queue_full",
     "drop_codel",
     "codel_marks",
     "conn_dead",
     "drop_no_group",
+    "subflows_demoted",
+    "subflows_probed",
+    "pm_sub_closed",
+    "subflow_create_ok",
 ];
 
 /// The [`WATCH`] counters that grew from `c0` to `c1`, by how much.
@@ -581,7 +586,7 @@ fn run_load(
     };
     eprintln!(
         "bench latency: {load}: ping {} ms, RR {} ms, voice {} ms ({:.2} % lost), Type I {} ms, \
-         {} Mbit/s (aim p99 <= {:.1}); gw1 {:?}",
+         {} Mbit/s (aim p99 <= {:.1}); gw1 {:?} {:?}",
         cell(&r.ping),
         cell(&r.rr),
         cell(&r.sparse),
@@ -589,6 +594,7 @@ fn run_load(
         cell(&r.type1),
         r.bulk_mbps.map_or("-".to_owned(), |b| format!("{b:.1}")),
         path_rtt_ms + report::AIM_SLACK_MS,
+        r.mmsg_counters,
         r.queues,
     );
     Ok(r)

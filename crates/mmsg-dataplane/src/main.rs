@@ -224,6 +224,13 @@ struct RunArgs {
     /// paths' rate finds the room (docs/mmsg.md "Latency under load").
     #[arg(long, env = "MMSG_SEND_TIME_GAIN", default_value_t = 2.0)]
     send_time_gain: f64,
+    /// With --send-time-budget: the most time the budget adds for the gateway's own stalls. A
+    /// writer that keeps waking later than planned (a busy CPU, a descheduled VM) lets the paths
+    /// drain; the budget then adds the lateness that recurs (more than 10 % of its waits in the
+    /// last 10 s) beyond --send-time-budget, up to this, trading that much queue for goodput
+    /// (docs/mmsg.md "Stalls"); `0s`: never.
+    #[arg(long, env = "MMSG_SEND_TIME_STALL_COVER", default_value = "50ms")]
+    send_time_stall_cover: humantime::Duration,
     /// Pace each tunnel connection's writer at its paths' measured bottleneck rate (the
     /// subflows' delivery rate samples, BBR's probe cycle of gains 1.25 / 0.75 / 1), so the
     /// WAN's bottleneck queue stays short and the standing queue is the gateway's per-flow one
@@ -356,6 +363,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     send_budget: a.send_budget,
                     send_time_budget: a.send_time_budget.into(),
                     send_time_gain: a.send_time_gain,
+                    send_time_stall_cover: a.send_time_stall_cover.into(),
                     pacing: a.pacing.then_some(mpa::queue::pacing::PacerConfig {
                         queue_target: a.pacing_queue_target.into(),
                         rate_rounds: a.pacing_rate_rounds,

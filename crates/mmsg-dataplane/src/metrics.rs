@@ -348,6 +348,12 @@ fn connections(e: &mut Exposition, report: &StatusReport, wan: &[Ipv4Addr]) {
         "The subflows' delivery rate the send time budget was made of (0: off)",
         per_conn_g(&|c| c.delivery_rate_bytes_per_second as f64),
     );
+    e.gauge(
+        "connection_stall_cover_seconds",
+        "Time the send time budget adds for the gateway's own stalls (its writer's recent worst \
+         lateness beyond the margin; 0: none)",
+        per_conn_g(&|c| c.stall_cover_us as f64 / 1e6),
+    );
     // With --pacing only: the pacer of each outbound connection.
     let paced = |f: &dyn Fn(&crate::status::PacingStatus) -> f64| -> Vec<(Labels, f64)> {
         conns

@@ -109,6 +109,7 @@ fn report() -> StatusReport {
             queue_bytes: 42,
             send_time_budget_bytes: 61_440,
             delivery_rate_bytes_per_second: 2_300_000,
+            stall_cover_us: 27_000,
             pacing: Some(PacingStatus {
                 phase: "probe_bw".into(),
                 gain_percent: 75,
@@ -212,6 +213,7 @@ fn names_types_and_labels() {
     // The latency controls (`--send-time-budget`, `--pacing`): the pacer's phase as a label.
     let g = |name: &str| value(&s, name, &conn);
     assert_eq!(g("mms_connection_send_time_budget_bytes"), 61_440.0);
+    assert_eq!(g("mms_connection_stall_cover_seconds"), 0.027);
     assert_eq!(
         g("mms_connection_delivery_rate_bytes_per_second"),
         2_300_000.0

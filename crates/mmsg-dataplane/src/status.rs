@@ -123,6 +123,11 @@ pub struct ConnStatus {
     /// ... and the delivery rate of the subflows that budget was made of, bytes per second.
     #[serde(default)]
     pub delivery_rate_bytes_per_second: u64,
+    /// ... and the time it adds for the gateway's own stalls, µs: the writer's recent worst
+    /// lateness beyond the budget's margin (`mpa::queue::stall`; 0 on a machine that wakes on
+    /// time).
+    #[serde(default)]
+    pub stall_cover_us: u64,
     /// Outbound, with `--pacing`: the pacer at its last sample (docs/mmsg.md "Pacing").
     #[serde(default)]
     pub pacing: Option<PacingStatus>,

@@ -231,6 +231,8 @@ pub fn render(
             match c.send_time_budget_bytes {
                 0 => "-".to_owned(),
                 mpa::queue::inflight::MAX_BUDGET => "startup".to_owned(),
+                // With the cover for the gateway's own stalls (`mpa::queue::stall`).
+                b if c.stall_cover_us > 0 => format!("{b} +{}ms", c.stall_cover_us / 1000),
                 b => b.to_string(),
             },
             pacing_cell(c),
@@ -437,6 +439,20 @@ mod tests {
             .unwrap();
         assert!(row.contains(" startup "), "{text}");
         assert!(!text.contains("16777216"), "{text}");
+    }
+
+    /// The budget's cover for the gateway's own stalls follows the budget (`mpa::queue::stall`).
+    #[test]
+    fn a_budget_with_a_stall_cover_shows_it() {
+        let mut r = report(5, 0);
+        r.connections[0].send_time_budget_bytes = 96_320;
+        r.connections[0].stall_cover_us = 27_400;
+        let text = render(&r, None, 1_000_000_000);
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("out b2 g0 type2"))
+            .unwrap();
+        assert!(row.contains(" 96320 +27ms "), "{text}");
     }
 
     #[test]

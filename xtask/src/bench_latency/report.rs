@@ -117,6 +117,8 @@ pub struct QueueSample {
     /// The bulk's connection on gw1 (outbound, Type II, the most bytes sent) in `mmsg status`:
     /// its send time budget, bytes (0: off).
     pub send_time_budget_bytes: u64,
+    /// ... and the time that budget adds for gw1's own stalls, ms (`mpa::queue::stall`).
+    pub stall_cover_ms: f64,
     /// Its pacer's phase (`None`: not paced, `--pacing` off) ...
     pub pacing_phase: Option<String>,
     /// ... and the rate it paces at, Mbit/s (0 in start-up).
@@ -138,6 +140,7 @@ impl QueueSample {
             return;
         };
         self.send_time_budget_bytes = c["send_time_budget_bytes"].as_u64().unwrap_or(0);
+        self.stall_cover_ms = c["stall_cover_us"].as_u64().unwrap_or(0) as f64 / 1e3;
         let pacing = &c["pacing"];
         self.pacing_phase = pacing["phase"].as_str().map(str::to_owned);
         self.pacing_mbps = pacing["rate_bytes_per_second"].as_u64().unwrap_or(0) as f64 * 8.0 / 1e6;

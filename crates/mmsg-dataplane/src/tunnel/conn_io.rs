@@ -338,6 +338,15 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
             let until = (now + d).min(deadline);
             let started = Instant::now();
             tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+            if let Some(oq) = oq {
+                // Woken later than planned: the paths drained meanwhile (the budget's stall
+                // cover, `mpa::queue::stall`).
+                let late = started
+                    .elapsed()
+                    .saturating_sub(until.saturating_duration_since(started));
+                let late = u64::try_from(late.as_micros()).unwrap_or(u64::MAX - 1);
+                oq.writer_late_us.fetch_max(late + 1, Ordering::Relaxed);
+            }
             // Data waited because the paths are full: the same capacity signal as a write
             // blocked on the socket without the budget (`busy_us`, what ssc's adaptive groups
             // and weights read as "saturated", controller::capacity).

@@ -139,6 +139,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
                 oq.inflight_bps.store(0, Ordering::Relaxed);
                 oq.inflight_budget.store(0, Ordering::Relaxed);
                 oq.delivery_rate.store(0, Ordering::Relaxed);
+                oq.stall_cover_us.store(0, Ordering::Relaxed);
                 oq.pacing_rate.store(0, Ordering::Relaxed);
                 sh.send(TunEvent::Conn(ConnEvent { key, up: false }));
                 if matches!(end, ConnEnd::Dead(_)) {
@@ -157,6 +158,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
             c.subflows.clear();
             c.send_time_budget_bytes = 0;
             c.delivery_rate_bytes_per_second = 0;
+            c.stall_cover_us = 0;
             c.pacing = None;
         });
         let recent = fast && ended.is_some_and(|t| t.elapsed() < FAST_RECONNECT_FOR);

@@ -50,6 +50,8 @@ pub struct SocketOpts {
     pub send_time_budget: Duration,
     /// The budget's gain on the minimum RTT ([`mpa::queue::InflightBudget::new`]).
     pub send_time_gain: f64,
+    /// The most the budget adds for the writer's stalls ([`mpa::queue::stall`]).
+    pub send_time_stall_cover: Duration,
     /// Pace each connection's writer at its paths' measured bottleneck rate
     /// ([`mpa::queue::pacing`]) with these settings; `None`: not paced.
     pub pacing: Option<mpa::queue::pacing::PacerConfig>,
@@ -115,6 +117,11 @@ pub struct OutQueue {
     pub(super) inflight_budget: AtomicU64,
     /// The delivery rate that budget was made of, bytes/s (the writer's drain-time estimate).
     pub(super) delivery_rate: AtomicU64,
+    /// 1 + the most the writer overslept a budget wait since the sampler last took it, µs; 0:
+    /// no wait since (the budget's cover for the gateway's own stalls, [`mpa::queue::stall`]).
+    pub(super) writer_late_us: AtomicU64,
+    /// That cover as of the last sample, µs (for the status report).
+    pub(super) stall_cover_us: AtomicU64,
     /// The rate the writer paces at ([`mpa::queue::pacing::Pacer`]), bytes/s; 0: not paced.
     pub(super) pacing_rate: AtomicU64,
     /// Counts the writer's rounds that left data in the queue (the paths, not the traffic,
@@ -143,6 +150,8 @@ impl OutQueue {
             queued_bytes: AtomicU64::new(0),
             inflight_budget: AtomicU64::new(0),
             delivery_rate: AtomicU64::new(0),
+            writer_late_us: AtomicU64::new(0),
+            stall_cover_us: AtomicU64::new(0),
             pacing_rate: AtomicU64::new(0),
             backlogged: AtomicU64::new(0),
             attach: tokio::sync::Mutex::new(()),

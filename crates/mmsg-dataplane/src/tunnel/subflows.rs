@@ -132,8 +132,10 @@ pub(super) async fn run(
     let mut token = 0;
     let mut fb = false;
     let time_budget = sh.opts.send_time_budget;
-    let mut budget =
-        (!time_budget.is_zero()).then(|| InflightBudget::new(time_budget, sh.opts.send_time_gain));
+    let mut budget = (!time_budget.is_zero()).then(|| {
+        InflightBudget::new(time_budget, sh.opts.send_time_gain)
+            .with_max_cover(sh.opts.send_time_stall_cover)
+    });
     // The budget's delivery-rate samples stay [`inflight::SAMPLE_PERIOD`] apart whatever the
     // health tick (20 ms while busy): shorter windows made the rate noisy, and the writers'
     // budget waits, the "saturated" signal ssc's weights read, disappeared (e2e_congestion).
@@ -235,6 +237,7 @@ pub(super) async fn run(
             c.socket_queued_bytes = socket_queued;
             c.send_time_budget_bytes = oq.inflight_budget.load(Ordering::Relaxed);
             c.delivery_rate_bytes_per_second = oq.delivery_rate.load(Ordering::Relaxed);
+            c.stall_cover_us = oq.stall_cover_us.load(Ordering::Relaxed);
             c.pacing = pacer.as_ref().map(PacerDriver::status);
         });
         log_subflow_changes(name, &before, &subflows);
@@ -359,12 +362,16 @@ fn sample_budget(
         return;
     }
     let starting = b.in_startup();
+    let now = Instant::now();
+    // 0: no budget wait since the last sample; else 1 + the lateness, µs (the writer's).
+    let late = oq.writer_late_us.swap(0, Ordering::Relaxed);
+    b.on_writer_late(now, late.checked_sub(1).map(Duration::from_micros));
     // Data waited on our side since the last sample: in the gateway's queue (the writer left
     // some behind) or in the socket, not yet on a subflow or not yet sent by one.
     let waiting =
         sys::outq_unsent_bytes(fd).unwrap_or(0) > 0 || infos.iter().any(|t| t.notsent_bytes > 0);
     b.handle_sample(
-        Instant::now(),
+        now,
         backlog.since_last(oq) || waiting,
         present.iter().zip(&infos).map(|(k, t)| {
             (
@@ -389,6 +396,8 @@ fn sample_budget(
     }
     oq.delivery_rate.store(b.rate(), Ordering::Relaxed);
     oq.inflight_budget.store(b.budget(), Ordering::Relaxed);
+    let cover = u64::try_from(b.stall_cover().as_micros()).unwrap_or(u64::MAX);
+    oq.stall_cover_us.store(cover, Ordering::Relaxed);
 }
 
 /// Which end of the connection this gateway is.

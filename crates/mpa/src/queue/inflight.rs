@@ -41,6 +41,12 @@
 //! estimate ages only on backlogged time too: a connection that idles keeps the rate it
 //! measured, so the next transfer starts against the paths' budget, not [`MIN_BUDGET`].
 //!
+//! **Stalls.** The queue beyond the bandwidth-delay product is all that keeps the paths busy
+//! while the writer does not run; a writer that wakes later than planned (a busy CPU, a
+//! descheduled virtual machine) let them idle, so the budget adds the writer's recent worst
+//! lateness beyond the margin to its time ([`super::stall`]; zero on a machine that wakes on
+//! time).
+//!
 //! Call order (the driver, `mmsg`'s subflow sampler and writer): [`InflightBudget::handle_sample`]
 //! with each subflow's acknowledged bytes and minimum RTT every [`SAMPLE_PERIOD`] while the
 //! connection is up; [`InflightBudget::budget`] and [`InflightBudget::rate`] hand the figures to
@@ -50,6 +56,8 @@
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+use super::stall::StallCover;
 
 /// How often the driver should sample the subflows while the budget is on.
 pub const SAMPLE_PERIOD: Duration = Duration::from_millis(50);
@@ -136,6 +144,10 @@ pub struct InflightBudget<K> {
     startup: bool,
     full_rate: f64,
     full_for: Duration,
+    /// The writer's recent lateness beyond the margin ([`super::stall`]), and the cover it gave
+    /// at the last sample.
+    stall: StallCover,
+    cover: Duration,
 }
 
 impl<K: Ord + Copy> InflightBudget<K> {
@@ -154,7 +166,30 @@ impl<K: Ord + Copy> InflightBudget<K> {
             startup: true,
             full_rate: 0.0,
             full_for: Duration::ZERO,
+            stall: StallCover::default(),
+            cover: Duration::ZERO,
         }
+    }
+
+    /// One sample period's lateness of the writer: the most one of its budget waits ended after
+    /// it planned (its own stall: the paths drained meanwhile), `None` when it did not wait; the
+    /// budget covers the lateness that recurs beyond the margin ([`super::stall`]).
+    pub fn on_writer_late(&mut self, now: Instant, late: Option<Duration>) {
+        self.stall.on_period(now, late);
+    }
+
+    /// The most time the budget adds for the writer's stalls ([`super::stall::MAX_COVER`] unless
+    /// set; zero: none).
+    #[must_use]
+    pub fn with_max_cover(mut self, max: Duration) -> Self {
+        self.stall = StallCover::new(max);
+        self
+    }
+
+    /// The time the budget adds for the writer's stalls, as of the last sample
+    /// ([`super::stall::StallCover::cover`]).
+    pub fn stall_cover(&self) -> Duration {
+        self.cover
     }
 
     /// Feeds one sample of every subflow (subflows not in it are forgotten) and recomputes the
@@ -218,11 +253,13 @@ impl<K: Ord + Copy> InflightBudget<K> {
             .values()
             .map(|e| e.decayed(busy))
             .fold(0.0f64, f64::max);
+        self.cover = self.stall.cover(now, self.margin);
+        let allowance = (self.margin + self.cover).as_secs_f64();
         for e in self.subflows.values() {
             let r = e.decayed(busy);
             rate += r;
             queue_weighted += r * e.srtt.saturating_sub(e.min_rtt).as_secs_f64();
-            let target = self.gain * e.min_rtt.as_secs_f64() + self.margin.as_secs_f64();
+            let target = self.gain * e.min_rtt.as_secs_f64() + allowance;
             let share = r * target;
             budget += share;
             if e.srtt.as_secs_f64() > target && r < SLOW_SHARE * fastest {
@@ -450,6 +487,34 @@ mod tests {
             "slow, but its path does not queue: srtt 40 < 45 ms"
         );
         assert_eq!(b.budget(), (1_375_000.0f64 * 0.045) as u64);
+    }
+
+    /// A writer that wakes 35 ms late in every period (a stall) gets the 30 ms beyond the 5 ms
+    /// margin added to the budget's time: 1.25 MB/s × (20 + 5 + 30 ms); lateness within the
+    /// margin adds nothing.
+    #[test]
+    fn the_writers_stalls_beyond_the_margin_are_covered() {
+        let t0 = Instant::now();
+        let run = |late: Duration| {
+            let mut b = steady(1.0);
+            for i in 0..=20u64 {
+                let t = t0 + SAMPLE_PERIOD * i as u32;
+                b.on_writer_late(t, Some(late));
+                b.handle_sample(t, true, [(1u8, up(1_250 * 50 * i, 20))]);
+            }
+            b
+        };
+        let quiet = run(4 * MS);
+        assert_eq!(quiet.stall_cover(), Duration::ZERO);
+        let stalled = run(35 * MS);
+        assert_eq!(stalled.stall_cover(), 30 * MS);
+        let ratio = stalled.budget() as f64 / quiet.budget() as f64;
+        assert!(
+            (ratio - 55.0 / 25.0).abs() < 0.02,
+            "budget {} against {}",
+            stalled.budget(),
+            quiet.budget()
+        );
     }
 
     /// Two subflows at 1.25 MB/s (10 Mbit/s) each, 20 ms min RTT, 5 ms margin: the budget is

@@ -40,6 +40,7 @@ mod fq;
 pub mod inflight;
 pub mod pacing;
 mod sojourn;
+pub mod stall;
 
 pub use aqm::{
     AqmConfig, ClassStats, Dequeued, DropReason, DEFAULT_INTERVAL, DEFAULT_TARGET, MAX_QUEUE_BYTES,
