@@ -43,8 +43,8 @@
 //!
 //! **Stalls.** The queue beyond the bandwidth-delay product is all that keeps the paths busy
 //! while the writer does not run; a writer that wakes later than planned (a busy CPU, a
-//! descheduled virtual machine) let them idle, so the budget adds the writer's recent worst
-//! lateness beyond the margin to its time ([`super::stall`]; zero on a machine that wakes on
+//! descheduled virtual machine) let them idle, so the budget adds the writer's lateness that
+//! recurs, beyond the margin, to its time ([`super::stall`]; zero on a machine that wakes on
 //! time).
 //!
 //! Call order (the driver, `mmsg`'s subflow sampler and writer): [`InflightBudget::handle_sample`]
