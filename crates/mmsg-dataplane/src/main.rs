@@ -247,7 +247,8 @@ struct RunArgs {
     #[arg(long, env = "MMSG_PACING_RATE_ROUNDS", default_value_t = 4)]
     pacing_rate_rounds: u32,
     /// Slow subflows: a subflow that delivers less than this share of its connection's rate
-    /// (or of the connection's best second in the last 10 s, if that is more) while its smoothed RTT is more than twice the fastest subflow's and 10 ms longer (a
+    /// (or of the connection's best second in the last 10 s, if that is more) while its
+    /// smoothed RTT is more than twice the fastest subflow's and 10 ms longer (a
     /// queue, not its path), two 1-second rounds in a row, is marked backup (MP_PRIO), so its
     /// head-of-line delay no longer holds the fast subflows' data; it is tried again after 10 s,
     /// then 20, 40, 80 s while it stays slow (only while the connection is busy), one slow second
