@@ -427,16 +427,20 @@ mod tests {
         assert!(!text.contains('\u{1b}'));
     }
 
+    /// The table row of the example's outbound Type II connection.
+    fn conn_row(text: &str) -> &str {
+        text.lines()
+            .find(|l| l.trim_start().starts_with("out b2 g0 type2"))
+            .unwrap()
+    }
+
     /// A budget still in start-up (no cap) reads `startup`, not 16 MiB.
     #[test]
     fn a_budget_in_startup_says_so() {
         let mut r = report(5, 0);
         r.connections[0].send_time_budget_bytes = mpa::queue::inflight::MAX_BUDGET;
         let text = render(&r, None, 1_000_000_000);
-        let row = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("out b2 g0 type2"))
-            .unwrap();
+        let row = conn_row(&text);
         assert!(row.contains(" startup "), "{text}");
         assert!(!text.contains("16777216"), "{text}");
     }
@@ -448,10 +452,7 @@ mod tests {
         r.connections[0].send_time_budget_bytes = 96_320;
         r.connections[0].stall_cover_us = 27_400;
         let text = render(&r, None, 1_000_000_000);
-        let row = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("out b2 g0 type2"))
-            .unwrap();
+        let row = conn_row(&text);
         assert!(row.contains(" 96320 +27ms "), "{text}");
     }
 
