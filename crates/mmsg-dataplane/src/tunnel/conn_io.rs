@@ -229,6 +229,10 @@ pub(super) async fn writer<W: AsyncWrite + Unpin>(
                 let window = committed.map_or(Gate::Write(max_batch), |c| {
                     write_gate(c, budget, rate, max_batch)
                 });
+                // The budget's stall cover: a writer that keeps waking late may catch up.
+                bucket.set_stall_cover(Duration::from_micros(
+                    q.stall_cover_us.load(Ordering::Relaxed),
+                ));
                 let paced = bucket.gate(now, q.pacing_rate.load(Ordering::Relaxed), max_batch);
                 stricter(window, paced)
             }
