@@ -636,33 +636,36 @@ mod tests {
         assert!(drains * 2 <= probes + 1, "{drains} vs {probes}");
     }
 
+    /// Steps to the next probe drain round (0.75 × 1.25 MB/s) and counts its samples with
+    /// `in_flight` bytes on each path (one BDP: 25 kB).
+    fn probe_drain_samples(
+        p: &mut Pacer<u8>,
+        t: &mut Instant,
+        acked: &mut u64,
+        in_flight: u64,
+    ) -> usize {
+        while p.pacing_rate() != 1_875_000 {
+            step(p, t, acked, 1_250_000, 25_000, true);
+        }
+        let mut samples = 0;
+        while p.pacing_rate() == 1_875_000 {
+            step(p, t, acked, 1_250_000, in_flight, true);
+            samples += 1;
+        }
+        samples
+    }
+
     #[test]
     fn a_queue_above_the_target_keeps_the_probe_drain_going_up_to_its_limit() {
         let mut t = Instant::now();
         let mut p = Pacer::new(t, PacerConfig::default());
         let mut acked = 0;
         run(&mut p, &mut t, &mut acked, 1_250_000, 40);
-        // Until the drain round: then 12 ms of queue stays (30 kB above the 50 kB BDP).
-        while p.pacing_rate() != 1_875_000 {
-            step(&mut p, &mut t, &mut acked, 1_250_000, 25_000, true);
-        }
-        let mut rounds = 0;
-        while p.pacing_rate() == 1_875_000 {
-            step(&mut p, &mut t, &mut acked, 1_250_000, 40_000, true);
-            rounds += 1;
-        }
-        // Four rounds (eight samples), not one.
-        assert_eq!(rounds, 2 * MAX_PROBE_DRAIN_ROUNDS as usize);
+        // 12 ms of queue stays (30 kB above the 50 kB BDP): four rounds (eight samples), not one.
+        let samples = probe_drain_samples(&mut p, &mut t, &mut acked, 40_000);
+        assert_eq!(samples, 2 * MAX_PROBE_DRAIN_ROUNDS as usize);
         // A queue down to the target ends it after one round.
-        while p.pacing_rate() != 1_875_000 {
-            step(&mut p, &mut t, &mut acked, 1_250_000, 25_000, true);
-        }
-        let mut samples = 0;
-        while p.pacing_rate() == 1_875_000 {
-            step(&mut p, &mut t, &mut acked, 1_250_000, 28_000, true);
-            samples += 1;
-        }
-        assert_eq!(samples, 2);
+        assert_eq!(probe_drain_samples(&mut p, &mut t, &mut acked, 28_000), 2);
     }
 
     #[test]
@@ -856,15 +859,7 @@ mod tests {
             p.set_stall_cover(cover);
             let mut acked = 0;
             run(&mut p, &mut t, &mut acked, 1_250_000, 40);
-            while p.pacing_rate() != 1_875_000 {
-                step(&mut p, &mut t, &mut acked, 1_250_000, 25_000, true);
-            }
-            let mut samples = 0;
-            while p.pacing_rate() == 1_875_000 {
-                step(&mut p, &mut t, &mut acked, 1_250_000, 40_000, true);
-                samples += 1;
-            }
-            samples
+            probe_drain_samples(&mut p, &mut t, &mut acked, 40_000)
         };
         assert_eq!(drain_samples(10 * MS), 2);
         assert_eq!(
