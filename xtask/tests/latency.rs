@@ -384,7 +384,7 @@ fn a_fresh_connection_with_the_budget_starts_at_the_paths_rate() {
 /// virtual machine's vCPU descheduled by a busy host, while UDP at twice the capacity runs
 /// through it; the send time budget and the budget with `--pacing` beside the old defaults. The
 /// budget's queue beyond the paths' BDP drains during a stall, and the pacer keeps almost none;
-/// the stall cover (`mpa::queue::stall`; for the pacer its bucket and its probe drain too) must
+/// the stall cover (`mpa::queue::stall`; for the pacer its token bucket too) must
 /// keep the paths busy across them, at the old buffers' goodput.
 #[test]
 fn a_stalling_gateway_keeps_its_goodput_with_the_budget_and_the_pacer() {
@@ -489,8 +489,8 @@ fn stutter(ns: &str, done: &std::sync::atomic::AtomicBool) -> u32 {
 }
 
 /// The budget's goodput over the old buffers' with gw1 stopped 30 ms of every 200 (UDP at 2x):
-/// without the stall cover 0.86-0.90, with it 1.01-1.03; the pacer's before its bucket and probe
-/// drain followed the cover 0.2-0.7, after ~1.04 (docs/results.md "The send time budget when the
+/// without the stall cover 0.86-0.90, with it 1.01-1.03; the pacer's before its token bucket
+/// followed the cover 0.23-0.88, after 1.02 (docs/results.md "The send time budget when the
 /// gateway stalls", "Pacing when the gateway stalls").
 const STALL_GOODPUT_RATIO: f64 = 0.95;
 

@@ -228,8 +228,8 @@ struct RunArgs {
     /// writer that keeps waking later than planned (a busy CPU, a descheduled VM) lets the paths
     /// drain; the budget then adds the lateness that recurs (more than 10 % of its waits in the
     /// last 10 s) beyond --send-time-budget, up to this, trading that much queue for goodput
-    /// (docs/mmsg.md "Stalls"); with --pacing the pacer's token bucket and probe drain leave as
-    /// much; `0s`: never.
+    /// (docs/mmsg.md "Stalls"); with --pacing the pacer's token bucket holds as much more;
+    /// `0s`: never.
     #[arg(long, env = "MMSG_SEND_TIME_STALL_COVER", default_value = "50ms")]
     send_time_stall_cover: humantime::Duration,
     /// Pace each tunnel connection's writer at its paths' measured bottleneck rate (the

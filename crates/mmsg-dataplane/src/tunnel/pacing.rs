@@ -84,9 +84,6 @@ impl PacerDriver {
             return;
         }
         let backlogged = self.backlog.since_last(oq);
-        self.pacer.set_stall_cover(Duration::from_micros(
-            oq.stall_cover_us.load(Ordering::Relaxed),
-        ));
         let mut in_flight = 0;
         self.pacer.handle_sample(
             now,

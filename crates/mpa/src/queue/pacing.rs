@@ -172,8 +172,6 @@ pub struct Pacer<K> {
     /// last sample: the queue on the paths.
     queue_delay: Duration,
     last_rate: f64,
-    /// The writer's recurring stalls ([`Pacer::set_stall_cover`]).
-    stall_cover: Duration,
 }
 
 impl<K: Ord + Copy> Pacer<K> {
@@ -201,17 +199,7 @@ impl<K: Ord + Copy> Pacer<K> {
             history: VecDeque::new(),
             queue_delay: Duration::ZERO,
             last_rate: 0.0,
-            stall_cover: Duration::ZERO,
         }
-    }
-
-    /// The writer keeps stalling for about `cover` beyond its budget's margin (the send time
-    /// budget's stall cover, [`super::stall`]): the probe drain leaves that much more queue on
-    /// the paths, which keeps the bottleneck busy across the next stall (the writer's bucket
-    /// refills it after each, [`TokenBucket::set_stall_cover`]). Zero on a writer that wakes in
-    /// time.
-    pub fn set_stall_cover(&mut self, cover: Duration) {
-        self.stall_cover = cover;
     }
 
     /// Feeds one sample of every subflow (subflows not in it are forgotten); `backlogged`: the
@@ -285,8 +273,7 @@ impl<K: Ord + Copy> Pacer<K> {
             let age = now.saturating_duration_since(self.phase_start);
             let in_flight = self.in_flight as f64;
             let done = if draining {
-                let left =
-                    self.btl_bw * (self.config.queue_target + self.stall_cover).as_secs_f64();
+                let left = self.btl_bw * self.config.queue_target.as_secs_f64();
                 in_flight <= self.bdp()
                     || (age >= self.round && in_flight <= self.bdp() + left)
                     || age >= self.round * MAX_PROBE_DRAIN_ROUNDS
@@ -847,25 +834,6 @@ mod tests {
         assert_eq!(woken_late(25 * MS), 75_000);
         // Never more than the stall earned.
         assert_eq!(woken_late(50 * MS), 75_000);
-    }
-
-    #[test]
-    fn the_probe_drain_leaves_the_stall_cover_on_the_paths() {
-        // 12 ms of queue (30 kB above the 50 kB BDP) ends the drain after one round when the
-        // writer keeps stalling 10 ms beyond its target; without a cover it goes on to its limit.
-        let drain_samples = |cover: Duration| {
-            let mut t = Instant::now();
-            let mut p = Pacer::new(t, PacerConfig::default());
-            p.set_stall_cover(cover);
-            let mut acked = 0;
-            run(&mut p, &mut t, &mut acked, 1_250_000, 40);
-            probe_drain_samples(&mut p, &mut t, &mut acked, 40_000)
-        };
-        assert_eq!(drain_samples(10 * MS), 2);
-        assert_eq!(
-            drain_samples(Duration::ZERO),
-            2 * MAX_PROBE_DRAIN_ROUNDS as usize
-        );
     }
 
     #[test]
