@@ -419,9 +419,10 @@ impl TokenBucket {
         }
     }
 
-    /// The writer keeps stalling for about `cover` beyond [`BURST`] (the send time budget's stall
-    /// cover, [`super::stall`]): the bucket holds [`BURST`] + `cover` at the rate, so a writer
-    /// woken that late still sends what it was due. Without it a stall's tokens were lost, the
+    /// The writer keeps waking about `cover` later than the send time budget's margin allows
+    /// (the budget's stall cover, [`super::stall`]; the margin, 5 ms by default, is as long as
+    /// [`BURST`]): the bucket holds [`BURST`] + `cover` at the rate, so a writer woken that late
+    /// still sends what it was due. Without it a stall's tokens were lost, the
     /// delivered rate (the next `BtlBw`) fell with them, round after round: with the gateway
     /// stopped 30 ms every 200 ms the paced connection carried 6.6 / 11.7 Mbit/s (4 flows / UDP
     /// at 2x) against the budget's 17.1 / 17.2.
