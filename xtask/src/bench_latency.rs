@@ -73,6 +73,9 @@ pub struct Options {
     pub rate_mbit: Vec<f64>,
     /// One-way delay of a WAN path, ms (half on each end's uplink).
     pub delay_ms: f64,
+    /// The one-way delay every WAN path gets once a variant's connections are up, before its
+    /// loads (restored after them): an RTT that rises under live subflows.
+    pub delay_after_start_ms: Option<f64>,
     /// Measured seconds per load.
     pub secs: u32,
     /// Seconds of load before the probes start.
@@ -97,6 +100,7 @@ impl Options {
             prefix: prefix.to_owned(),
             rate_mbit: vec![10.0],
             delay_ms: 10.0,
+            delay_after_start_ms: None,
             secs: 8,
             warmup: 2,
             variants: vec!["default".to_owned(), "old".to_owned()],
@@ -709,6 +713,15 @@ fn run_variant(
     let _rr = probe::rr_server(&h2, PORT_RR)?;
     let _voice = probe::udp_echo(&h2, PORT_VOICE, 0)?;
     let _voice1 = probe::udp_echo(&h2, PORT_VOICE_T1, TYPE1_DSCP)?;
+    let path_rtt_ms = match opts.delay_after_start_ms {
+        Some(d) => {
+            set_path_delay(opts, d)?;
+            let rtt = path_rtt(p)?;
+            eprintln!("bench latency: path delay now {d} ms one way: path RTT {rtt:.1} ms");
+            rtt
+        }
+        None => path_rtt_ms,
+    };
     let mut loads = Vec::new();
     for load in &opts.loads {
         loads.push(run_load(opts, &g, load, path_rtt_ms)?);
@@ -719,6 +732,9 @@ fn run_variant(
         None
     };
     drop(g);
+    if opts.delay_after_start_ms.is_some() {
+        set_path_delay(opts, opts.delay_ms)?;
+    }
     Ok(VariantResult::new(
         &v.name,
         v.describe(),
@@ -740,16 +756,40 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         .map(|s| Variant::parse(s))
         .collect::<Result<_, _>>()?;
     ensure!(!variants.is_empty(), "no variant to run");
-    ensure!(
-        opts.delay_ms.is_finite() && (0.0..=1000.0).contains(&opts.delay_ms),
-        "--delay-ms must be in 0..=1000"
-    );
+    for d in std::iter::once(opts.delay_ms).chain(opts.delay_after_start_ms) {
+        ensure!(
+            d.is_finite() && (0.0..=1000.0).contains(&d),
+            "--delay-ms and --delay-after-start-ms must be in 0..=1000"
+        );
+    }
     deps::ensure()?;
     let rates = opts.rates()?;
     eprintln!("bench latency: building mmsg");
     let bin = mmsg::build_mmsg(&opts.root, opts.profile)?;
     let topo = topology::parse(&topology_text(&rates, opts.delay_ms))?;
     testbed::run_on(&topo, &opts.prefix, || run_all(opts, &bin, &variants))
+}
+
+/// The path RTT now: the median of a 3 s ping gw1 → gw2 over the raw uplink pair 1a → 2a.
+fn path_rtt(prefix: &str) -> anyhow::Result<f64> {
+    let gw1 = testbed::ns_gw(prefix, 1);
+    let path = ping(&gw1, "198.18.20.2", 3, Some("198.18.10.2"))?;
+    crate::stats::median(&path.rtt_ms).context("no reply over 1a -> 2a")
+}
+
+/// Every WAN path's one-way delay to `delay_ms` (half on each end's uplink, rates unchanged)
+/// while the gateways run.
+fn set_path_delay(opts: &Options, delay_ms: f64) -> anyhow::Result<()> {
+    let rates = opts.rates()?;
+    for (port, rate) in ["1a", "1b", "2a", "2b"].into_iter().zip(rates) {
+        let imp = topology::Impairment {
+            rate_mbit: Some(rate),
+            delay_ms: Some(delay_ms / 2.0),
+            ..Default::default()
+        };
+        testbed::link_set(&opts.prefix, port, testbed::Direction::Both, &imp)?;
+    }
+    Ok(())
 }
 
 fn run_all(opts: &Options, bin: &Path, variants: &[Variant]) -> anyhow::Result<Report> {
@@ -759,9 +799,7 @@ fn run_all(opts: &Options, bin: &Path, variants: &[Variant]) -> anyhow::Result<R
         "MMS latency CA",
         &[1, 2],
     )?;
-    let gw1 = testbed::ns_gw(p, 1);
-    let path = ping(&gw1, "198.18.20.2", 3, Some("198.18.10.2"))?;
-    let path_rtt_ms = crate::stats::median(&path.rtt_ms).context("no reply over 1a -> 2a")?;
+    let path_rtt_ms = path_rtt(p)?;
     eprintln!("bench latency: path RTT 1a -> 2a {path_rtt_ms:.1} ms");
     let mut out = Vec::new();
     for v in variants {

@@ -220,6 +220,11 @@ enum BenchCmd {
         /// One-way delay of a WAN path (ms; half on each end's uplink).
         #[arg(long, default_value_t = 10.0)]
         delay_ms: f64,
+        /// Change every WAN path's one-way delay to this (ms) once a variant's connections are
+        /// up, before its loads (restored after them): the paths' RTT rises under live
+        /// subflows, whose kernel minimum RTT stays the old one (a route change on the WAN).
+        #[arg(long)]
+        delay_after_start_ms: Option<f64>,
         /// Measured seconds per load.
         #[arg(long, default_value_t = 8)]
         secs: u32,
@@ -736,6 +741,7 @@ fn main() -> anyhow::Result<()> {
             json,
             rate_mbit,
             delay_ms,
+            delay_after_start_ms,
             secs,
             warmup,
             variants,
@@ -747,6 +753,7 @@ fn main() -> anyhow::Result<()> {
             let mut o = bench_latency::Options::new(&repo_root(), &prefix);
             o.rate_mbit = rate_mbit;
             o.delay_ms = delay_ms;
+            o.delay_after_start_ms = delay_after_start_ms;
             o.secs = secs;
             o.warmup = warmup;
             o.variants = variants;

@@ -232,6 +232,13 @@ struct RunArgs {
     /// `0s`: never.
     #[arg(long, env = "MMSG_SEND_TIME_STALL_COVER", default_value = "50ms")]
     send_time_stall_cover: humantime::Duration,
+    /// With --send-time-budget: re-measure a subflow's minimum RTT when its smoothed RTT stays
+    /// above the budget's aim for a second (a path that got longer under a live subflow; the
+    /// kernel keeps the old minimum for 300 s): for ~200 ms the budget drops below the paths'
+    /// BDP so their queues drain (docs/mmsg.md "A path whose RTT rises"); `false`: trust the
+    /// kernel's minimum.
+    #[arg(long, env = "MMSG_SEND_TIME_RTT_PROBE", default_value_t = true, action = clap::ArgAction::Set)]
+    send_time_rtt_probe: bool,
     /// Pace each tunnel connection's writer at its paths' measured bottleneck rate (the
     /// subflows' delivery rate samples, BBR's probe cycle of gains 1.25 / 0.75 / 1), so the
     /// WAN's bottleneck queue stays short and the standing queue is the gateway's per-flow one
@@ -366,6 +373,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     send_time_budget: a.send_time_budget.into(),
                     send_time_gain: a.send_time_gain,
                     send_time_stall_cover: a.send_time_stall_cover.into(),
+                    send_time_rtt_probe: a.send_time_rtt_probe,
                     pacing: a.pacing.then_some(mpa::queue::pacing::PacerConfig {
                         queue_target: a.pacing_queue_target.into(),
                         rate_rounds: a.pacing_rate_rounds,

@@ -40,6 +40,7 @@
 //!   (docs/nat.md).
 
 mod batch;
+mod budget;
 mod conn_io;
 mod inbound;
 mod outbound;

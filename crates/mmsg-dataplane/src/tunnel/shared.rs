@@ -52,6 +52,8 @@ pub struct SocketOpts {
     pub send_time_gain: f64,
     /// The most the budget adds for the writer's stalls ([`mpa::queue::stall`]).
     pub send_time_stall_cover: Duration,
+    /// Whether the budget re-measures a minimum RTT that looks stale ([`mpa::queue::min_rtt`]).
+    pub send_time_rtt_probe: bool,
     /// Pace each connection's writer at its paths' measured bottleneck rate
     /// ([`mpa::queue::pacing`]) with these settings; `None`: not paced.
     pub pacing: Option<mpa::queue::pacing::PacerConfig>,

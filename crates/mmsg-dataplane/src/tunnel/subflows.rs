@@ -30,12 +30,12 @@ use std::time::{Duration, Instant};
 
 use mpa::config::Config;
 use mpa::conn_report::{self, SubflowSample};
-use mpa::queue::inflight::{self, DeliverySample, InflightBudget};
+use mpa::queue::inflight::{self, InflightBudget};
 use mpa::subflow_health::{accepted_side_doomed, HealthSample, PathHold, StallDetector, Verdict};
 use mpa::Class;
 use tracing::{debug, info, warn};
 
-use super::conn_io::{subflow_queue, ConnCounters};
+use super::conn_io::ConnCounters;
 use super::pacing::PacerDriver;
 use super::shared::Backlog;
 use super::slow_paths::SlowPaths;
@@ -62,7 +62,7 @@ const IDLE_TICK: Duration = Duration::from_millis(250);
 pub const FAILOVER_ENV: &str = "MMSG_FAILOVER";
 
 /// A subflow: (local, remote) socket address.
-type SubflowKey = (SocketAddrV4, SocketAddrV4);
+pub(super) type SubflowKey = (SocketAddrV4, SocketAddrV4);
 /// A path: (local, remote) WAN address.
 type PathKey = (Ipv4Addr, Ipv4Addr);
 
@@ -135,6 +135,7 @@ pub(super) async fn run(
     let mut budget = (!time_budget.is_zero()).then(|| {
         InflightBudget::new(time_budget, sh.opts.send_time_gain)
             .with_max_cover(sh.opts.send_time_stall_cover)
+            .with_rtt_probe(sh.opts.send_time_rtt_probe)
     });
     // The budget's delivery-rate samples stay [`inflight::SAMPLE_PERIOD`] apart whatever the
     // health tick (20 ms while busy): shorter windows made the rate noisy, and the writers'
@@ -164,7 +165,7 @@ pub(super) async fn run(
         if let Some(b) = budget.as_mut() {
             let now = Instant::now();
             if now >= next_budget_sample {
-                sample_budget(fd, b, oq, &mut backlog, name);
+                super::budget::sample_budget(fd, b, oq, &mut backlog, name);
                 next_budget_sample = now + inflight::SAMPLE_PERIOD;
             }
             tick = tick.min(next_budget_sample.saturating_duration_since(now));
@@ -335,69 +336,6 @@ fn log_subflow_changes(name: &str, before: &[SubflowStatus], now: &[SubflowStatu
     for x in before.iter().filter(|x| x.is_established() && !up(now, x)) {
         warn!(conn = name, local = %x.local, remote = %x.remote, "subflow down");
     }
-}
-
-/// One round of the send time budget: every subflow's acknowledged bytes and minimum RTT into
-/// the connection's [`InflightBudget`], the budget and rate out to its writer (which counts
-/// against it what the paths hold, [`mpa::queue::path_queued`]). A socket that
-/// does not answer `MPTCP_TCPINFO` (fallback to TCP) gets no budget: the writer writes as before.
-fn sample_budget(
-    fd: &OwnedFd,
-    b: &mut InflightBudget<SubflowKey>,
-    oq: &OutQueue,
-    backlog: &mut Backlog,
-    name: &str,
-) {
-    let (Ok(present), Ok(infos)) = (sys::mptcp_subflow_addrs(fd), sys::mptcp_subflow_tcpinfo(fd))
-    else {
-        oq.inflight_budget.store(0, Ordering::Relaxed);
-        return;
-    };
-    if infos.is_empty() {
-        oq.inflight_budget.store(0, Ordering::Relaxed);
-        return;
-    }
-    if present.len() != infos.len() {
-        // A subflow came or went between the two calls: the next round.
-        return;
-    }
-    let starting = b.in_startup();
-    let now = Instant::now();
-    // 0: no budget wait since the last sample; else 1 + the lateness, µs (the writer's).
-    let late = oq.writer_late_us.swap(0, Ordering::Relaxed);
-    b.on_writer_late(now, late.checked_sub(1).map(Duration::from_micros));
-    // Data waited on our side since the last sample: in the gateway's queue (the writer left
-    // some behind) or in the socket, not yet on a subflow or not yet sent by one.
-    let waiting =
-        sys::outq_unsent_bytes(fd).unwrap_or(0) > 0 || infos.iter().any(|t| t.notsent_bytes > 0);
-    b.handle_sample(
-        now,
-        backlog.since_last(oq) || waiting,
-        present.iter().zip(&infos).map(|(k, t)| {
-            (
-                *k,
-                DeliverySample {
-                    established: t.state == sys::TCP_ESTABLISHED,
-                    bytes_acked: t.bytes_acked,
-                    min_rtt_us: t.min_rtt_us,
-                    queued: subflow_queue(t).bytes(),
-                    srtt_us: t.rtt_us,
-                },
-            )
-        }),
-    );
-    if starting && !b.in_startup() {
-        info!(
-            conn = %name,
-            rate_mbit = b.rate() as f64 * 8.0 / 1e6,
-            budget = b.budget(),
-            "send time budget: start-up over, the paths are full"
-        );
-    }
-    oq.delivery_rate.store(b.rate(), Ordering::Relaxed);
-    oq.inflight_budget.store(b.budget(), Ordering::Relaxed);
-    let cover = u64::try_from(b.stall_cover().as_micros()).unwrap_or(u64::MAX);
-    oq.stall_cover_us.store(cover, Ordering::Relaxed);
 }
 
 /// Which end of the connection this gateway is.

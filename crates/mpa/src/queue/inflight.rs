@@ -57,6 +57,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use super::min_rtt::{PathRtt, ProbePhase, RttProbe, PROBE_GAIN};
 use super::stall::StallCover;
 
 /// How often the driver should sample the subflows while the budget is on.
@@ -81,6 +82,9 @@ pub const STARTUP_QUEUE: Duration = Duration::from_millis(10);
 /// A subflow delivering less than this fraction of the connection's fastest one is slow: what it
 /// holds beyond its share of the budget does not take the others' room ([`InflightBudget::excess`]).
 pub const SLOW_SHARE: f64 = 0.5;
+/// A subflow holding more than this many times its share of the budget is over-fed: its RTT
+/// does not make the minimum RTT suspect ([`super::min_rtt`]).
+pub const OVERFED: f64 = 2.0;
 /// Shortest wait of a writer whose budget is full (the timer's granularity).
 pub const MIN_WAIT: Duration = Duration::from_millis(1);
 /// Longest wait of a writer whose budget is full, before it looks again (a stale rate must not
@@ -113,7 +117,8 @@ struct Estimate {
     /// of backlogged time).
     rate: f64,
     rate_at: Duration,
-    min_rtt: Duration,
+    /// Its minimum RTT: the kernel's, or a probe's where the path got longer ([`super::min_rtt`]).
+    rtt: PathRtt,
     /// What it held and its smoothed RTT at the last sample.
     held: u64,
     srtt: Duration,
@@ -148,6 +153,26 @@ pub struct InflightBudget<K> {
     /// at the last sample.
     stall: StallCover,
     cover: Duration,
+    /// The minimum RTT probe ([`super::min_rtt`]) and what the last one that ended found.
+    probe: RttProbe,
+    probed: Option<Probed>,
+    probe_on: bool,
+    /// Subflows the last probe found longer than the kernel's minimum.
+    raised: usize,
+}
+
+/// What a minimum RTT probe found ([`InflightBudget::take_probed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probed {
+    /// Subflows whose probed RTT now replaces the kernel's minimum (their paths got longer).
+    pub raised: usize,
+    /// Subflows measured.
+    pub subflows: usize,
+    /// The largest minimum RTT in use after the probe, and the kernel's figure for that subflow.
+    pub min_rtt: Duration,
+    pub kernel_min_rtt: Duration,
+    /// Whether `raised` differs from the previous probe's.
+    pub changed: bool,
 }
 
 impl<K: Ord + Copy> InflightBudget<K> {
@@ -168,6 +193,10 @@ impl<K: Ord + Copy> InflightBudget<K> {
             full_for: Duration::ZERO,
             stall: StallCover::default(),
             cover: Duration::ZERO,
+            probe: RttProbe::default(),
+            probed: None,
+            probe_on: true,
+            raised: 0,
         }
     }
 
@@ -183,6 +212,13 @@ impl<K: Ord + Copy> InflightBudget<K> {
     #[must_use]
     pub fn with_max_cover(mut self, max: Duration) -> Self {
         self.stall = StallCover::new(max);
+        self
+    }
+
+    /// Whether a minimum RTT that looks stale is probed ([`super::min_rtt`]; on unless set).
+    #[must_use]
+    pub fn with_rtt_probe(mut self, on: bool) -> Self {
+        self.probe_on = on;
         self
     }
 
@@ -209,6 +245,7 @@ impl<K: Ord + Copy> InflightBudget<K> {
             self.busy += dt;
         }
         let busy = self.busy;
+        let phase = self.probe.on_sample(now);
         let mut seen = BTreeMap::new();
         for (k, s) in subflows {
             if !s.established {
@@ -216,7 +253,7 @@ impl<K: Ord + Copy> InflightBudget<K> {
             }
             let min_rtt = Duration::from_micros(u64::from(s.min_rtt_us));
             let srtt = Duration::from_micros(u64::from(s.srtt_us));
-            let e = match self.subflows.remove(&k) {
+            let mut e = match self.subflows.remove(&k) {
                 Some(mut e) if s.bytes_acked >= e.acked_then => {
                     let dt = now.saturating_duration_since(e.since);
                     if dt >= RATE_INTERVAL {
@@ -227,7 +264,6 @@ impl<K: Ord + Copy> InflightBudget<K> {
                         e.since = now;
                         e.acked_then = s.bytes_acked;
                     }
-                    e.min_rtt = min_rtt;
                     e.held = s.queued;
                     e.srtt = srtt;
                     e
@@ -238,14 +274,23 @@ impl<K: Ord + Copy> InflightBudget<K> {
                     acked_then: s.bytes_acked,
                     rate: 0.0,
                     rate_at: busy,
-                    min_rtt,
+                    rtt: PathRtt::default(),
                     held: s.queued,
                     srtt,
                 },
             };
+            e.rtt
+                .on_sample(min_rtt, srtt, s.bytes_acked, phase != ProbePhase::Off);
             seen.insert(k, e);
         }
         self.subflows = seen;
+        if phase == ProbePhase::Ended {
+            self.end_probe();
+        }
+        self.cover = self.stall.cover(now, self.margin);
+        let allowance = self.margin + self.cover;
+        self.maybe_probe(now, if backlogged { dt } else { Duration::ZERO }, allowance);
+        let probing = self.probe.probing();
         let (mut budget, mut rate, mut excess) = (0.0f64, 0.0f64, 0u64);
         let mut queue_weighted = 0.0f64;
         let fastest = self
@@ -253,14 +298,19 @@ impl<K: Ord + Copy> InflightBudget<K> {
             .values()
             .map(|e| e.decayed(busy))
             .fold(0.0f64, f64::max);
-        self.cover = self.stall.cover(now, self.margin);
-        let allowance = (self.margin + self.cover).as_secs_f64();
         for e in self.subflows.values() {
             let r = e.decayed(busy);
+            let min_rtt = e.rtt.min_rtt();
             rate += r;
-            queue_weighted += r * e.srtt.saturating_sub(e.min_rtt).as_secs_f64();
-            let target = self.gain * e.min_rtt.as_secs_f64() + allowance;
-            let share = r * target;
+            queue_weighted += r * e.srtt.saturating_sub(min_rtt).as_secs_f64();
+            let target = self.gain * min_rtt.as_secs_f64() + allowance.as_secs_f64();
+            // In a probe, below the BDP (a slow subflow's excess stays its own: the others
+            // must keep sending for their RTT to be measured).
+            let share = if probing {
+                r * PROBE_GAIN * min_rtt.as_secs_f64()
+            } else {
+                r * target
+            };
             budget += share;
             if e.srtt.as_secs_f64() > target && r < SLOW_SHARE * fastest {
                 // A slow subflow whose path queues beyond the budget's aim: what it holds
@@ -279,6 +329,82 @@ impl<K: Ord + Copy> InflightBudget<K> {
             };
             self.startup_round(rate, dt, queue);
         }
+    }
+
+    /// Past start-up, starts a minimum RTT probe ([`super::min_rtt`]) when a subflow's smoothed
+    /// RTT stayed above the budget's aim (gain × min RTT + `allowance`) for `dt`-counted
+    /// backlogged time, or a probed minimum is due to be measured again.
+    fn maybe_probe(&mut self, now: Instant, dt: Duration, allowance: Duration) {
+        if self.startup || !self.probe_on || self.probe.probing() {
+            return;
+        }
+        let (gain, busy) = (self.gain, self.busy);
+        let fastest = self
+            .subflows
+            .values()
+            .map(|e| e.decayed(busy))
+            .fold(0.0f64, f64::max);
+        let mut due = false;
+        for e in self.subflows.values_mut() {
+            let aim = e.rtt.min_rtt().mul_f64(gain) + allowance;
+            // Only the subflows that carry the connection count, and not while they hold
+            // several times their share: a slow path's RTT with a few full-size packets on it
+            // is well above its minimum (2 Mbit/s: 5.6 ms per packet), and the MPTCP scheduler
+            // over-feeds it (see `excess`); neither says the minimum is stale.
+            let r = e.decayed(busy);
+            let share = r * aim.as_secs_f64();
+            let srtt = if r < SLOW_SHARE * fastest || e.held as f64 > OVERFED * share {
+                Duration::ZERO
+            } else {
+                e.srtt
+            };
+            due |= e.rtt.suspect(srtt, aim, dt) | e.rtt.probed().is_some();
+        }
+        if due && self.probe.may_start(now) {
+            let longest = self
+                .subflows
+                .values()
+                .map(|e| e.srtt.max(e.rtt.min_rtt()))
+                .max()
+                .unwrap_or_default();
+            self.probe.start(now, longest);
+        }
+    }
+
+    /// The probe ended: every subflow takes its result.
+    fn end_probe(&mut self) {
+        let mut found = Probed {
+            raised: 0,
+            subflows: self.subflows.len(),
+            min_rtt: Duration::ZERO,
+            kernel_min_rtt: Duration::ZERO,
+            changed: false,
+        };
+        for e in self.subflows.values_mut() {
+            found.raised += usize::from(e.rtt.end_probe().is_some());
+            if e.rtt.min_rtt() >= found.min_rtt {
+                found.min_rtt = e.rtt.min_rtt();
+                found.kernel_min_rtt = e.rtt.kernel();
+            }
+        }
+        found.changed = found.raised != self.raised;
+        self.raised = found.raised;
+        self.probed = Some(found);
+    }
+
+    /// What the last minimum RTT probe found, once (for the driver's log).
+    pub fn take_probed(&mut self) -> Option<Probed> {
+        self.probed.take()
+    }
+
+    /// Whether a minimum RTT probe runs (the budget is [`PROBE_GAIN`] × min RTT worth of rate).
+    pub fn probing(&self) -> bool {
+        self.probe.probing()
+    }
+
+    /// Minimum RTT probes started so far.
+    pub fn probes(&self) -> u64 {
+        self.probe.count()
     }
 
     /// One backlogged sample in start-up: is the rate still growing, are the paths full?
@@ -767,5 +893,103 @@ mod tests {
             write_gate(MIN_BUDGET, MIN_BUDGET, 0, 1),
             Gate::Wait(MIN_WAIT * 2)
         );
+    }
+
+    /// A fluid model of one backlogged subflow over a bottleneck of `cap` bytes/s whose round
+    /// trip is `base_ms` while the kernel's minimum says `kernel_ms` (the path got longer under
+    /// the live subflow when they differ): every 50 ms the writer fills the budget, the path
+    /// delivers min(cap, budget / base) and its smoothed RTT is the base plus the queue beyond
+    /// the BDP. Returns the budget after `secs` and its delivery rate over the last second.
+    fn closed_loop(
+        probe: bool,
+        base_ms: f64,
+        kernel_ms: u32,
+        secs: u64,
+    ) -> (InflightBudget<u8>, f64) {
+        let cap = 1_250_000.0f64;
+        let t0 = Instant::now();
+        let mut b = steady(2.0).with_rtt_probe(probe);
+        let (mut acked, mut last_sec) = (0.0f64, 0.0f64);
+        let samples = secs * 20;
+        for i in 0..=samples {
+            let inflight = b.budget() as f64;
+            let rate = cap.min(inflight / (base_ms / 1e3));
+            let srtt_ms = base_ms.max(inflight / cap * 1e3);
+            acked += rate * SAMPLE_PERIOD.as_secs_f64();
+            if i + 20 > samples {
+                last_sec += rate / 20.0;
+            }
+            let s = held(acked as u64, kernel_ms, 0, inflight as u64);
+            let s = DeliverySample {
+                srtt_us: (srtt_ms * 1e3) as u32,
+                ..s
+            };
+            b.handle_sample(t0 + SAMPLE_PERIOD * i as u32, true, [(1u8, s)]);
+        }
+        (b, last_sec)
+    }
+
+    /// The path's RTT rose from 20 to 60 ms under a live subflow; the kernel still says 20. The
+    /// budget (rate × (2 × 20 + 5 ms)) is below the new round trip: without the probe the rate
+    /// collapses to what [`MIN_BUDGET`] carries; with it the smoothed RTT that stays above the
+    /// aim starts a probe within ~1 s, which measures 60 ms, and the rate gets back to the
+    /// bottleneck's.
+    #[test]
+    fn a_path_that_got_longer_is_probed_and_its_rate_comes_back() {
+        let cap = 1_250_000.0;
+        let (stale, r_stale) = closed_loop(false, 60.0, 20, 10);
+        assert!(r_stale < 0.3 * cap, "no probe: {r_stale} of {cap}");
+        assert_eq!(stale.probes(), 0);
+        let (mut b, r) = closed_loop(true, 60.0, 20, 10);
+        assert!(r > 0.95 * cap, "with the probe: {r} of {cap}");
+        let p = b.take_probed().expect("a probe ended");
+        assert_eq!((p.raised, p.subflows, p.changed), (1, 1, true));
+        assert_eq!(p.min_rtt, 60 * MS);
+        assert_eq!(p.kernel_min_rtt, 20 * MS);
+        // Once a probe per PROBED_KEEP while the path stays longer, never more.
+        let (b, r) = closed_loop(true, 60.0, 20, 35);
+        assert!(r > 0.95 * cap, "{r}");
+        assert!(
+            (3..=4).contains(&b.probes()),
+            "{} probes in 35 s",
+            b.probes()
+        );
+    }
+
+    /// Where the kernel's minimum is the path's, the budget keeps the smoothed RTT at its aim
+    /// and never probes.
+    #[test]
+    fn a_path_at_its_minimum_is_never_probed() {
+        let (b, r) = closed_loop(true, 20.0, 20, 30);
+        assert_eq!(b.probes(), 0);
+        assert!(r > 0.99 * 1_250_000.0, "{r}");
+        assert!(!b.probing());
+    }
+
+    /// Only a subflow that carries the connection and holds about its share makes the minimum
+    /// RTT suspect: a slow one (a 1 Mbit/s path beside a 10 Mbit/s one) or an over-fed one
+    /// queues by itself. Two subflows for 2 s, the second's smoothed RTT 80 ms against an aim
+    /// of 45.
+    #[test]
+    fn slow_or_over_fed_subflows_do_not_start_a_probe() {
+        let t0 = Instant::now();
+        let run = |second_rate: u64, second_held: u64| {
+            let mut b = steady(2.0);
+            for i in 0..=40u64 {
+                let t = t0 + SAMPLE_PERIOD * i as u32;
+                b.handle_sample(
+                    t,
+                    true,
+                    [
+                        (1u8, held(62_500 * i, 20, 40, 50_000)),
+                        (2u8, held(second_rate * i, 20, 80, second_held)),
+                    ],
+                );
+            }
+            b.probes()
+        };
+        assert_eq!(run(6_250, 2_000), 0, "slow: a tenth of the fastest");
+        assert_eq!(run(62_500, 500_000), 0, "over-fed: 9 times its 56 kB share");
+        assert_eq!(run(62_500, 50_000), 1, "alike, holding its share: suspect");
     }
 }

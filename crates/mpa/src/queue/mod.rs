@@ -25,7 +25,8 @@
 //! - [`SojournHistogram`]: how long the packets each class hands out waited (enqueue to dequeue),
 //!   for `mmsg`'s `mms_gateway_queue_sojourn_seconds`.
 //! - [`inflight`]: how much of the queue a connection may hand to its MPTCP socket at a time (a budget
-//!   in time, from the subflows' delivery rate and minimum RTT), so that the standing queue stays here.
+//!   in time, from the subflows' delivery rate and minimum RTT), so that the standing queue stays here;
+//!   [`min_rtt`]: that minimum RTT, re-measured when a path's RTT rose under a live subflow.
 //!
 //! Call order: `enqueue` as packets arrive (an `Err` hands the packet back), `poll_dequeue` whenever the
 //! connection's socket can take more (loop until `None` or the socket is full): [`Dequeued::Send`] and
@@ -38,6 +39,7 @@ mod fifo;
 mod flow_hash;
 mod fq;
 pub mod inflight;
+pub mod min_rtt;
 pub mod pacing;
 mod sojourn;
 pub mod stall;
@@ -51,5 +53,7 @@ pub use flow_hash::{FlowHash, FlowHasher};
 pub use fq::{
     Arrival, FairQueue, FlowStats, FLOW_BUCKETS, OVERFLOW_BATCH_PACKETS, QUANTUM_BYTES, SET_WAYS,
 };
-pub use inflight::{path_queued, write_gate, DeliverySample, Gate, InflightBudget, SubflowQueue};
+pub use inflight::{
+    path_queued, write_gate, DeliverySample, Gate, InflightBudget, Probed, SubflowQueue,
+};
 pub use sojourn::{SojournHistogram, SOJOURN_BOUNDS_NS, SOJOURN_BUCKETS};
