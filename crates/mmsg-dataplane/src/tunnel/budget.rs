@@ -11,11 +11,8 @@ use mpa::queue::inflight::{DeliverySample, InflightBudget, Probed};
 use tracing::{debug, info};
 
 use super::conn_io::subflow_queue;
-use super::shared::Backlog;
+use super::shared::{Backlog, SubflowKey};
 use super::OutQueue;
-
-/// A subflow: its (local, remote) addresses.
-type SubflowKey = (std::net::SocketAddrV4, std::net::SocketAddrV4);
 use crate::sys;
 
 /// One round of the send time budget: every subflow's acknowledged bytes and minimum RTT into

@@ -13,12 +13,10 @@ use mpa::queue::inflight::DeliverySample;
 use mpa::queue::pacing::{self, Pacer, PacerConfig};
 
 use super::conn_io::subflow_queue;
-use super::shared::Backlog;
+use super::shared::{Backlog, SubflowKey};
 use super::OutQueue;
 use crate::status::PacingStatus;
 use crate::sys;
-
-type SubflowKey = (std::net::SocketAddrV4, std::net::SocketAddrV4);
 
 /// A connection's pacer and when to sample it next.
 #[derive(Debug)]

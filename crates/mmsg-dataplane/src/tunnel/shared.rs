@@ -23,6 +23,9 @@ use crate::secure::TlsState;
 use crate::stats::Stats;
 use crate::tun::Tun;
 
+/// A subflow: its (local, remote) socket addresses.
+pub(super) type SubflowKey = (std::net::SocketAddrV4, std::net::SocketAddrV4);
+
 /// Options of the tunnel sockets.
 #[derive(Debug, Clone, Copy)]
 pub struct SocketOpts {

@@ -37,7 +37,7 @@ use tracing::{debug, info, warn};
 
 use super::conn_io::ConnCounters;
 use super::pacing::PacerDriver;
-use super::shared::Backlog;
+use super::shared::{Backlog, SubflowKey};
 use super::slow_paths::SlowPaths;
 use super::socket::{apply_send_budget, check_fallback};
 use super::{ConnEvent, ConnKey, OutQueue, PathManagement, Shared, TunEvent};
@@ -61,8 +61,6 @@ const IDLE_TICK: Duration = Duration::from_millis(250);
 /// The environment variable that turns fast failover off (`off`).
 pub const FAILOVER_ENV: &str = "MMSG_FAILOVER";
 
-/// A subflow: (local, remote) socket address.
-pub(super) type SubflowKey = (SocketAddrV4, SocketAddrV4);
 /// A path: (local, remote) WAN address.
 type PathKey = (Ipv4Addr, Ipv4Addr);
 
