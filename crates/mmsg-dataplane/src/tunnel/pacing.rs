@@ -3,13 +3,15 @@
 //! [`pacing::SAMPLE_PERIOD`] while the connection is busy ([`pacing::IDLE_SAMPLE_PERIOD`] when it
 //! is not), feeds the pacer and hands the rate to the writer (`OutQueue::pacing_rate`), which
 //! keeps to it with its [`mpa::queue::pacing::TokenBucket`]. `MMSG_LOG=mmsg_pacer=debug` logs
-//! every sample (phase, `BtlBw`, the rate sample, the pacing rate, the paths' queue).
+//! every sample (phase, `BtlBw`, the rate sample, the pacing rate, the paths' queue). A
+//! subflow's minimum RTT is the send time budget's where there is one (the kernel's, or a probe's
+//! where the path got longer: `mpa::queue::min_rtt`).
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use mpa::queue::inflight::DeliverySample;
+use mpa::queue::inflight::{DeliverySample, InflightBudget};
 use mpa::queue::pacing::{self, Pacer, PacerConfig};
 
 use super::conn_io::subflow_queue;
@@ -40,11 +42,17 @@ impl PacerDriver {
         }
     }
 
-    /// Samples when due; returns how long until the next sample.
-    pub(super) fn tick(&mut self, fd: &OwnedFd, oq: &OutQueue) -> Duration {
+    /// Samples when due; returns how long until the next sample. `budget`: the connection's
+    /// send time budget, whose minimum RTTs the pacer takes.
+    pub(super) fn tick(
+        &mut self,
+        fd: &OwnedFd,
+        oq: &OutQueue,
+        budget: Option<&InflightBudget<SubflowKey>>,
+    ) -> Duration {
         let now = Instant::now();
         if now >= self.next {
-            self.sample(fd, oq, now);
+            self.sample(fd, oq, now, budget);
             let period = if self.busy {
                 pacing::SAMPLE_PERIOD
             } else {
@@ -69,7 +77,13 @@ impl PacerDriver {
         }
     }
 
-    fn sample(&mut self, fd: &OwnedFd, oq: &OutQueue, now: Instant) {
+    fn sample(
+        &mut self,
+        fd: &OwnedFd,
+        oq: &OutQueue,
+        now: Instant,
+        budget: Option<&InflightBudget<SubflowKey>>,
+    ) {
         let (Ok(present), Ok(infos)) =
             (sys::mptcp_subflow_addrs(fd), sys::mptcp_subflow_tcpinfo(fd))
         else {
@@ -94,7 +108,9 @@ impl PacerDriver {
                     DeliverySample {
                         established: t.state == sys::TCP_ESTABLISHED,
                         bytes_acked: t.bytes_acked,
-                        min_rtt_us: t.min_rtt_us,
+                        min_rtt_us: budget.and_then(|b| b.min_rtt(k)).map_or(t.min_rtt_us, |d| {
+                            u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
+                        }),
                         queued: held,
                         srtt_us: t.rtt_us,
                     },

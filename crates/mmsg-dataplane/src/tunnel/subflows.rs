@@ -169,7 +169,7 @@ pub(super) async fn run(
             tick = tick.min(next_budget_sample.saturating_duration_since(now));
         }
         if let Some(p) = pacer.as_mut() {
-            tick = tick.min(p.tick(fd, oq));
+            tick = tick.min(p.tick(fd, oq, budget.as_ref()));
         }
         let now = Instant::now();
         if now < next_round {

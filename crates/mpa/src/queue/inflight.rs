@@ -402,6 +402,12 @@ impl<K: Ord + Copy> InflightBudget<K> {
         self.probe.probing()
     }
 
+    /// The minimum RTT the budget uses for subflow `k` (the kernel's, or a probe's where its path
+    /// got longer), as of the last sample; `None`: not seen.
+    pub fn min_rtt(&self, k: &K) -> Option<Duration> {
+        self.subflows.get(k).map(|e| e.rtt.min_rtt())
+    }
+
     /// Minimum RTT probes started so far.
     pub fn probes(&self) -> u64 {
         self.probe.count()
@@ -946,6 +952,8 @@ mod tests {
         assert_eq!((p.raised, p.subflows, p.changed), (1, 1, true));
         assert_eq!(p.min_rtt, 60 * MS);
         assert_eq!(p.kernel_min_rtt, 20 * MS);
+        assert_eq!(b.min_rtt(&1), Some(60 * MS), "what the pacer gets");
+        assert_eq!(b.min_rtt(&2), None);
         // Once a probe per PROBED_KEEP while the path stays longer, never more.
         let (b, r) = closed_loop(true, 60.0, 20, 35);
         assert!(r > 0.95 * cap, "{r}");
