@@ -47,6 +47,14 @@
 //! recurs, beyond the margin, to its time ([`super::stall`]; zero on a machine that wakes on
 //! time).
 //!
+//! **A path that got longer.** The minimum RTT of a subflow is the kernel's `tcpi_min_rtt`, a
+//! 300 s window, unless [`super::min_rtt`] found the path longer than that under the live
+//! subflow: a subflow that carries the connection and whose smoothed RTT stays above the aim
+//! makes the connection probe (the budget drops below the paths' BDP for a few round trips so
+//! their queues drain) and re-measure it. Without that, a budget made of the old path's
+//! minimum stayed below one round trip of the new path: 2.9–4.6 of ~17.5 Mbit/s after the 2x2
+//! testbed's paths went from 20 to 60 ms (docs/mmsg.md "A path whose RTT rises").
+//!
 //! Call order (the driver, `mmsg`'s subflow sampler and writer): [`InflightBudget::handle_sample`]
 //! with each subflow's acknowledged bytes and minimum RTT every [`SAMPLE_PERIOD`] while the
 //! connection is up; [`InflightBudget::budget`] and [`InflightBudget::rate`] hand the figures to
@@ -168,8 +176,9 @@ pub struct Probed {
     pub raised: usize,
     /// Subflows measured.
     pub subflows: usize,
-    /// The largest minimum RTT in use after the probe, and the kernel's figure for that subflow.
+    /// The largest minimum RTT in use after the probe ...
     pub min_rtt: Duration,
+    /// ... and the kernel's figure for that subflow.
     pub kernel_min_rtt: Duration,
     /// Whether `raised` differs from the previous probe's.
     pub changed: bool,
