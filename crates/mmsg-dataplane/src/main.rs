@@ -234,9 +234,9 @@ struct RunArgs {
     send_time_stall_cover: humantime::Duration,
     /// With --send-time-budget: re-measure a subflow's minimum RTT when its smoothed RTT stays
     /// above the budget's aim for a second (a path that got longer under a live subflow; the
-    /// kernel keeps the old minimum for 300 s): for ~200 ms the budget drops below the paths'
-    /// BDP so their queues drain (docs/mmsg.md "A path whose RTT rises"); `false`: trust the
-    /// kernel's minimum.
+    /// kernel keeps the old minimum for 300 s): for three smoothed RTTs (at least 200 ms) the
+    /// budget drops below the paths' BDP so their queues drain (docs/mmsg.md "A path whose RTT
+    /// rises"); `false`: trust the kernel's minimum.
     #[arg(long, env = "MMSG_SEND_TIME_RTT_PROBE", default_value_t = true, action = clap::ArgAction::Set)]
     send_time_rtt_probe: bool,
     /// Pace each tunnel connection's writer at its paths' measured bottleneck rate (the

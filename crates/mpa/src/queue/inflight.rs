@@ -298,15 +298,16 @@ impl<K: Ord + Copy> InflightBudget<K> {
         }
         self.cover = self.stall.cover(now, self.margin);
         let allowance = self.margin + self.cover;
-        self.maybe_probe(now, if backlogged { dt } else { Duration::ZERO }, allowance);
-        let probing = self.probe.probing();
-        let (mut budget, mut rate, mut excess) = (0.0f64, 0.0f64, 0u64);
-        let mut queue_weighted = 0.0f64;
         let fastest = self
             .subflows
             .values()
             .map(|e| e.decayed(busy))
             .fold(0.0f64, f64::max);
+        let backlogged_dt = if backlogged { dt } else { Duration::ZERO };
+        self.maybe_probe(now, backlogged_dt, allowance, fastest);
+        let probing = self.probe.probing();
+        let (mut budget, mut rate, mut excess) = (0.0f64, 0.0f64, 0u64);
+        let mut queue_weighted = 0.0f64;
         for e in self.subflows.values() {
             let r = e.decayed(busy);
             let min_rtt = e.rtt.min_rtt();
@@ -342,17 +343,13 @@ impl<K: Ord + Copy> InflightBudget<K> {
 
     /// Past start-up, starts a minimum RTT probe ([`super::min_rtt`]) when a subflow's smoothed
     /// RTT stayed above the budget's aim (gain × min RTT + `allowance`) for `dt`-counted
-    /// backlogged time, or a probed minimum is due to be measured again.
-    fn maybe_probe(&mut self, now: Instant, dt: Duration, allowance: Duration) {
+    /// backlogged time, or a probed minimum is due to be measured again; `fastest`: the fastest
+    /// subflow's rate.
+    fn maybe_probe(&mut self, now: Instant, dt: Duration, allowance: Duration, fastest: f64) {
         if self.startup || !self.probe_on || self.probe.probing() {
             return;
         }
         let (gain, busy) = (self.gain, self.busy);
-        let fastest = self
-            .subflows
-            .values()
-            .map(|e| e.decayed(busy))
-            .fold(0.0f64, f64::max);
         let mut due = false;
         for e in self.subflows.values_mut() {
             let aim = e.rtt.min_rtt().mul_f64(gain) + allowance;

@@ -10,13 +10,15 @@
 //! ~15 Mbit/s after a member moved from an 8 ms path to a 24 ms one).
 //!
 //! A budget at its aim keeps a subflow's smoothed RTT near gain × min RTT + margin (the queue it
-//! admits beyond the bandwidth-delay product). A subflow whose smoothed RTT stayed above that for
+//! admits beyond the bandwidth-delay product). A subflow that carries the connection (the budget
+//! decides which: not slow, not over-fed) and whose smoothed RTT stayed above that for
 //! [`SUSPECT_AFTER`] of backlogged time has a path longer than its minimum says, or a queue the
 //! budget did not make (another sender's, a rate that fell). Then the connection probes, like
-//! BBR's PROBE_RTT but gentler: for [`PROBE_TIME`] (at least [`PROBE_RTTS`] round trips) the
-//! budget is [`PROBE_GAIN`] × min RTT worth of each subflow's rate, below the paths' BDP, so
-//! their queues drain while they stay nearly busy; each subflow's lowest smoothed RTT during the
-//! probe is its path's RTT without our queue. Where that is at least [`RAISED`] × the kernel's
+//! BBR's PROBE_RTT but gentler: for [`PROBE_RTTS`] × the subflows' longest smoothed RTT (at
+//! least [`PROBE_TIME`]) the budget is [`PROBE_GAIN`] × min RTT worth of each subflow's rate,
+//! below the paths' BDP, so their queues drain while they stay nearly busy; each subflow's
+//! lowest smoothed RTT during the probe, among samples with fresh ACKs, is its path's RTT
+//! without our queue. Where that is at least [`RAISED`] × the kernel's
 //! minimum, it replaces it until the next probe, [`PROBED_KEEP`] later (the path may have come
 //! back); otherwise the kernel's stays. A smoothed RTT below the probed minimum lowers it at once
 //! (a path that got shorter). Probes start at most once per [`PROBED_KEEP`], so a queue that is
