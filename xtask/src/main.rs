@@ -128,7 +128,7 @@ enum Cmd {
         #[arg(long)]
         no_rack: bool,
         /// With `mdi`: run the striping gateway with `mmsg run --send-time-budget` this
-        /// (e.g. `5ms`; default off).
+        /// (e.g. `0s` for off; default: `mmsg`'s, `5ms`).
         #[arg(long)]
         gw1_send_time_budget: Option<String>,
         /// With `mdi`: `net.ipv4.tcp_slow_start_after_idle = 0` in the gateways.

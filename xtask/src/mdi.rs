@@ -98,8 +98,9 @@ pub struct Settings {
     /// Also measure [`Receiver::NO_RACK`] (h1 without RACK, like the paper's 2015 hosts).
     #[serde(default)]
     pub no_rack: bool,
-    /// `mmsg run --send-time-budget` of the striping gw1 (`None`: the default, off): keeps the
-    /// tunnel sockets' unsent bytes near zero, so each path's delay is its own, not its queue's.
+    /// `mmsg run --send-time-budget` of the striping gw1 (`None`: `mmsg`'s default, `5ms`; `0s`
+    /// turns it off): keeps the tunnel sockets' unsent bytes near zero, so each path's delay is
+    /// its own, not its queue's.
     #[serde(default)]
     pub gw1_send_time_budget: Option<String>,
     /// `net.ipv4.tcp_slow_start_after_idle = 0` in both gateways: the tunnel connections keep
@@ -863,7 +864,7 @@ pub fn markdown(r: &Report) -> String {
         s.base_ms,
         s.secs,
         s.reps,
-        s.gw1_send_time_budget.as_deref().unwrap_or("off (default)"),
+        s.gw1_send_time_budget.as_deref().unwrap_or("mmsg's default (5ms)"),
         if s.no_idle_restart { "off" } else { "on (default)" },
         if s.acks_on_a { "1000:1 (ACKs on A)" } else { "1:1 (default)" },
         s.base_ms

@@ -1,8 +1,7 @@
 //! Latency under load through the tunnel (issue #16, `xtask::bench_latency`), short version of
 //! `cargo xtask bench latency` on the 2x2 testbed (10 Mbit/s uplinks, 10 ms one-way path delay):
-//! the defaults with the send time budget on (`--send-time-budget 5ms`, off by default since
-//! `e2e_congestion` and asymmetric uplinks showed its throughput cost; docs/mmsg.md) and the old
-//! socket defaults (4 MiB buffers, 128 KiB
+//! the defaults (the send time budget on, `--send-time-budget 5ms`, since 2026-11-29;
+//! docs/mmsg.md) and the old socket defaults (4 MiB buffers, 128 KiB
 //! `TCP_NOTSENT_LOWAT`, 256 KiB batches, no send budget, no send time budget) side by side in one
 //! run: idle, with 4 bulk TCP flows in the class of the probes, and with UDP offered at twice the
 //! capacity. The defaults' same-class ping p99 under both loads must stay near the path RTT (the
@@ -70,11 +69,11 @@ fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
             "--fairness-secs",
             fairness_secs.as_str(),
             "--variant",
-            "budget:--send-time-budget 5ms",
+            "default",
             "--variant",
             "old",
             "--variant",
-            "paced:--send-time-budget 5ms --pacing",
+            "paced:--pacing",
         ],
     );
     let path = r["path_rtt_ms"].as_f64().unwrap();
@@ -85,7 +84,7 @@ fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
             old["name"].as_str(),
             paced["name"].as_str()
         ),
-        (Some("budget"), Some("old"), Some("paced"))
+        (Some("default"), Some("old"), Some("paced"))
     );
     let (udp_new, udp_old) = (p99(new, "udp2x"), p99(old, "udp2x"));
     let bulk_p99 = p99(new, "bulk4");
@@ -307,15 +306,15 @@ fn unequal_uplinks_keep_their_goodput_with_the_budget() {
             "--fairness-secs",
             "0",
             "--variant",
-            "budget:--send-time-budget 5ms",
-            "--variant",
             "default",
+            "--variant",
+            "nobudget:--send-time-budget 0s",
         ],
     );
     let (budget, off) = (&r["variants"][0], &r["variants"][1]);
     assert_eq!(
         (budget["name"].as_str(), off["name"].as_str()),
-        (Some("budget"), Some("default"))
+        (Some("default"), Some("nobudget"))
     );
     let mbps = |v: &Value| v["bulk_mbps"]["bulk4"].as_f64().unwrap();
     let (with, without) = (mbps(budget), mbps(off));
@@ -360,9 +359,9 @@ fn a_fresh_connection_with_the_budget_starts_at_the_paths_rate() {
             "--fairness-secs",
             "0",
             "--variant",
-            "budget:--send-time-budget 5ms",
-            "--variant",
             "default",
+            "--variant",
+            "nobudget:--send-time-budget 0s",
         ],
     );
     let (budget, none) = (&r["variants"][0], &r["variants"][1]);
@@ -410,9 +409,9 @@ fn a_stalling_gateway_keeps_its_goodput_with_the_budget_and_the_pacer() {
             "--fairness-secs",
             "0",
             "--variant",
-            "budget:--send-time-budget 5ms",
+            "default",
             "--variant",
-            "paced:--send-time-budget 5ms --pacing",
+            "paced:--pacing",
             "--variant",
             "old",
         ],
@@ -477,11 +476,11 @@ fn a_path_whose_rtt_rises_keeps_its_goodput_with_the_budget() {
             "--fairness-secs",
             "0",
             "--variant",
-            "probe:--send-time-budget 5ms",
-            "--variant",
-            "noprobe:--send-time-budget 5ms --send-time-rtt-probe false",
-            "--variant",
             "default",
+            "--variant",
+            "noprobe:--send-time-rtt-probe false",
+            "--variant",
+            "nobudget:--send-time-budget 0s",
         ],
     );
     let (probe, noprobe, none) = (&r["variants"][0], &r["variants"][1], &r["variants"][2]);

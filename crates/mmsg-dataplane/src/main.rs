@@ -214,10 +214,9 @@ struct RunArgs {
     /// to a subflow, or in flight on one) at most the subflows' measured delivery rate ×
     /// (--send-time-gain × their minimum RTT + this), so the standing queue stays in the
     /// gateway's per-flow queue (docs/mmsg.md "Latency under load"); `0s`: off (write while the
-    /// socket takes it). Off by default while it still costs goodput: a striped flow 28 instead
-    /// of ~40 Mbit/s (`e2e_congestion`), unequal uplinks (10+2 Mbit/s) 6-10 instead of ~10;
-    /// `5ms` is the setting measured for latency.
-    #[arg(long, env = "MMSG_SEND_TIME_BUDGET", default_value = "0s")]
+    /// socket takes it: the queue then builds in the socket and the WAN, seconds of it under
+    /// bulk load).
+    #[arg(long, env = "MMSG_SEND_TIME_BUDGET", default_value = "5ms")]
     send_time_budget: humantime::Duration,
     /// Gain of the send time budget on the minimum RTT: the budget is the delivery rate ×
     /// (this × minimum RTT + --send-time-budget). Above 1, so that a connection below its
