@@ -864,7 +864,10 @@ pub fn markdown(r: &Report) -> String {
         s.base_ms,
         s.secs,
         s.reps,
-        s.gw1_send_time_budget.as_deref().unwrap_or("mmsg's default (5ms)"),
+        s.gw1_send_time_budget
+            .as_deref()
+            // Reports replotted from older JSON ran with the default of their day.
+            .unwrap_or("mmsg's default (5ms since 2026-11-29, off before)"),
         if s.no_idle_restart { "off" } else { "on (default)" },
         if s.acks_on_a { "1000:1 (ACKs on A)" } else { "1:1 (default)" },
         s.base_ms
