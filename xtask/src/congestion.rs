@@ -72,6 +72,10 @@ pub struct WeightSample {
     pub basis: String,
     /// Estimated capacity per group id, Mbit/s (`None`: no estimate).
     pub est_mbit: Vec<(u8, Option<f64>)>,
+    /// The standing queue each group's last report showed, ms (`last_sample.queue_s`; `None`:
+    /// nothing in flight, or no report yet).
+    #[serde(default)]
+    pub queue_ms: Vec<(u8, Option<f64>)>,
 }
 
 impl WeightSample {
@@ -305,9 +309,17 @@ fn weight_sample(v: &serde_json::Value, t: f64) -> Option<WeightSample> {
     let groups = v.get("groups")?.as_array()?;
     let mut weights = Vec::new();
     let mut est_mbit = Vec::new();
+    let mut queue_ms = Vec::new();
     for g in groups {
         let id = u8::try_from(g.get("group")?.as_u64()?).ok()?;
         weights.push((id, u32::try_from(g.get("weight")?.as_u64()?).ok()?));
+        queue_ms.push((
+            id,
+            g.get("last_sample")
+                .and_then(|s| s.get("queue_s"))
+                .and_then(serde_json::Value::as_f64)
+                .map(|x| x * 1e3),
+        ));
         est_mbit.push((
             id,
             g.get("estimated_bps")
@@ -324,6 +336,7 @@ fn weight_sample(v: &serde_json::Value, t: f64) -> Option<WeightSample> {
             .unwrap_or("")
             .to_owned(),
         est_mbit,
+        queue_ms,
     })
 }
 
@@ -368,9 +381,10 @@ pub fn markdown(tl: &Timeline) -> String {
         None => "; it did not come back to 400 ‰ before the transfer ended.\n\n".to_owned(),
     });
     out.push_str(
-        "Published weights (‰) and estimated capacities (Mbit/s) per group, when they changed:\n\n",
+        "Published weights (‰), estimated capacities (Mbit/s) and the standing queue of each \
+         group's last report (ms), when the weights changed:\n\n",
     );
-    out.push_str("| t (s) | weights | basis | estimates |\n|---:|---|---|---|\n");
+    out.push_str("| t (s) | weights | basis | estimates | queues |\n|---:|---|---|---|---|\n");
     let mut last = None;
     for w in &tl.weights {
         if last.as_ref() == Some(&w.weights) {
@@ -383,12 +397,18 @@ pub fn markdown(tl: &Timeline) -> String {
             .iter()
             .map(|(_, x)| x.map_or_else(|| "-".to_owned(), |x| format!("{x:.1}")))
             .collect();
+        let qs: Vec<String> = w
+            .queue_ms
+            .iter()
+            .map(|(_, x)| x.map_or_else(|| "-".to_owned(), |x| format!("{x:.0}")))
+            .collect();
         out.push_str(&format!(
-            "| {:.1} | {} | {} | {} |\n",
+            "| {:.1} | {} | {} | {} | {} |\n",
             w.t,
             ws.join(" / "),
             w.basis,
-            es.join(" / ")
+            es.join(" / "),
+            qs.join(" / ")
         ));
     }
     out
@@ -471,6 +491,7 @@ mod tests {
                     weights: vec![(1, w1), (2, 1000 - w1)],
                     basis: "estimated".into(),
                     est_mbit: vec![(1, Some(0.5)), (2, Some(10.0))],
+                    queue_ms: vec![(1, Some(150.0)), (2, None)],
                 }
             })
             .collect();
@@ -500,7 +521,7 @@ mod tests {
         let tl = timeline();
         let md = markdown(&tl);
         assert!(
-            md.contains("| 4.0 | 20 / 980 | estimated | 0.5 / 10.0 |"),
+            md.contains("| 4.0 | 20 / 980 | estimated | 0.5 / 10.0 | 150 / - |"),
             "{md}"
         );
         let svg = svg(&tl);
@@ -513,7 +534,8 @@ mod tests {
         let v = serde_json::json!({
             "source": 1, "destination": 2, "scale": 1000, "basis": "estimated",
             "groups": [
-                {"group": 1, "weight": 17, "configured_kbps": 80000, "measured_bps": null, "estimated_bps": 500000.0},
+                {"group": 1, "weight": 17, "configured_kbps": 80000, "measured_bps": null, "estimated_bps": 500000.0,
+                 "last_sample": {"rate_bps": 1.0e6, "busy": 0.0, "queue_s": 0.175}},
                 {"group": 2, "weight": 983, "configured_kbps": 80000, "measured_bps": null}
             ]
         });
@@ -521,5 +543,6 @@ mod tests {
         assert_eq!(s.weights, vec![(1, 17), (2, 983)]);
         assert_eq!(s.w1(), 17);
         assert_eq!(s.est_mbit, vec![(1, Some(0.5)), (2, None)]);
+        assert_eq!(s.queue_ms, vec![(1, Some(175.0)), (2, None)]);
     }
 }

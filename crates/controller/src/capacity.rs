@@ -15,7 +15,19 @@
 //!   group's paths are what limits it (its bottlenecks drop what it sends beyond its share), so
 //!   the rate it carried, `Δbytes·8 / Δt`, **is** its available capacity: the estimate becomes
 //!   that rate. A path flooded by traffic that does not back off loses much of what the tunnel
-//!   sends on it even when the flow it carries has collapsed far below the path's rate.
+//!   sends on it even when the flow it carries has collapsed far below the path's rate. Also
+//!   saturated: every path of the group holds a **standing queue** (the report's
+//!   `queue_delay_us`, the smallest smoothed RTT above the minimum among its busiest
+//!   connection's subflows with data in flight) of at least `saturated_queue_s` (50 ms) and at
+//!   least its minimum RTT, while the group keeps its windows mostly empty (the queue is
+//!   someone else's; see "windows not used" below). A flooded path whose share of a striped flow fits in what the flood
+//!   leaves loses (almost) nothing and, with the send time budget, never makes the writer wait,
+//!   yet its queue (175 ms on a 3 Mbit/s hop with a 64 KiB buffer) holds the whole striped flow
+//!   back; measured with `e2e_congestion`: in 2 runs of 13 the flood kept 103–119 ‰ on group 1,
+//!   carrying 1.1 Mbit/s with no loss and 0.1 % busy, and the flow at 9–10 of ~39 Mbit/s for
+//!   the whole flood. A group at its limit makes a queue of its own (50–113 ms measured on the
+//!   unflooded groups of the same runs) but keeps its windows in use (in flight ≥ ½ of the window
+//!   rate), and then its window rate measures its paths already.
 //! - **Windows not used** (the gateway's in-flight rate, `inflight_bps`, is under
 //!   [`WINDOW_USED_SHARE`] (½) of the window rate): the group carries less than its windows
 //!   allow, so the window rate (a cwnd grown earlier, over the RTT of an empty queue) is only
@@ -66,6 +78,10 @@ pub struct Settings {
     /// Retransmitted share of what its subflows sent at which the group counts as limited by
     /// its paths (its bottlenecks drop what it sends beyond its share).
     pub saturated_loss: f64,
+    /// Standing queue of every path of the group (the report's `queue_delay_us`), seconds, at
+    /// which the group counts as limited by its paths; it must also be at least the paths'
+    /// minimum RTT (`base_rtt_us`). 0: the queue is not a signal.
+    pub saturated_queue_s: f64,
     /// Time constant of the return to the configured capacity while not saturated, seconds.
     pub recovery_s: f64,
     /// Reports further apart than this (seconds) give no sample.
@@ -89,6 +105,7 @@ impl Default for Settings {
         Self {
             saturated_busy: 0.5,
             saturated_loss: 0.03,
+            saturated_queue_s: 0.05,
             recovery_s: 10.0,
             max_gap_s: 10.0,
             alpha_down: 0.7,
@@ -124,7 +141,8 @@ pub struct Sample {
     #[serde(default)]
     pub loss: Option<f64>,
     /// Whether the interval counted as limited by the group's paths (writers blocked at least
-    /// `saturated_busy`, or loss at least `saturated_loss`).
+    /// `saturated_busy`, loss at least `saturated_loss`, or a standing queue of at least
+    /// `saturated_queue_s` and the minimum RTT).
     #[serde(default)]
     pub saturated: bool,
     /// How long what its sockets hold (not yet in flight) would take at the rate it carried, seconds
@@ -137,6 +155,10 @@ pub struct Sample {
     /// Whether the window rate counted (`false`: the windows were not used, the estimate held).
     #[serde(default)]
     pub window_used: bool,
+    /// The standing queue of its paths at the report, seconds (`None`: nothing in flight, or an
+    /// older gateway).
+    #[serde(default)]
+    pub queue_s: Option<f64>,
 }
 
 /// Reports of a group's subflows' acked and retransmitted bytes (cumulative, per report).
@@ -151,6 +173,9 @@ pub struct Transport {
     /// The rate of what its subflows have in flight now, bit/s (`None`: unknown, older
     /// gateways).
     pub inflight_bps: Option<u64>,
+    /// The standing queue of its paths now and the minimum RTT it is measured against, µs
+    /// (`None`: nothing in flight, or an older gateway).
+    pub standing_queue: Option<(u64, u64)>,
 }
 
 /// A group whose subflows keep less than this share of their window rate in flight does not
@@ -231,13 +256,22 @@ impl Estimator {
             (Some(a), Some(r)) if a + r >= MIN_LOSS_BYTES => Some(r as f64 / (a + r) as f64),
             _ => None,
         };
-        let saturated =
-            busy >= settings.saturated_busy || loss.is_some_and(|p| p >= settings.saturated_loss);
         // In-flight known and under half the window: the windows are not used, so their rate
         // (grown earlier, over the RTT of an empty queue) says nothing about the paths now.
         let window_used = transport
             .inflight_bps
             .is_none_or(|f| f as f64 >= WINDOW_USED_SHARE * window_bps as f64);
+        // A standing queue on paths whose windows the group keeps mostly empty is someone
+        // else's: the paths are full, and what the group carries is what they leave it.
+        let queue_s = transport.standing_queue.map(|(q, _)| q as f64 / 1e6);
+        let queued = !window_used
+            && transport.standing_queue.is_some_and(|(q, base)| {
+                let (q, base) = (q as f64 / 1e6, base as f64 / 1e6);
+                settings.saturated_queue_s > 0.0 && q >= settings.saturated_queue_s && q >= base
+            });
+        let saturated = busy >= settings.saturated_busy
+            || loss.is_some_and(|p| p >= settings.saturated_loss)
+            || queued;
         self.sample = Some(Sample {
             rate_bps: rate,
             busy,
@@ -247,6 +281,7 @@ impl Estimator {
             backlog_s: (rate > 0.0).then(|| transport.queued as f64 * 8.0 / rate),
             inflight_bps: transport.inflight_bps.map(|f| f as f64),
             window_used: window_bps > 0 && window_used,
+            queue_s,
         });
         let configured = configured_bps.filter(|c| c.is_finite() && *c > 0.0);
         let window = (window_bps > 0).then(|| {
@@ -738,6 +773,67 @@ mod tests {
             false,
         );
         assert_eq!(e.sample().unwrap().loss, None);
+    }
+
+    #[test]
+    fn a_standing_queue_on_every_path_means_saturated_without_loss_or_waits() {
+        // Measured (`e2e_congestion`, one run of three): group 1's paths flooded, its share of
+        // the striped flow fits in what the flood leaves: 1.1 Mbit/s carried, no loss, writers
+        // never waiting, windows (10.7) not in use (1.4 in flight), every path 175 ms above
+        // its 20 ms minimum RTT.
+        let t0 = Instant::now();
+        let at = |k: u64| t0 + Duration::from_secs(2 * k);
+        let cfg = Some(12.0 * MBIT);
+        let tr = |q: Option<(u64, u64)>, inflight| Transport {
+            inflight_bps: Some(inflight),
+            standing_queue: q,
+            ..Transport::default()
+        };
+        let run_with = |s: &Settings, q: Option<(u64, u64)>, inflight| {
+            let mut e = Estimator::default();
+            e.report(s, at(0), (0, 0, 10_700_000), tr(q, inflight), cfg, false);
+            // Before: 10 Mbit/s carried.
+            let tr1 = tr(None, inflight);
+            e.report(s, at(1), (2_500_000, 0, 10_000_000), tr1, cfg, false);
+            let v = e.report(
+                s,
+                at(2),
+                (2_775_000, 2_000, 10_700_000),
+                tr(q, inflight),
+                cfg,
+                false,
+            );
+            (v.unwrap() / MBIT, e.sample().unwrap())
+        };
+        let run = |s: &Settings, q| run_with(s, q, 1_400_000);
+        let s = Settings::default();
+        let (v, smp) = run(&s, Some((175_000, 20_000)));
+        assert!((v - 1.1).abs() < 1e-9, "{v}");
+        assert!(smp.saturated);
+        assert_eq!(smp.queue_s, Some(0.175));
+        // Below 50 ms, below the minimum RTT (a long path's jitter), switched off, or not
+        // reported: not saturated, the estimate stays at 10 or above (windows not in use).
+        for (q, set) in [
+            (Some((40_000, 20_000)), s),
+            (Some((60_000, 80_000)), s),
+            (
+                Some((175_000, 20_000)),
+                Settings {
+                    saturated_queue_s: 0.0,
+                    ..s
+                },
+            ),
+            (None, s),
+        ] {
+            let (v, smp) = run(&set, q);
+            assert!(!smp.saturated, "{q:?}");
+            assert!(v >= 10.0 - 1e-9, "{q:?}: {v}");
+        }
+        // Its windows in use (7 of 10.7 in flight): the queue is its own, its window rate
+        // measures its paths.
+        let (v, smp) = run_with(&s, Some((175_000, 20_000)), 7_000_000);
+        assert!(!smp.saturated && smp.window_used);
+        assert!(v >= 10.0 - 1e-9, "{v}");
     }
 
     #[test]

@@ -572,7 +572,7 @@ async fn session(
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                send(&mut w, &GatewayMsg::Report(report(sh, st))).await?;
+                send(&mut w, &GatewayMsg::Report(report(sh, st, session_protocol))).await?;
             }
             Some(s) = crate::wan_watch::next(&mut wan) => {
                 send(&mut w, &GatewayMsg::WanState(s)).await?;
@@ -775,8 +775,16 @@ async fn handle_config(
     }
 }
 
-fn report(sh: &Shared, st: &ClientState) -> Report {
-    let (groups, up, total) = sh.group_report();
+/// This session's report (`protocol`: the session's version; the fields a controller of that
+/// version does not know are left out).
+fn report(sh: &Shared, st: &ClientState, protocol: u32) -> Report {
+    let (mut groups, up, total) = sh.group_report();
+    if protocol < gwchan::QUEUE_DELAY_PROTOCOL {
+        for g in &mut groups {
+            g.queue_delay_us = None;
+            g.base_rtt_us = None;
+        }
+    }
     Report {
         healthy: total > 0 && up == total,
         config_version: st.version,
@@ -814,10 +822,13 @@ mod tests {
         assert_eq!(announce_after(2, &h(2)), Ok(2));
         // Versions a gateway cannot talk to.
         assert!(announce_after(5, &h(1)).is_err());
-        assert!(announce_after(5, &h(6)).is_err());
+        assert!(announce_after(6, &h(7)).is_err());
         // Protocol 4 ssc (zero-touch setup, no wan_state): announce 4 from now on.
         assert_eq!(announce_after(5, &h(4)), Ok(4));
         assert_eq!(announce_after(5, &h(5)), Ok(5));
+        // Protocol 5 ssc (no standing queue in the reports): announce 5 from now on.
+        assert_eq!(announce_after(6, &h(5)), Ok(5));
+        assert_eq!(announce_after(6, &h(6)), Ok(6));
     }
 
     #[test]

@@ -34,6 +34,9 @@ pub struct SubflowSample {
     pub srtt_us: u32,
     /// `tcpi_notsent_bytes`: bytes in the subflow's send queue not sent yet.
     pub notsent: u32,
+    /// `tcpi_min_rtt`: the smallest RTT the kernel saw on it (a 300 s window), microseconds (0:
+    /// none yet).
+    pub min_rtt_us: u32,
 }
 
 impl SubflowSample {
@@ -72,6 +75,34 @@ pub fn inflight_rate_bps(subflows: &[SubflowSample]) -> u64 {
         .fold(0u64, |sum, t| {
             sum.saturating_add(t.rate_bps(t.unacked.min(t.cwnd)))
         })
+}
+
+/// The standing queue of a connection's paths: the smallest `srtt − min_rtt` among its
+/// established subflows that have data in flight, with that subflow's minimum RTT.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StandingQueue {
+    /// Smoothed RTT above the minimum, microseconds.
+    pub queue_us: u32,
+    /// The minimum RTT it is measured against, microseconds (> 0).
+    pub base_rtt_us: u32,
+}
+
+/// The queue every path of a connection holds now ([`StandingQueue`]; `None`: no subflow with
+/// data in flight and both RTTs measured). The *least* queued busy subflow: when even that one
+/// waits behind a standing queue, every path the connection can send on is full (by its own
+/// traffic or someone else's), so what it carries is what its paths give it. That holds where the
+/// other capacity signals do not: a flooded path that the tunnel sends only a trickle on (its
+/// share of a striped flow fits in what the flood leaves) loses nothing and never blocks the
+/// writer, yet its queue delays the whole striped flow (`controller::capacity`).
+pub fn standing_queue(subflows: &[SubflowSample]) -> Option<StandingQueue> {
+    subflows
+        .iter()
+        .filter(|t| t.measured() && t.unacked > 0 && t.min_rtt_us > 0)
+        .map(|t| StandingQueue {
+            queue_us: t.srtt_us.saturating_sub(t.min_rtt_us),
+            base_rtt_us: t.min_rtt_us,
+        })
+        .min_by_key(|q| q.queue_us)
 }
 
 /// What an MPTCP socket holds that is not in flight: `socket_unacked` (its bytes not acked at the
@@ -125,6 +156,8 @@ pub struct ConnSample {
     pub acked_bytes: u64,
     /// Σ `tcpi_bytes_retrans` of its subflows, last sample.
     pub retrans_bytes: u64,
+    /// [`standing_queue`] of its subflows, last sample (`None`: nothing in flight, or down).
+    pub standing_queue: Option<StandingQueue>,
 }
 
 /// The per-group report of a gateway's connections (what [`group_report`] returns).
@@ -168,6 +201,8 @@ pub fn group_report(conns: impl IntoIterator<Item = ConnSample>) -> GroupSummary
             r.inflight_bps = Some(c.inflight_bps);
             r.acked_bytes = c.acked_bytes;
             r.retrans_bytes = c.retrans_bytes;
+            r.queue_delay_us = c.standing_queue.map(|q| u64::from(q.queue_us));
+            r.base_rtt_us = c.standing_queue.map(|q| u64::from(q.base_rtt_us));
         }
     }
     GroupSummary {
@@ -229,7 +264,46 @@ mod tests {
             mss: 1000,
             srtt_us,
             notsent: 0,
+            min_rtt_us: 0,
         }
+    }
+
+    #[test]
+    fn standing_queue_is_the_least_queued_busy_subflows() {
+        let q = |srtt, min| SubflowSample {
+            min_rtt_us: min,
+            ..sf(true, 4, 10, srtt)
+        };
+        // Three busy subflows: 175 ms, 60 ms and 90 ms above their minimum; the idle one (no
+        // segment in flight), the closed one and the one without a minimum do not count.
+        let s = [
+            q(195_000, 20_000),
+            q(80_000, 20_000),
+            q(130_000, 40_000),
+            SubflowSample {
+                unacked: 0,
+                ..q(20_000, 20_000)
+            },
+            SubflowSample {
+                established: false,
+                ..q(20_000, 20_000)
+            },
+            q(21_000, 0),
+        ];
+        assert_eq!(
+            standing_queue(&s),
+            Some(StandingQueue {
+                queue_us: 60_000,
+                base_rtt_us: 20_000
+            })
+        );
+        // A path whose smoothed RTT is below the kernel's minimum (samples a moment apart): 0.
+        assert_eq!(
+            standing_queue(&[q(19_000, 20_000)]).map(|q| q.queue_us),
+            Some(0)
+        );
+        assert_eq!(standing_queue(&s[3..]), None);
+        assert_eq!(standing_queue(&[]), None);
     }
 
     #[test]
@@ -262,9 +336,11 @@ mod tests {
             mss: u32::MAX,
             srtt_us: 1,
             notsent: u32::MAX,
+            min_rtt_us: u32::MAX,
         }; 2];
         assert_eq!(window_rate_bps(&s), u64::MAX);
         assert_eq!(inflight_rate_bps(&s), u64::MAX);
+        assert_eq!(standing_queue(&s).map(|q| q.queue_us), Some(0));
     }
 
     #[test]
@@ -308,6 +384,10 @@ mod tests {
             inflight_bps: window / 2,
             acked_bytes: window * 3,
             retrans_bytes: window / 10,
+            standing_queue: (window > 100).then_some(StandingQueue {
+                queue_us: 70_000,
+                base_rtt_us: 20_000,
+            }),
         }
     }
 
@@ -331,10 +411,15 @@ mod tests {
         assert_eq!(g0.inflight_bps, Some(3_500));
         assert_eq!(g0.acked_bytes, 21_000);
         assert_eq!(g0.retrans_bytes, 700);
+        assert_eq!(
+            (g0.queue_delay_us, g0.base_rtt_us),
+            (Some(70_000), Some(20_000))
+        );
         // One connection down: the group is down; equal bytes sent: the later one's figures.
         let g1 = &r.groups[1];
         assert!(!g1.up);
         assert_eq!(g1.window_bps, 60);
+        assert_eq!((g1.queue_delay_us, g1.base_rtt_us), (None, None));
         assert_eq!(group_report([]), GroupSummary::default());
     }
 

@@ -48,11 +48,16 @@ pub use setup::{GatewaySetup, SetupError, SetupRequest, SETUP_PROTOCOL};
 /// controller answers with an older version than it announced (a protocol 2 `ssc` refuses 3),
 /// it announces that version on its next connection. Version 4 added the zero-touch set-up
 /// ([`GatewayMsg::Setup`], [`ControllerMsg::Setup`], [`setup`]); version 5 added the learned WAN
-/// state ([`GatewayMsg::WanState`]).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// state ([`GatewayMsg::WanState`]); version 6 the standing queue in the group reports
+/// ([`GroupReport::queue_delay_us`], [`GroupReport::base_rtt_us`]).
+pub const PROTOCOL_VERSION: u32 = 6;
 /// The first protocol whose gateways send [`GatewayMsg::WanState`] (a controller never sees one
 /// from an older session; an older controller is never sent one).
 pub const WAN_STATE_PROTOCOL: u32 = 5;
+/// The first protocol whose reports carry [`GroupReport::queue_delay_us`] and
+/// [`GroupReport::base_rtt_us`]: a gateway leaves them out of a session at an older version (a
+/// version 5 `ssc` refuses fields it does not know).
+pub const QUEUE_DELAY_PROTOCOL: u32 = 6;
 /// The oldest gateway protocol the controller still serves (register, report, ack).
 pub const MIN_PROTOCOL_VERSION: u32 = 1;
 /// The oldest controller protocol a gateway still talks to (enrolment needs 2).
@@ -369,6 +374,20 @@ pub struct GroupReport {
     /// about what they can carry. `None` from older gateways.
     #[serde(default)]
     pub inflight_bps: Option<u64>,
+    /// The standing queue of its busiest connection's paths now, µs: the smallest smoothed RTT
+    /// above the minimum among its subflows with data in flight (`mpa::conn_report::standing_queue`).
+    /// A group whose every path holds a queue of ≥ 50 ms and ≥ its minimum RTT while it keeps
+    /// its windows mostly empty is limited by its paths even when it loses nothing and its
+    /// writers never wait (a path flooded by someone else's traffic, with the group's share of a
+    /// striped flow fitting in what is left).
+    /// `None` (and left out): nothing in flight, an older gateway, or a session before
+    /// [`QUEUE_DELAY_PROTOCOL`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_delay_us: Option<u64>,
+    /// That subflow's minimum RTT, µs (the kernel's `tcpi_min_rtt`). `None` with
+    /// `queue_delay_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_rtt_us: Option<u64>,
 }
 
 /// The outcome of a config.

@@ -137,6 +137,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
                 oq.up.store(false, Ordering::Relaxed);
                 oq.window_bps.store(0, Ordering::Relaxed);
                 oq.inflight_bps.store(0, Ordering::Relaxed);
+                oq.base_rtt_us.store(0, Ordering::Relaxed);
                 oq.inflight_budget.store(0, Ordering::Relaxed);
                 oq.delivery_rate.store(0, Ordering::Relaxed);
                 oq.stall_cover_us.store(0, Ordering::Relaxed);

@@ -102,6 +102,7 @@ pub(super) async fn carry<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     for a in [
         &oq.window_bps,
         &oq.inflight_bps,
+        &oq.base_rtt_us,
         &oq.inflight_budget,
         &oq.delivery_rate,
     ] {

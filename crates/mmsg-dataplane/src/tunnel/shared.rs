@@ -109,6 +109,10 @@ pub struct OutQueue {
     /// The rate of what its subflows have in flight now, bit/s
     /// ([`conn_report::inflight_rate_bps`]), refreshed with `window_bps`; 0 while down.
     pub(super) inflight_bps: AtomicU64,
+    /// Its paths' standing queue now ([`conn_report::standing_queue`]), µs, and the minimum
+    /// RTT it is measured against (0: none), refreshed with `window_bps`.
+    pub(super) queue_delay_us: AtomicU64,
+    pub(super) base_rtt_us: AtomicU64,
     /// Σ `tcpi_bytes_acked` and Σ `tcpi_bytes_retrans` of its subflows now (refreshed with
     /// `window_bps`; they go backwards when a subflow closes): the group's loss ratio.
     pub(super) acked_bytes: AtomicU64,
@@ -141,6 +145,16 @@ pub struct OutQueue {
 }
 
 impl OutQueue {
+    /// The standing queue of the last subflow sample (`None`: none measured, or down).
+    fn standing_queue(&self) -> Option<conn_report::StandingQueue> {
+        let base = u32::try_from(self.base_rtt_us.load(Ordering::Relaxed)).ok()?;
+        let queue = u32::try_from(self.queue_delay_us.load(Ordering::Relaxed)).ok()?;
+        (base > 0).then_some(conn_report::StandingQueue {
+            queue_us: queue,
+            base_rtt_us: base,
+        })
+    }
+
     fn new(key: ConnKey, aqm: AqmConfig) -> Self {
         OutQueue {
             core: Mutex::new(ConnCore::outbound(core_key(key), aqm)),
@@ -150,6 +164,8 @@ impl OutQueue {
             busy_us: AtomicU64::new(0),
             window_bps: AtomicU64::new(0),
             inflight_bps: AtomicU64::new(0),
+            queue_delay_us: AtomicU64::new(0),
+            base_rtt_us: AtomicU64::new(0),
             acked_bytes: AtomicU64::new(0),
             retrans_bytes: AtomicU64::new(0),
             queued_bytes: AtomicU64::new(0),
@@ -313,6 +329,7 @@ impl Shared {
             inflight_bps: oq.inflight_bps.load(Ordering::Relaxed),
             acked_bytes: oq.acked_bytes.load(Ordering::Relaxed),
             retrans_bytes: oq.retrans_bytes.load(Ordering::Relaxed),
+            standing_queue: oq.standing_queue(),
         });
         let r = conn_report::group_report(samples);
         (r.groups, r.conns_up, r.conns_total)

@@ -180,6 +180,7 @@ mod tests {
             mss,
             srtt_us: 20_000,
             notsent: 0,
+            min_rtt_us: 20_000,
         }
     }
 

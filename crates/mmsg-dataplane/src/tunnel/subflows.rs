@@ -205,6 +205,11 @@ pub(super) async fn run(
             .store(conn_report::window_rate_bps(&samples), Ordering::Relaxed);
         oq.inflight_bps
             .store(conn_report::inflight_rate_bps(&samples), Ordering::Relaxed);
+        let standing = conn_report::standing_queue(&samples).unwrap_or_default();
+        oq.queue_delay_us
+            .store(u64::from(standing.queue_us), Ordering::Relaxed);
+        oq.base_rtt_us
+            .store(u64::from(standing.base_rtt_us), Ordering::Relaxed);
         oq.acked_bytes.store(
             tcpinfo.iter().map(|t| t.bytes_acked).sum(),
             Ordering::Relaxed,
@@ -515,6 +520,7 @@ fn sample(t: &sys::SubflowTcpInfo) -> SubflowSample {
         mss: t.snd_mss,
         srtt_us: t.rtt_us,
         notsent: t.notsent_bytes,
+        min_rtt_us: t.min_rtt_us,
     }
 }
 

@@ -19,7 +19,7 @@ fn base() -> Config {
 fn golden_hello() {
     let mut out = Vec::new();
     encode(&GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")), &mut out).unwrap();
-    let body = br#"{"type":"hello","protocol":5,"software":"mmsg 0.1.0"}"#;
+    let body = br#"{"type":"hello","protocol":6,"software":"mmsg 0.1.0"}"#;
     // u32 big-endian length, then the JSON body.
     let mut want = (body.len() as u32).to_be_bytes().to_vec();
     want.extend_from_slice(body);
@@ -29,22 +29,23 @@ fn golden_hello() {
     assert_eq!(m, GatewayMsg::Hello(Hello::ours("mmsg 0.1.0")));
     assert!(Hello::ours("x").check().is_ok());
     let e = Hello {
-        protocol: 6,
+        protocol: 7,
         software: String::new(),
     }
     .check()
     .unwrap_err();
-    assert!(e.contains("protocol version 6"), "{e}");
+    assert!(e.contains("protocol version 7"), "{e}");
     // The controller still serves version 1 and 2 gateways (1 cannot enrol, 2 gets no CRL) and
-    // runs their sessions at their version; a gateway talks to controllers of 2..=5.
+    // runs their sessions at their version; a gateway talks to controllers of 2..=6.
     for (v, serves, talks, session) in [
-        (0, false, false, 5),
+        (0, false, false, 6),
         (1, true, false, 1),
         (2, true, true, 2),
         (3, true, true, 3),
         (4, true, true, 4),
         (5, true, true, 5),
-        (6, false, false, 5),
+        (6, true, true, 6),
+        (7, false, false, 6),
     ] {
         let h = Hello::with_protocol(v, "");
         assert_eq!(h.check_gateway().is_ok(), serves, "{v}");
@@ -189,6 +190,33 @@ fn report_of_an_older_gateway_without_busy_time_decodes() {
     );
 }
 
+#[test]
+fn a_report_without_the_standing_queue_has_no_such_fields() {
+    // A gateway in a session below protocol 6 leaves them out (`None`): a version 5 `ssc`
+    // (`deny_unknown_fields`) must see exactly its own fields.
+    let mut g = GroupReport {
+        branch: 2,
+        group: 1,
+        bytes_tx: 42,
+        up: true,
+        inflight_bps: Some(7),
+        ..GroupReport::default()
+    };
+    let json = serde_json::to_string(&g).unwrap();
+    assert!(
+        !json.contains("queue_delay_us") && !json.contains("base_rtt_us"),
+        "{json}"
+    );
+    g.queue_delay_us = Some(175_000);
+    g.base_rtt_us = Some(20_000);
+    let json = serde_json::to_string(&g).unwrap();
+    assert!(
+        json.ends_with(r#""inflight_bps":7,"queue_delay_us":175000,"base_rtt_us":20000}"#),
+        "{json}"
+    );
+    assert_eq!(serde_json::from_str::<GroupReport>(&json).unwrap(), g);
+}
+
 fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
     prop_oneof![
         (any::<u32>(), ".{0,20}")
@@ -254,6 +282,8 @@ fn arb_gateway_msg() -> impl Strategy<Value = GatewayMsg> {
                                 retrans_bytes: retrans,
                                 queued_bytes: busy_us / 3,
                                 inflight_bps: (busy_us % 2 == 0).then_some(window_bps / 2),
+                                queue_delay_us: (busy_us % 3 == 0).then_some(acked / 5),
+                                base_rtt_us: (busy_us % 3 == 0).then_some(retrans / 5),
                             }
                         )
                         .collect(),
