@@ -20,8 +20,9 @@
 //!   `queue_delay_us`, the smallest smoothed RTT above the minimum among its busiest
 //!   connection's subflows with data in flight) of at least `saturated_queue_s` (50 ms) and at
 //!   least its minimum RTT, while the group keeps its windows mostly empty (the queue is
-//!   someone else's; see "windows not used" below). A flooded path whose share of a striped flow fits in what the flood
-//!   leaves loses (almost) nothing and, with the send time budget, never makes the writer wait,
+//!   someone else's; see "windows not used" below). A flooded path whose share of a striped
+//!   flow fits in what the flood leaves loses (almost) nothing and, with the send time budget,
+//!   never makes the writer wait,
 //!   yet its queue (175 ms on a 3 Mbit/s hop with a 64 KiB buffer) holds the whole striped flow
 //!   back; measured with `e2e_congestion`: in 2 runs of 13 the flood kept 103–119 ‰ on group 1,
 //!   carrying 1.1 Mbit/s with no loss and 0.1 % busy, and the flow at 9–10 of ~39 Mbit/s for
@@ -66,6 +67,7 @@
 //! Pure: the caller passes the report time; no clock, no IO.
 use std::time::{Duration, Instant};
 
+use mpa::conn_report::StandingQueue;
 use serde::{Deserialize, Serialize};
 
 /// Settings of the capacity estimate.
@@ -173,9 +175,8 @@ pub struct Transport {
     /// The rate of what its subflows have in flight now, bit/s (`None`: unknown, older
     /// gateways).
     pub inflight_bps: Option<u64>,
-    /// The standing queue of its paths now and the minimum RTT it is measured against, µs
-    /// (`None`: nothing in flight, or an older gateway).
-    pub standing_queue: Option<(u64, u64)>,
+    /// The standing queue of its paths now (`None`: nothing in flight, or an older gateway).
+    pub standing_queue: Option<StandingQueue>,
 }
 
 /// A group whose subflows keep less than this share of their window rate in flight does not
@@ -263,11 +264,14 @@ impl Estimator {
             .is_none_or(|f| f as f64 >= WINDOW_USED_SHARE * window_bps as f64);
         // A standing queue on paths whose windows the group keeps mostly empty is someone
         // else's: the paths are full, and what the group carries is what they leave it.
-        let queue_s = transport.standing_queue.map(|(q, _)| q as f64 / 1e6);
+        let queue_s = transport
+            .standing_queue
+            .map(|q| f64::from(q.queue_us) / 1e6);
         let queued = !window_used
-            && transport.standing_queue.is_some_and(|(q, base)| {
-                let (q, base) = (q as f64 / 1e6, base as f64 / 1e6);
-                settings.saturated_queue_s > 0.0 && q >= settings.saturated_queue_s && q >= base
+            && settings.saturated_queue_s > 0.0
+            && transport.standing_queue.is_some_and(|q| {
+                let queue = f64::from(q.queue_us) / 1e6;
+                queue >= settings.saturated_queue_s && q.queue_us >= q.base_rtt_us
             });
         let saturated = busy >= settings.saturated_busy
             || loss.is_some_and(|p| p >= settings.saturated_loss)
@@ -777,19 +781,22 @@ mod tests {
 
     #[test]
     fn a_standing_queue_on_every_path_means_saturated_without_loss_or_waits() {
-        // Measured (`e2e_congestion`, one run of three): group 1's paths flooded, its share of
+        // Measured (`e2e_congestion`, 2 runs of 13): group 1's paths flooded, its share of
         // the striped flow fits in what the flood leaves: 1.1 Mbit/s carried, no loss, writers
         // never waiting, windows (10.7) not in use (1.4 in flight), every path 175 ms above
         // its 20 ms minimum RTT.
         let t0 = Instant::now();
         let at = |k: u64| t0 + Duration::from_secs(2 * k);
         let cfg = Some(12.0 * MBIT);
-        let tr = |q: Option<(u64, u64)>, inflight| Transport {
+        let tr = |q: Option<(u32, u32)>, inflight| Transport {
             inflight_bps: Some(inflight),
-            standing_queue: q,
+            standing_queue: q.map(|(queue_us, base_rtt_us)| StandingQueue {
+                queue_us,
+                base_rtt_us,
+            }),
             ..Transport::default()
         };
-        let run_with = |s: &Settings, q: Option<(u64, u64)>, inflight| {
+        let run_with = |s: &Settings, q: Option<(u32, u32)>, inflight| {
             let mut e = Estimator::default();
             e.report(s, at(0), (0, 0, 10_700_000), tr(q, inflight), cfg, false);
             // Before: 10 Mbit/s carried.

@@ -105,6 +105,17 @@ pub fn standing_queue(subflows: &[SubflowSample]) -> Option<StandingQueue> {
         .min_by_key(|q| q.queue_us)
 }
 
+/// The standing queue a group report carries (`queue_delay_us`, `base_rtt_us`; `None` when
+/// absent, when the minimum RTT is 0, or when either does not fit in µs of `u32`).
+pub fn reported_queue(g: &GroupReport) -> Option<StandingQueue> {
+    let queue_us = u32::try_from(g.queue_delay_us?).ok()?;
+    let base_rtt_us = u32::try_from(g.base_rtt_us?).ok().filter(|b| *b > 0)?;
+    Some(StandingQueue {
+        queue_us,
+        base_rtt_us,
+    })
+}
+
 /// What an MPTCP socket holds that is not in flight: `socket_unacked` (its bytes not acked at the
 /// MPTCP level, `TIOCOUTQ`; 0 when unknown) minus its established subflows' unacked segments ×
 /// mss. (`SIOCOUTQNSD` is ~0 on MPTCP sockets: the data moves on to the subflows' queues at once,
@@ -415,11 +426,28 @@ mod tests {
             (g0.queue_delay_us, g0.base_rtt_us),
             (Some(70_000), Some(20_000))
         );
+        // What the controller reads back: the same queue.
+        assert_eq!(
+            reported_queue(g0),
+            Some(StandingQueue {
+                queue_us: 70_000,
+                base_rtt_us: 20_000
+            })
+        );
         // One connection down: the group is down; equal bytes sent: the later one's figures.
         let g1 = &r.groups[1];
         assert!(!g1.up);
         assert_eq!(g1.window_bps, 60);
         assert_eq!((g1.queue_delay_us, g1.base_rtt_us), (None, None));
+        assert_eq!(reported_queue(g1), None);
+        let odd = |q, b| GroupReport {
+            queue_delay_us: q,
+            base_rtt_us: b,
+            ..GroupReport::default()
+        };
+        assert_eq!(reported_queue(&odd(Some(1), Some(0))), None);
+        assert_eq!(reported_queue(&odd(Some(u64::MAX), Some(1))), None);
+        assert_eq!(reported_queue(&odd(Some(1), None)), None);
         assert_eq!(group_report([]), GroupSummary::default());
     }
 

@@ -217,7 +217,7 @@ impl Registry {
                         retrans: g.retrans_bytes,
                         queued: g.queued_bytes,
                         inflight_bps: g.inflight_bps,
-                        standing_queue: g.queue_delay_us.zip(g.base_rtt_us),
+                        standing_queue: mpa::conn_report::reported_queue(g),
                     },
                 );
             }
