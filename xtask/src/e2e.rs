@@ -358,6 +358,7 @@ impl System {
                 )?
             };
             config.striping.clone_from(&opts.striping);
+            config.connections_per_group = opts.connections_per_group;
             // `tls = false`: clear on purpose (the paper's set-up), opted out explicitly with
             // `[tls] mode = "clear"` plus `--insecure-clear-tunnels` (`spawn_mmsg`).
             config.tls = Some(tls.get(&b).cloned().unwrap_or_else(mmsg::clear_tls));

@@ -114,6 +114,12 @@ enum Cmd {
         /// the same cases there (re-running a few cases of a long experiment).
         #[arg(long)]
         merge: bool,
+        /// Every `mmsg`'s `connections_per_group` (1..=8, default 1): with K, a path group's
+        /// first K end-to-end connections get a tunnel connection each, as the paper maps each
+        /// end-to-end connection to its own MPTCP connection (docs/mmsg.md "Connections per
+        /// path group"). Recorded per case in the JSON.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+        connections_per_group: u8,
         /// Run nothing: rewrite results/<NAME>.md and the SVGs from results/<NAME>.json.
         #[arg(long, conflicts_with_all = ["figures", "cases", "reps", "secs", "merge"])]
         replot: bool,
@@ -548,6 +554,7 @@ fn main() -> anyhow::Result<()> {
             out,
             skip_e2e_mptcp,
             merge,
+            connections_per_group,
             replot,
             prefix,
             dry_run,
@@ -685,6 +692,7 @@ fn main() -> anyhow::Result<()> {
                     out_dir: out,
                     skip_e2e_mptcp,
                     merge,
+                    connections_per_group,
                 },
             )
             .map(|_| ())

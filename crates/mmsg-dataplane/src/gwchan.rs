@@ -39,7 +39,7 @@ use tracing::{debug, info, warn};
 
 use crate::setup::{self, Undo};
 use crate::stats::Stats;
-use crate::tunnel::{self, ConnKey, Shared, TunEvent, CLASSES};
+use crate::tunnel::{self, ConnKey, Shared, TunEvent};
 
 /// Reconnect backoff: first delay.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(200);
@@ -183,23 +183,18 @@ pub struct Topology {
 }
 
 fn wanted_outbound(config: &Config) -> BTreeMap<ConnKey, Vec<Ipv4Addr>> {
-    let mut out = BTreeMap::new();
     // A remote behind NAT cannot be dialled: it dials us, and we send on those connections
     // (`tunnel::reverse`, docs/nat.md).
-    for r in config.remote.iter().filter(|r| !r.nat) {
-        let Some(b) = BranchId::new(r.id).ok() else {
-            continue;
-        };
-        for g in &r.path_groups {
-            let Some(g) = PathGroupId::new(g.id).ok() else {
-                continue;
-            };
-            for c in CLASSES {
-                out.insert((b, g, c), r.wan_addresses.clone());
-            }
-        }
-    }
-    out
+    tunnel::conn_keys(config)
+        .into_iter()
+        .filter_map(|k| {
+            let r = config
+                .remote
+                .iter()
+                .find(|r| r.id == k.branch.get() && !r.nat)?;
+            Some((k, r.wan_addresses.clone()))
+        })
+        .collect()
 }
 
 fn wanted_groups(config: &Config) -> BTreeSet<PathGroupId> {
@@ -360,7 +355,7 @@ impl Topology {
             if let Some((_, h)) = self.outbound.remove(&k) {
                 h.abort();
                 sh.stats.remove_conn(&tunnel::conn_name("out", k));
-                info!(branch = k.0.get(), pg = k.1.get(), class = %k.2, "tunnel connection stopped");
+                info!(branch = k.branch.get(), pg = k.group.get(), class = %k.class, index = k.index, "tunnel connection stopped");
             }
         }
         for (k, addrs) in wanted {
@@ -1047,10 +1042,10 @@ mod tests {
         let id = c.remote[0].id;
         c.remote[0].nat = true;
         let now = wanted_outbound(&c);
-        assert!(now.keys().all(|(b, _, _)| b.get() != id), "{now:?}");
+        assert!(now.keys().all(|k| k.branch.get() != id), "{now:?}");
         assert_eq!(
             now.len(),
-            all.keys().filter(|(b, _, _)| b.get() != id).count()
+            all.keys().filter(|k| k.branch.get() != id).count()
         );
     }
 }

@@ -273,6 +273,7 @@ fn connections(e: &mut Exposition, report: &StatusReport, wan: &[Ipv4Addr]) {
             ("remote", c.remote_branch.to_string()),
             ("path_group", c.path_group.to_string()),
             ("class", c.class.clone()),
+            ("index", c.index.to_string()),
             ("direction", c.direction.clone()),
         ]
     };

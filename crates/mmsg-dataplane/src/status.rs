@@ -78,6 +78,10 @@ pub struct ConnStatus {
     pub path_group: u8,
     /// `type1` or `type2`.
     pub class: String,
+    /// Which of the (remote, group, class)'s connections (`connections_per_group`; 0 for the
+    /// first and only one by default).
+    #[serde(default)]
+    pub index: u8,
     /// `connecting`, `up`, `backoff`.
     pub state: ConnState,
     /// The MPTCP token (0 if unknown).

@@ -14,7 +14,7 @@ use crate::status::{ConnState, ConnStatus, StatusReport, SubflowStatus};
 /// A certificate with less than this left is a problem.
 const CERT_WARN_S: u64 = 7 * 24 * 3600;
 
-type ConnKey = (String, u8, u8, String);
+type ConnKey = (String, u8, u8, String, u8);
 
 fn conn_key(c: &ConnStatus) -> ConnKey {
     (
@@ -22,15 +22,20 @@ fn conn_key(c: &ConnStatus) -> ConnKey {
         c.remote_branch,
         c.path_group,
         c.class.clone(),
+        c.index,
     )
 }
 
 fn conn_name(c: &ConnStatus) -> String {
     // The `conn` field of the logs.
-    format!(
+    let name = format!(
         "{} b{} g{} {}",
         c.direction, c.remote_branch, c.path_group, c.class
-    )
+    );
+    match c.index {
+        0 => name,
+        i => format!("{name} #{i}"),
+    }
 }
 
 /// Mbit/s from a byte difference over `secs` (`-` without a previous sample or on a reset).

@@ -14,7 +14,7 @@
     clippy::indexing_slicing
 )]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -121,9 +121,14 @@ fn wait_up(ctl1: &Path, ctl2: &Path, per_direction: usize, logs: &dyn Fn()) {
     }
 }
 
-/// `config` with the path groups to the remote branch replaced by ids 0.. with `weights`.
-fn with_groups(config: &Path, weights: &[u32], out: &Path) {
+/// `config` with the path groups to the remote branch replaced by ids 0.. with `weights`, and
+/// `connections_per_group` set.
+fn with_groups(config: &Path, weights: &[u32], conns_per_group: u8, out: &Path) {
     let mut v: toml::Value = toml::from_str(&std::fs::read_to_string(config).unwrap()).unwrap();
+    v.as_table_mut().unwrap().insert(
+        "connections_per_group".into(),
+        toml::Value::Integer(i64::from(conns_per_group)),
+    );
     let groups: Vec<toml::Value> = weights
         .iter()
         .enumerate()
@@ -139,6 +144,25 @@ fn with_groups(config: &Path, weights: &[u32], out: &Path) {
         .unwrap()
         .insert("path_groups".into(), toml::Value::Array(groups));
     std::fs::write(out, toml::to_string(&v).unwrap()).unwrap();
+}
+
+/// Bytes gw1 sent per outbound Type II connection, by (path group, index).
+fn type2_bytes_per_conn(s: &serde_json::Value) -> BTreeMap<(u64, u64), u64> {
+    s["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["direction"] == "out" && c["class"] == "type2")
+        .map(|c| {
+            (
+                (
+                    c["path_group"].as_u64().unwrap(),
+                    c["index"].as_u64().unwrap(),
+                ),
+                c["bytes_tx"].as_u64().unwrap(),
+            )
+        })
+        .collect()
 }
 
 /// Bytes gw1 sent per path group (outbound connections, both classes).
@@ -615,11 +639,13 @@ fn tunnel_over_2x2_testbed() {
 
     // 8 flows over 4 path groups with weights 4:2:1:1 (smooth WRR on new flows): 8 UDP flows of
     // 2 Mbit/s each, so the bytes per group show the flow split exactly (TCP fairness would blur it).
+    // With `connections_per_group = 2`: two Type II connections per group (12 per direction),
+    // and a group's new flows take them in turn.
     let weights = [4u32, 2, 1, 1];
     let wcfg1 = tmp.path().join("wrr1.toml");
     let wcfg2 = tmp.path().join("wrr2.toml");
-    with_groups(&cfg1, &weights, &wcfg1);
-    with_groups(&cfg2, &weights, &wcfg2);
+    with_groups(&cfg1, &weights, 2, &wcfg1);
+    with_groups(&cfg2, &weights, 2, &wcfg2);
     run_ok(Command::new(MMSG).args(["check", "--config"]).arg(&wcfg1));
     let _ = std::fs::remove_file(&ctl1);
     let _ = std::fs::remove_file(&ctl2);
@@ -634,8 +660,9 @@ fn tunnel_over_2x2_testbed() {
             );
         }
     };
-    wait_up(&ctl1, &ctl2, 8, &logs);
+    wait_up(&ctl1, &ctl2, 12, &logs);
     let before = bytes_per_group(&status(&ctl1));
+    let conns_before = type2_bytes_per_conn(&status(&ctl1));
     iperf_bps(
         &h2,
         &h1,
@@ -646,6 +673,7 @@ fn tunnel_over_2x2_testbed() {
     // Let the once-per-second status refresh catch up with the last bytes.
     std::thread::sleep(Duration::from_millis(1500));
     let after = bytes_per_group(&status(&ctl1));
+    let conns_after = type2_bytes_per_conn(&status(&ctl1));
     let sent: Vec<f64> = (0..4).map(|g| (after[g] - before[g]) as f64).collect();
     let total: f64 = sent.iter().sum();
     let wsum: f64 = weights.iter().map(|w| f64::from(*w)).sum();
@@ -656,6 +684,33 @@ fn tunnel_over_2x2_testbed() {
         assert!(
             (share - want).abs() <= 0.1 * want,
             "group {g}: share {share:.3}, weight share {want:.3} (all: {shares:?})"
+        );
+    }
+    // Per connection: groups 0 (4 flows) and 1 (2 flows) split their flows evenly over their
+    // two connections; groups 2 and 3 (1 flow each) carry it on one of them (the first, or the
+    // second when iperf3's control connection came first to that group).
+    let by_conn = |g: u64, i: u64| {
+        (conns_after[&(g, i)] - conns_before.get(&(g, i)).copied().unwrap_or(0)) as f64
+    };
+    eprintln!(
+        "bytes per Type II connection (group, index): {:?}",
+        (0..4u64)
+            .flat_map(|g| (0..2u64).map(move |i| (g, i)))
+            .map(|(g, i)| ((g, i), by_conn(g, i)))
+            .collect::<Vec<_>>()
+    );
+    for g in [0, 1] {
+        let (a, b) = (by_conn(g, 0), by_conn(g, 1));
+        assert!(
+            (a - b).abs() <= 0.1 * (a + b) / 2.0,
+            "group {g}: its flows were not split over its connections: {a} vs {b} bytes"
+        );
+    }
+    for g in [2, 3] {
+        let (a, b) = (by_conn(g, 0), by_conn(g, 1));
+        assert!(
+            a.min(b) < 0.01 * a.max(b),
+            "group {g}: its one flow belongs on one connection: {a} vs {b} bytes"
         );
     }
 

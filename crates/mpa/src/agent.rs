@@ -8,6 +8,7 @@
 //! [`crate::framing`].
 
 use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Instant;
 
 use thiserror::Error;
@@ -35,6 +36,18 @@ pub struct Route {
     /// The flow's sequence number when it is striped (`group` then varies per packet, chosen by
     /// smooth WRR): the frame carries it with `FLAG_SEQ` and the receiver resequences.
     pub seq: Option<u32>,
+    /// The flow's lane ([`crate::flow_table::FlowEntry::lane`]): which of the group's
+    /// connections carries it (lane modulo their number). A flow the table does not remember
+    /// (full) gets its 5-tuple's hash.
+    pub lane: u8,
+}
+
+/// The lane of a flow the table does not remember: a hash of its 5-tuple, salted so that it is
+/// independent of the group the same hash picked ([`Scheduler::select_by_hash`]).
+fn lane_of(flow: &FlowKey) -> u8 {
+    let mut h = DefaultHasher::new();
+    (flow, "lane").hash(&mut h);
+    h.finish().to_be_bytes()[0]
 }
 
 /// Why a packet from TUN is not tunnelled (count per variant).
@@ -136,6 +149,10 @@ impl Agent {
                 }
             }
         }
+        let lane = match self.flows.get(&c.info.flow) {
+            Some(e) if assignment != Assignment::Untracked => e.lane,
+            _ => lane_of(&c.info.flow),
+        };
         Ok(Route {
             branch,
             group,
@@ -143,6 +160,7 @@ impl Agent {
             assignment,
             info: c.info,
             seq,
+            lane,
         })
     }
 

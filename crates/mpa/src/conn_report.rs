@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use crate::gwchan::GroupReport;
 use crate::path_group::RateEstimator;
-use crate::{BranchId, PathGroupId};
+use crate::{BranchId, Class, PathGroupId};
 
 /// One subflow's TCP figures as the driver sampled them (`tcp_info` of the subflow).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -151,6 +151,9 @@ pub struct ConnSample {
     pub branch: BranchId,
     /// The path group.
     pub group: PathGroupId,
+    /// Its class (a group has connections of each; with `connections_per_group` several of
+    /// one class).
+    pub class: Class,
     /// The connection is up.
     pub up: bool,
     /// Frame bytes its writer wrote so far.
@@ -183,41 +186,75 @@ pub struct GroupSummary {
 }
 
 /// Per path group (remote branch, group): the byte, busy and queue figures summed over its
-/// connections, `up` when all of them are; the transport figures (window, in-flight rate, acked,
-/// retransmitted) are its busiest connection's (most bytes sent; a tie goes to the later one):
-/// the class connections of a group share its paths, and an idle one's window (initial cwnd over
-/// a keepalive RTT) says nothing about them.
+/// connections, `up` when every class has a connection up; the transport figures (window,
+/// in-flight rate, acked, retransmitted) are its busiest class's (most bytes sent; a tie goes to
+/// the later one), summed over that class's connections (`connections_per_group` share the
+/// group's paths side by side), and its standing queue the least queued of them: the class
+/// connections of a group share its paths, and an idle one's window (initial cwnd over a
+/// keepalive RTT) says nothing about them.
 pub fn group_report(conns: impl IntoIterator<Item = ConnSample>) -> GroupSummary {
-    let mut groups: BTreeMap<(u8, u8), (GroupReport, u64)> = BTreeMap::new();
+    /// One class of a group: bytes sent, any connection up, and the summed transport figures.
+    #[derive(Default)]
+    struct ClassSum {
+        sent: u64,
+        up: bool,
+        window_bps: u64,
+        inflight_bps: u64,
+        acked_bytes: u64,
+        retrans_bytes: u64,
+        queue: Option<StandingQueue>,
+    }
+    let mut groups: BTreeMap<(u8, u8), (GroupReport, BTreeMap<Class, ClassSum>)> = BTreeMap::new();
     let (mut up, mut total) = (0u32, 0u32);
     for c in conns {
         total += 1;
         up += u32::from(c.up);
-        let (r, busiest_sent) = groups.entry((c.branch.get(), c.group.get())).or_insert((
+        let (r, classes) = groups.entry((c.branch.get(), c.group.get())).or_insert((
             GroupReport {
                 branch: c.branch.get(),
                 group: c.group.get(),
-                up: true,
                 ..GroupReport::default()
             },
-            0,
+            BTreeMap::new(),
         ));
         r.bytes_tx += c.sent_bytes;
-        r.up &= c.up;
         r.busy_us += c.busy_us;
         r.queued_bytes += c.queued_bytes;
-        if c.sent_bytes >= *busiest_sent {
-            *busiest_sent = c.sent_bytes;
-            r.window_bps = c.window_bps;
-            r.inflight_bps = Some(c.inflight_bps);
-            r.acked_bytes = c.acked_bytes;
-            r.retrans_bytes = c.retrans_bytes;
-            r.queue_delay_us = c.standing_queue.map(|q| u64::from(q.queue_us));
-            r.base_rtt_us = c.standing_queue.map(|q| u64::from(q.base_rtt_us));
-        }
+        let s = classes.entry(c.class).or_default();
+        s.sent = s.sent.saturating_add(c.sent_bytes);
+        s.up |= c.up;
+        s.window_bps = s.window_bps.saturating_add(c.window_bps);
+        s.inflight_bps = s.inflight_bps.saturating_add(c.inflight_bps);
+        s.acked_bytes = s.acked_bytes.saturating_add(c.acked_bytes);
+        s.retrans_bytes = s.retrans_bytes.saturating_add(c.retrans_bytes);
+        s.queue = match (s.queue, c.standing_queue) {
+            (Some(a), Some(b)) => Some(if b.queue_us < a.queue_us { b } else { a }),
+            (a, b) => a.or(b),
+        };
     }
+    let groups = groups
+        .into_values()
+        .map(|(mut r, classes)| {
+            r.up = classes.values().all(|s| s.up);
+            let mut busiest: Option<&ClassSum> = None;
+            for s in classes.values() {
+                if busiest.is_none_or(|b| s.sent >= b.sent) {
+                    busiest = Some(s);
+                }
+            }
+            if let Some(s) = busiest {
+                r.window_bps = s.window_bps;
+                r.inflight_bps = Some(s.inflight_bps);
+                r.acked_bytes = s.acked_bytes;
+                r.retrans_bytes = s.retrans_bytes;
+                r.queue_delay_us = s.queue.map(|q| u64::from(q.queue_us));
+                r.base_rtt_us = s.queue.map(|q| u64::from(q.base_rtt_us));
+            }
+            r
+        })
+        .collect();
     GroupSummary {
-        groups: groups.into_values().map(|(r, _)| r).collect(),
+        groups,
         conns_up: up,
         conns_total: total,
     }
@@ -387,6 +424,7 @@ mod tests {
         ConnSample {
             branch: BranchId::new(2).unwrap(),
             group: PathGroupId::new(group).unwrap(),
+            class: Class::TypeII,
             up,
             sent_bytes: sent,
             busy_us: 10,
@@ -404,10 +442,14 @@ mod tests {
 
     #[test]
     fn group_report_sums_and_takes_the_busiest_connections_transport_figures() {
+        let type1 = |c: ConnSample| ConnSample {
+            class: Class::TypeI,
+            ..c
+        };
         let r = group_report([
-            conn(0, true, 5_000, 1_000),
+            type1(conn(0, true, 5_000, 1_000)),
             conn(0, true, 9_000, 7_000),
-            conn(1, true, 0, 50),
+            type1(conn(1, true, 0, 50)),
             conn(1, false, 0, 60),
         ]);
         assert_eq!((r.conns_up, r.conns_total), (3, 4));
@@ -417,7 +459,7 @@ mod tests {
         assert_eq!(g0.bytes_tx, 14_000);
         assert_eq!(g0.busy_us, 20);
         assert_eq!(g0.queued_bytes, 200);
-        // The busiest (9000 B sent) connection's figures, not the idle one's.
+        // The busiest (9000 B sent) class's figures, not the idle one's.
         assert_eq!(g0.window_bps, 7_000);
         assert_eq!(g0.inflight_bps, Some(3_500));
         assert_eq!(g0.acked_bytes, 21_000);
@@ -434,7 +476,8 @@ mod tests {
                 base_rtt_us: 20_000
             })
         );
-        // One connection down: the group is down; equal bytes sent: the later one's figures.
+        // A class with no connection up: the group is down; equal bytes sent: the later
+        // class's figures.
         let g1 = &r.groups[1];
         assert!(!g1.up);
         assert_eq!(g1.window_bps, 60);
@@ -449,6 +492,45 @@ mod tests {
         assert_eq!(reported_queue(&odd(Some(u64::MAX), Some(1))), None);
         assert_eq!(reported_queue(&odd(Some(1), None)), None);
         assert_eq!(group_report([]), GroupSummary::default());
+    }
+
+    #[test]
+    fn a_groups_connections_of_one_class_add_up_and_one_up_keeps_it_up() {
+        // `connections_per_group` = 3: three Type II connections side by side on the same
+        // paths, one of them down (redialling), beside an idle Type I one.
+        let type1 = ConnSample {
+            class: Class::TypeI,
+            ..conn(0, true, 100, 50)
+        };
+        let q = |queue_us| {
+            Some(StandingQueue {
+                queue_us,
+                base_rtt_us: 20_000,
+            })
+        };
+        let r = group_report([
+            type1,
+            ConnSample {
+                standing_queue: q(90_000),
+                ..conn(0, true, 4_000, 3_000)
+            },
+            ConnSample {
+                standing_queue: q(60_000),
+                ..conn(0, true, 5_000, 4_000)
+            },
+            conn(0, false, 0, 0),
+        ]);
+        assert_eq!((r.conns_up, r.conns_total), (3, 4));
+        let g = &r.groups[0];
+        assert!(g.up, "every class has a connection up");
+        assert_eq!(g.bytes_tx, 9_100);
+        // The Type II pool's sums, not its busiest member's alone.
+        assert_eq!(g.window_bps, 7_000);
+        assert_eq!(g.inflight_bps, Some(3_500));
+        assert_eq!(g.acked_bytes, 21_000);
+        assert_eq!(g.retrans_bytes, 700);
+        // The least queued of them.
+        assert_eq!(g.queue_delay_us, Some(60_000));
     }
 
     #[test]

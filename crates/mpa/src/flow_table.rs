@@ -19,8 +19,8 @@ use crate::{BranchId, PathGroupId};
 
 /// Most flows remembered. 65,536 concurrent flows is far beyond a branch office (hundreds of hosts ×
 /// tens of flows). Worst case memory: the std (hashbrown) table rounds 65,536 / (7/8) up to 131,072
-/// buckets of `size_of::<(FlowKey, FlowEntry)>()` (112 B on x86-64, with the rate window and the
-/// striping state) + 1 control byte ≈ **14.8 MiB**, allocated once at start-up by [`FlowTable::new`].
+/// buckets of `size_of::<(FlowKey, FlowEntry)>()` (120 B on x86-64, with the rate window, the
+/// striping state and the lane) + 1 control byte ≈ **15.1 MiB**, allocated once at start-up by [`FlowTable::new`].
 pub const MAX_FLOWS: usize = 65_536;
 
 /// How often idle flows are swept. Each sweep scans the table (≤ 65,536 entries, well under a
@@ -58,11 +58,17 @@ pub struct FlowEntry {
     /// The flow is kept on the lowest-delay group ([`FlowTable::prefer_low_delay`]): the
     /// reverse of a flow this gateway resequences.
     pub low_delay: bool,
+    /// The flow's ordinal among the new flows its group got (0, 1, 2, …): it picks the flow's
+    /// connection among the group's `connections_per_group` (lane modulo the count), so new
+    /// flows take the group's connections in turn. Kept when the flow moves. A byte: it wraps at
+    /// 256, a multiple of 1, 2, 4 and 8 connections.
+    pub lane: u8,
 }
 
 impl FlowEntry {
-    fn new(branch: BranchId, group: PathGroupId, now: Instant, bytes: u64) -> Self {
+    fn new(branch: BranchId, group: PathGroupId, now: Instant, bytes: u64, lane: u8) -> Self {
         FlowEntry {
+            lane,
             branch,
             group,
             last_seen: now,
@@ -123,6 +129,8 @@ pub struct FlowTable {
     idle_timeout: Duration,
     max_flows: usize,
     next_sweep: Option<Instant>,
+    /// The next [`FlowEntry::lane`] per (branch, group): at most 250 × 16 entries.
+    next_lanes: HashMap<(BranchId, PathGroupId), u8>,
 }
 
 impl FlowTable {
@@ -135,7 +143,16 @@ impl FlowTable {
             idle_timeout,
             max_flows,
             next_sweep: None,
+            next_lanes: HashMap::new(),
         }
+    }
+
+    /// The lane of the next new flow on (`branch`, `group`).
+    fn take_lane(&mut self, branch: BranchId, group: PathGroupId) -> u8 {
+        let n = self.next_lanes.entry((branch, group)).or_insert(0);
+        let lane = *n;
+        *n = n.wrapping_add(1);
+        lane
     }
 
     /// Changes the idle timeout (a config reload); remembered flows stay.
@@ -202,7 +219,10 @@ impl FlowTable {
             };
             if how == Assignment::New {
                 let low_delay = e.low_delay && e.branch == branch;
-                *e = FlowEntry::new(branch, group, now, bytes);
+                let n = self.next_lanes.entry((branch, group)).or_insert(0);
+                let lane = *n;
+                *n = n.wrapping_add(1);
+                *e = FlowEntry::new(branch, group, now, bytes, lane);
                 e.low_delay = low_delay;
             } else {
                 e.count(now, bytes);
@@ -219,8 +239,9 @@ impl FlowTable {
                 .map(|g| (g, Assignment::Untracked));
         }
         let group = sched.select()?;
+        let lane = self.take_lane(branch, group);
         self.flows
-            .insert(key, FlowEntry::new(branch, group, now, bytes));
+            .insert(key, FlowEntry::new(branch, group, now, bytes, lane));
         self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
         Some((group, Assignment::New))
     }
@@ -271,7 +292,8 @@ impl FlowTable {
         let Some(group) = sched.select_low_delay(None).or_else(|| sched.select()) else {
             return false;
         };
-        let mut e = FlowEntry::new(branch, group, now, 0);
+        let lane = self.take_lane(branch, group);
+        let mut e = FlowEntry::new(branch, group, now, 0, lane);
         e.packets = 0;
         e.low_delay = true;
         self.flows.insert(key, e);
@@ -341,7 +363,7 @@ mod tests {
     #[test]
     fn worst_case_memory_is_as_documented() {
         // The entry size the MAX_FLOWS comment is computed from.
-        assert!(std::mem::size_of::<(FlowKey, FlowEntry)>() <= 112);
+        assert!(std::mem::size_of::<(FlowKey, FlowEntry)>() <= 120);
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub const HELLO_FIXED_LEN: usize = 12;
 /// Largest authentication field a hello may carry. Room for a key id, nonce and MAC or a small
 /// signature of the later security issue; bounding it keeps the buffered hello ≤ 524 bytes.
 pub const MAX_HELLO_AUTH_LEN: usize = 512;
+/// Most tunnel connections per (remote branch, path group, class): the hello's connection index
+/// is below it (`connections_per_group`, docs/mmsg.md "Connections per path group").
+pub const MAX_CONNECTIONS_PER_GROUP: u8 = 8;
 /// Largest hello on the wire.
 pub const MAX_HELLO_LEN: usize = HELLO_FIXED_LEN + MAX_HELLO_AUTH_LEN;
 
@@ -84,9 +87,10 @@ pub enum HelloError {
     /// A class byte other than Type I (1) or Type II (2).
     #[error("invalid class {0:#04x} in hello")]
     InvalidClass(u8),
-    /// The reserved byte is not zero.
-    #[error("reserved hello byte is {0:#04x}, not 0")]
-    Reserved(u8),
+    /// The connection index (byte 9, reserved and zero before pools of connections) is not
+    /// below [`MAX_CONNECTIONS_PER_GROUP`].
+    #[error("hello connection index {0} is not below {MAX_CONNECTIONS_PER_GROUP}")]
+    InvalidIndex(u8),
     /// The authentication field is longer than [`MAX_HELLO_AUTH_LEN`].
     #[error("hello authentication field of {0} bytes exceeds {MAX_HELLO_AUTH_LEN}")]
     AuthTooLong(u16),
@@ -184,6 +188,9 @@ pub enum EncodeError {
     /// The hello authentication field is longer than [`MAX_HELLO_AUTH_LEN`].
     #[error("hello authentication field of {0} bytes exceeds {MAX_HELLO_AUTH_LEN}")]
     AuthTooLong(usize),
+    /// A hello connection index not below [`MAX_CONNECTIONS_PER_GROUP`].
+    #[error("hello connection index {0} is not below {MAX_CONNECTIONS_PER_GROUP}")]
+    InvalidIndex(u8),
     /// A hello whose source and destination are the same branch.
     #[error("hello source and destination branch are both {0}")]
     SameBranch(BranchId),
@@ -198,7 +205,7 @@ pub enum EncodeError {
 /// +---------------+---------------+---------------+---------------+
 /// |  version (1)  |  src branch   |  dst branch   |  path group   |
 /// +---------------+---------------+---------------+---------------+
-/// |     class     | reserved (0)  |   auth length (u16, BE)       |
+/// |     class     |    index      |   auth length (u16, BE)       |
 /// +---------------+---------------+---------------+---------------+
 /// |        authentication (auth length bytes, currently 0) ...
 /// ```
@@ -212,6 +219,11 @@ pub struct Hello {
     pub path_group: PathGroupId,
     /// The class this connection carries (Type I or Type II).
     pub class: Class,
+    /// Which of the (remote branch, path group, class)'s connections this is, 0 for the first
+    /// (`connections_per_group`, docs/mmsg.md "Connections per path group"); below
+    /// [`MAX_CONNECTIONS_PER_GROUP`]. The byte was reserved (zero) before: a gateway of then
+    /// accepts index 0 only.
+    pub index: u8,
     /// The authentication field, reserved for the security issue: length-prefixed, at most
     /// [`MAX_HELLO_AUTH_LEN`] bytes, empty in this version (see [`Hello::check_incoming`]).
     pub auth: Vec<u8>,
@@ -243,7 +255,10 @@ impl Hello {
         out.put_u8(self.dst_branch.get());
         out.put_u8(self.path_group.get());
         out.put_u8(class);
-        out.put_u8(0);
+        if self.index >= MAX_CONNECTIONS_PER_GROUP {
+            return Err(EncodeError::InvalidIndex(self.index));
+        }
+        out.put_u8(self.index);
         out.put_u16(auth_len);
         out.put_slice(&self.auth);
         Ok(self.encoded_len())
@@ -267,7 +282,7 @@ impl Hello {
         let Some(fixed) = buf.get(..HELLO_FIXED_LEN) else {
             return Ok(None);
         };
-        let &[_, _, _, _, _, src, dst, pg, class, reserved, l0, l1] = fixed else {
+        let &[_, _, _, _, _, src, dst, pg, class, index, l0, l1] = fixed else {
             return Ok(None);
         };
         let src_branch = BranchId::new(src).map_err(|_| HelloError::InvalidBranch(src))?;
@@ -277,8 +292,8 @@ impl Hello {
         }
         let path_group = PathGroupId::new(pg).map_err(|_| HelloError::InvalidPathGroup(pg))?;
         let class = Class::from_wire(class).ok_or(HelloError::InvalidClass(class))?;
-        if reserved != 0 {
-            return Err(HelloError::Reserved(reserved));
+        if index >= MAX_CONNECTIONS_PER_GROUP {
+            return Err(HelloError::InvalidIndex(index));
         }
         let auth_len = u16::from_be_bytes([l0, l1]);
         if usize::from(auth_len) > MAX_HELLO_AUTH_LEN {
@@ -293,6 +308,7 @@ impl Hello {
             dst_branch,
             path_group,
             class,
+            index,
             auth: auth.to_vec(),
         };
         Ok(Some((hello, total)))

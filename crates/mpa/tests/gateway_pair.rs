@@ -468,6 +468,7 @@ fn many_flows_over_three_groups_arrive_complete_and_in_order() {
                 branch: b(2),
                 group: g(grp),
                 class,
+                index: 0,
             };
             let frames = net.gws[0]
                 .conn(ConnId::outbound(key))
@@ -517,6 +518,7 @@ fn a_striped_flow_over_unequal_delays_is_delivered_in_order() {
             branch: b(2),
             group: g(grp),
             class: Class::TypeII,
+            index: 0,
         };
         net.link(0, key).pipes[0].frames
     };
@@ -561,6 +563,7 @@ fn a_dead_connection_moves_its_flows_after_the_liveness_timeout() {
         branch: b(2),
         group: g(1),
         class: Class::TypeII,
+        index: 0,
     };
     let killed_at = net.now;
     net.kill(dead_key);
@@ -700,6 +703,7 @@ fn a_config_change_moves_no_existing_flow() {
         branch: b(2),
         group: g(grp),
         class,
+        index: 0,
     };
     assert_eq!(plan.open, vec![key(2, Class::TypeI), key(2, Class::TypeII)]);
     assert!(plan.close.is_empty());

@@ -163,6 +163,7 @@ fn flows_move_only_when_their_group_fails() {
                     assignment,
                     info,
                     seq,
+                    ..
                 } = agent.route(now, &p).unwrap();
                 assert_eq!((branch, class), (b2, Class::TypeII));
                 assert_eq!(seq, None, "no [striping]: never striped");

@@ -37,6 +37,9 @@ pub struct Options {
     /// A `[striping]` table for every `mmsg` config (docs/mpa.md "Striping";
     /// [`mmsg::striping`](crate::mmsg::striping)).
     pub striping: Option<StripingConfig>,
+    /// Every `mmsg` config's `connections_per_group` (default 1; docs/mmsg.md "Connections per
+    /// path group").
+    pub connections_per_group: u8,
     /// `true` (default): every tunnel connection runs TLS 1.3 with mutual authentication
     /// (docs/security.md): a CA made for the run issues each gateway's certificate
     /// ([`mmsg::provision_tls`](crate::mmsg::provision_tls)) and every `mmsg` config gets a
@@ -66,6 +69,7 @@ impl Options {
             static_configs: false,
             paths: None,
             striping: None,
+            connections_per_group: 1,
             tls: true,
             metrics_listen: None,
             log_dir: None,

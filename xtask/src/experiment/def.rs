@@ -100,6 +100,10 @@ fn hundred() -> f64 {
     100.0
 }
 
+fn one_u8() -> u8 {
+    1
+}
+
 /// One test case.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -148,6 +152,10 @@ pub struct Case {
     pub queue_kib: Option<u32>,
     /// `values[g][m]`: the value for member m+1 of group g+1 (Mbit/s left, or TCP flows).
     pub values: Vec<[f64; 4]>,
+    /// Every `mmsg`'s `connections_per_group` (Type II tunnel connections per path group; 1 in
+    /// results written before the option existed): `experiment --connections-per-group`.
+    #[serde(default = "one_u8")]
+    pub connections_per_group: u8,
     /// The settings as written in the file.
     pub def: CaseDef,
 }
@@ -210,6 +218,7 @@ impl Figure {
                 bottleneck_mbit: self.bottleneck_mbit,
                 queue_kib: self.queue_kib,
                 values,
+                connections_per_group: 1,
                 def: c.clone(),
             });
         }

@@ -68,6 +68,11 @@ pub struct RunOptions {
     /// Merge into an existing `<name>.json`: the cases run now replace the same cases there, all
     /// others are kept (re-running a few cases of a long experiment).
     pub merge: bool,
+    /// Every `mmsg`'s `connections_per_group` (default 1): with K, each of the first K
+    /// end-to-end connections a path group gets has a tunnel connection of its own, as the
+    /// paper maps each end-to-end connection to an MPTCP connection (docs/mmsg.md
+    /// "Connections per path group").
+    pub connections_per_group: u8,
 }
 
 /// Merges `old` into `new`: every case of `old` that `new` did not run is kept, in the order of
@@ -463,10 +468,11 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
             .paths
             .clone()
             .unwrap_or_else(|| "examples/paths-paper-table2.toml".to_owned());
-        for c in f.resolve()? {
+        for mut c in f.resolve()? {
             if opts.cases.as_ref().is_some_and(|s| !s.contains(&c.id)) {
                 continue;
             }
+            c.connections_per_group = opts.connections_per_group;
             let key = (paths.clone(), c.groups);
             match plan.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, v)) => v.push((fi, c)),
@@ -512,6 +518,7 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
             crate::stop::check()?;
             let mut o = e2e::Options::new(&opts.root, &opts.prefix);
             o.paths = Some(paths_subset(&opts.root, paths, *groups, &tmp)?);
+            o.connections_per_group = opts.connections_per_group;
             // Each system keeps its own logs (the next bring-up would overwrite them).
             o.log_dir = Some(system_log_dir(&o, k + 1, *groups));
             println!(
@@ -854,6 +861,7 @@ mod tests {
             bottleneck_mbit: 100.0,
             queue_kib: None,
             values,
+            connections_per_group: 1,
             def: def::CaseDef {
                 id: 1,
                 ..def::CaseDef::default()

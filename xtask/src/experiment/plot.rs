@@ -109,7 +109,11 @@ pub fn markdown(r: &Report) -> String {
             let mut row = vec![
                 c.id.to_string(),
                 describe_case(&c.settings),
-                c.settings.connections.to_string(),
+                // `K/g` when the gateways ran `connections_per_group = K` (K > 1).
+                match c.settings.connections_per_group {
+                    0 | 1 => c.settings.connections.to_string(),
+                    k => format!("{} ({k}/g)", c.settings.connections),
+                },
                 spread(&c.ipomp),
                 spread(&c.baseline),
                 format!("{:.2}x", c.ratio),
@@ -288,6 +292,7 @@ mod tests {
             bottleneck_mbit: 100.0,
             queue_kib: None,
             values: vec![[8.0; 4], [8.0; 4], [6.0; 4], [2.0; 4]],
+            connections_per_group: 1,
             def,
         };
         CaseResult {

@@ -25,7 +25,7 @@ use anyhow::Context as _;
 use bytes::BytesMut;
 use mpa::config::Config;
 use mpa::framing::{Hello, Inbound, InboundConnection, InboundError};
-use mpa::gateway::ConnCore;
+use mpa::gateway::{ConnCore, ConnKey};
 use mpa::{BranchId, PathGroupId};
 use socket2::SockAddr;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
@@ -34,7 +34,6 @@ use tracing::{info, warn};
 
 use super::conn_io::{peer_invalidated, reader, writer, ConnCounters, ConnEnd, Decoder};
 use super::preauth::{Permit, PREAUTH_BUF, PREAUTH_DEADLINE};
-use super::shared::core_key;
 use super::socket::{apply_lowat, check_fallback, mark_class, mptcp_socket};
 use super::subflows;
 use super::{conn_name, reverse, Shared};
@@ -351,7 +350,12 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         );
         return;
     }
-    let key = (hello.src_branch, hello.path_group, hello.class);
+    let key = ConnKey {
+        branch: hello.src_branch,
+        group: hello.path_group,
+        class: hello.class,
+        index: hello.index,
+    };
     // A remote behind NAT: this connection carries our traffic to it too (`reverse`).
     let ours = reverse::carries_our_traffic(&config, key)
         .then(|| sh.queue(&key))
@@ -370,6 +374,7 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             remote_branch: hello.src_branch.get(),
             path_group: hello.path_group.get(),
             class: hello.class.to_string(),
+            index: hello.index,
             state: ConnState::Up,
             fallback,
             established: 1,
@@ -399,7 +404,7 @@ async fn serve_inbound_halves<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     }
     let cc = ConnCounters::new(&sh);
     // Liveness and keepalives: the core of an inbound connection (no queue).
-    let core = Mutex::new(ConnCore::inbound(core_key(key)));
+    let core = Mutex::new(ConnCore::inbound(key));
     core.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .handle_up(Instant::now(), cc.lane);
@@ -442,6 +447,7 @@ mod tests {
             dst_branch: b(1),
             path_group: g(pg),
             class: Class::TypeII,
+            index: 0,
             auth: Vec::new(),
         };
         assert!(hello_policy(&c, &hello(2, 0), g(0)).is_ok());

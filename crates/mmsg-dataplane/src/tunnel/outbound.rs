@@ -87,7 +87,12 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
     let Some(oq) = sh.queue(&key) else {
         return;
     };
-    let (branch, group, class) = key;
+    let ConnKey {
+        branch,
+        group,
+        class,
+        ..
+    } = key;
     let plan = sh.config().ports;
     let Some(port) = plan.listen_port(branch, group) else {
         warn!(conn = %name, %plan, "the port plan has no listen port for this branch");
@@ -103,6 +108,7 @@ pub async fn run_outbound(sh: Arc<Shared>, key: ConnKey, remote_addrs: Vec<Ipv4A
         remote_branch: branch.get(),
         path_group: group.get(),
         class: class.to_string(),
+        index: key.index,
         state: ConnState::Connecting,
         subflows_wanted: pairs.len(),
         ..ConnStatus::default()
@@ -187,7 +193,7 @@ async fn connect_secure(
     target: SocketAddrV4,
     key: ConnKey,
 ) -> io::Result<Transport> {
-    let (branch, _, class) = key;
+    let ConnKey { branch, class, .. } = key;
     let stream = connect_once(sh, local, target, class).await?;
     let Some(tls) = sh.tls.as_ref().map(|t| t.current()) else {
         return Ok(Transport::Clear(stream));
@@ -222,12 +228,12 @@ async fn run_outbound_conn(
     pairs: &[(usize, Ipv4Addr, Ipv4Addr)],
     port: u16,
 ) -> ConnEnd {
-    let (branch, group, class) = key;
     let hello = Hello {
         src_branch: sh.own,
-        dst_branch: branch,
-        path_group: group,
-        class,
+        dst_branch: key.branch,
+        path_group: key.group,
+        class: key.class,
+        index: key.index,
         auth: Vec::new(),
     };
     let mut hb = BytesMut::with_capacity(hello.encoded_len());
@@ -265,7 +271,12 @@ async fn run_outbound_conn(
                 .1
                 .peer_certificates()
                 .and_then(|c| c.first())
-                .map(|c| (c.clone().into_owned(), pki::tls::PeerRole::Server(branch)));
+                .map(|c| {
+                    (
+                        c.clone().into_owned(),
+                        pki::tls::PeerRole::Server(key.branch),
+                    )
+                });
             let (r, w, rekey) = secure::split(*stream);
             run_outbound_halves(
                 sh,

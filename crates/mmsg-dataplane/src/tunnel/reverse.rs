@@ -34,7 +34,10 @@ const TAKEOVER_POLL: Duration = Duration::from_millis(50);
 
 /// Whether an accepted connection of `key` carries our traffic: its remote is behind NAT only.
 pub(super) fn carries_our_traffic(config: &Config, key: ConnKey) -> bool {
-    config.remote.iter().any(|r| r.nat && r.id == key.0.get())
+    config
+        .remote
+        .iter()
+        .any(|r| r.nat && r.id == key.branch.get())
 }
 
 /// The halves of an authenticated accepted connection with its hello consumed.
@@ -124,7 +127,7 @@ mod tests {
     fn only_connections_of_a_remote_behind_nat_carry_our_traffic() {
         let mut c = config(false);
         let id = c.remote[0].id;
-        let key = (
+        let key = ConnKey::first(
             BranchId::new(id).unwrap(),
             PathGroupId::new(0).unwrap(),
             Class::TypeII,
@@ -132,7 +135,10 @@ mod tests {
         assert!(!carries_our_traffic(&c, key), "a public remote is dialled");
         c.remote[0].nat = true;
         assert!(carries_our_traffic(&c, key));
-        let other = (BranchId::new(9).unwrap(), key.1, key.2);
+        let other = ConnKey {
+            branch: BranchId::new(9).unwrap(),
+            ..key
+        };
         assert!(!carries_our_traffic(&c, other));
     }
 }

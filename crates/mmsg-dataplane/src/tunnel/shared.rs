@@ -74,17 +74,9 @@ pub enum PathManagement {
     Kernel,
 }
 
-/// A connection's identity: (remote branch, path group, class).
-pub type ConnKey = (BranchId, PathGroupId, Class);
-
-/// The core's part of a connection's identity.
-pub(super) fn core_key((branch, group, class): ConnKey) -> gateway::ConnKey {
-    gateway::ConnKey {
-        branch,
-        group,
-        class,
-    }
-}
+/// A connection's identity: (remote branch, path group, class, index) (the core's
+/// [`gateway::ConnKey`]).
+pub use gateway::ConnKey;
 
 /// One outbound connection: its [`ConnCore`] (queue and liveness; it lives as long as the
 /// connection is configured, across reconnections) behind the lock the TUN task (enqueue), the
@@ -157,7 +149,7 @@ impl OutQueue {
 
     fn new(key: ConnKey, aqm: AqmConfig) -> Self {
         OutQueue {
-            core: Mutex::new(ConnCore::outbound(core_key(key), aqm)),
+            core: Mutex::new(ConnCore::outbound(key, aqm)),
             notify: Notify::new(),
             up: AtomicBool::new(false),
             sent_bytes: AtomicU64::new(0),
@@ -318,9 +310,10 @@ impl Shared {
     /// connections are up; then connections up and connections configured
     /// ([`conn_report::group_report`]: sums, and the busiest connection's transport figures).
     pub fn group_report(&self) -> (Vec<mpa::gwchan::GroupReport>, u32, u32) {
-        let samples = self.queues().into_iter().map(|((b, g, _), oq)| ConnSample {
-            branch: b,
-            group: g,
+        let samples = self.queues().into_iter().map(|(k, oq)| ConnSample {
+            branch: k.branch,
+            group: k.group,
+            class: k.class,
             up: oq.up.load(Ordering::Relaxed),
             sent_bytes: oq.sent_bytes.load(Ordering::Relaxed),
             busy_us: oq.busy_us.load(Ordering::Relaxed),
@@ -336,13 +329,9 @@ impl Shared {
     }
 }
 
-/// Every outbound connection a config asks for: (remote branch, path group, class)
-/// ([`mpa::gateway::conn_keys`]).
+/// Every outbound connection a config asks for ([`mpa::gateway::conn_keys`]).
 pub fn conn_keys(config: &Config) -> BTreeSet<ConnKey> {
     gateway::conn_keys(config)
-        .into_iter()
-        .map(|k| (k.branch, k.group, k.class))
-        .collect()
 }
 
 /// The classes that get a connection per path group.
@@ -391,9 +380,14 @@ pub fn build(
     )
 }
 
-/// The registry name of a connection in `mmsg status`, e.g. `out b2 g0 type1`.
+/// The registry name of a connection in `mmsg status`, e.g. `out b2 g0 type1`; a group's
+/// further connections (`connections_per_group`) get their index: `out b2 g0 type2 #1`.
 pub fn conn_name(dir: &str, key: ConnKey) -> String {
-    format!("{dir} b{} g{} {}", key.0, key.1, key.2)
+    let name = format!("{dir} b{} g{} {}", key.branch, key.group, key.class);
+    match key.index {
+        0 => name,
+        i => format!("{name} #{i}"),
+    }
 }
 
 /// The example config of branch 1 (`examples/mmsg-branch1.toml`); `leased`: its port 1 is a

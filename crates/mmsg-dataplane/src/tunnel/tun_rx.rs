@@ -20,7 +20,6 @@ use mpa::{BranchId, PathGroupId};
 use tokio::sync::mpsc;
 use tracing::{debug, info};
 
-use super::shared::core_key;
 use super::{ConnEvent, ConnKey, OutQueue, Shared, TunEvent};
 use crate::stats::{ConnState, Stats};
 use crate::tun::MAX_TUN_READ;
@@ -61,7 +60,7 @@ pub async fn tun_loop(
             _ = tick.tick() => {
                 let sent = queues
                     .iter()
-                    .map(|((b, g, _), oq)| (*b, *g, oq.sent_bytes.load(Ordering::Relaxed)));
+                    .map(|(k, oq)| (k.branch, k.group, oq.sent_bytes.load(Ordering::Relaxed)));
                 for (b, g, rate) in rates.handle_sent(Instant::now(), sent) {
                     router.set_group_rate(b, g, rate);
                 }
@@ -127,7 +126,6 @@ fn tun_event(
     let mut events = Vec::new();
     match ev {
         TunEvent::Conn(ConnEvent { key, up }) => {
-            let key = core_key(key);
             events.extend(if up {
                 router.handle_conn_up(key)
             } else {
@@ -135,7 +133,7 @@ fn tun_event(
             });
         }
         TunEvent::Paths(ConnEvent { key, up }) => {
-            events.extend(router.handle_conn_paths(core_key(key), up));
+            events.extend(router.handle_conn_paths(key, up));
         }
         TunEvent::Weights(list) => {
             let plan = router.apply(&sh.config(), &mut events);
@@ -189,8 +187,7 @@ fn handle_tun_packet(
     };
     let ip_len = pkt.len().saturating_sub(FRAME_HEADER_LEN + vnet);
     let res = router.handle_tun_packet(now, pkt).and_then(|out| {
-        let (b, g, c) = (out.conn.branch, out.conn.group, out.conn.class);
-        let oq = queues.get(&(b, g, c)).ok_or(PacketDrop::NoConnection)?;
+        let oq = queues.get(&out.conn).ok_or(PacketDrop::NoConnection)?;
         let mut core = oq.core.lock().map_err(|_| PacketDrop::NoConnection)?;
         core.enqueue(now, out.packet)?;
         drop(core);

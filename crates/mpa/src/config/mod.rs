@@ -78,6 +78,13 @@ pub struct Config {
     /// Default: 60.
     #[serde(default = "default_flow_idle_timeout_s")]
     pub flow_idle_timeout_s: u64,
+    /// Type II tunnel connections per (remote branch, path group): 1 (default) carries every
+    /// Type II flow to the group in one connection; K > 1 opens K, each with its own n × m
+    /// subflows, and gives each new flow the group's next connection in turn, as the paper maps
+    /// each end-to-end connection to its own MPTCP connection (docs/mmsg.md "Connections per path
+    /// group"). 1..=[`crate::framing::MAX_CONNECTIONS_PER_GROUP`]. Type I keeps one.
+    #[serde(default = "default_connections_per_group")]
+    pub connections_per_group: u8,
     /// The TC's rules.
     #[serde(default)]
     pub classifier: ClassifierConfig,
@@ -127,6 +134,10 @@ fn default_flow_idle_timeout_s() -> u64 {
     60
 }
 
+fn default_connections_per_group() -> u8 {
+    1
+}
+
 impl Config {
     /// Parses TOML and validates it.
     pub fn parse(toml_text: &str) -> Result<Config, ConfigError> {
@@ -138,6 +149,15 @@ impl Config {
     /// This branch's id (valid after [`Config::validate`]).
     pub fn branch(&self) -> Option<BranchId> {
         BranchId::new(self.branch_id).ok()
+    }
+
+    /// How many tunnel connections of `class` go to each (remote branch, path group)
+    /// ([`Config::connections_per_group`] for Type II, 1 for Type I).
+    pub fn connections_per_group(&self, class: Class) -> u8 {
+        match class {
+            Class::TypeII => self.connections_per_group.max(1),
+            _ => 1,
+        }
     }
 
     /// The flow idle timeout.
@@ -228,6 +248,17 @@ impl Config {
                 format!(
                     "{} is out of range 1..={MAX_FLOW_IDLE_TIMEOUT_S}",
                     self.flow_idle_timeout_s
+                ),
+            );
+        }
+
+        let max_conns = crate::framing::MAX_CONNECTIONS_PER_GROUP;
+        if !(1..=max_conns).contains(&self.connections_per_group) {
+            p.push(
+                "connections_per_group",
+                format!(
+                    "{} is out of range 1..={max_conns}",
+                    self.connections_per_group
                 ),
             );
         }

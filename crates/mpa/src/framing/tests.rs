@@ -53,6 +53,7 @@ fn golden_hello() {
         dst_branch: b(2),
         path_group: pg(4),
         class: Class::TypeI,
+        index: 0,
         auth: Vec::new(),
     };
     let expected: &[u8] = &[
@@ -126,7 +127,19 @@ fn hello_rejections() {
     assert_eq!(with(6, 1), Err(HelloError::SameBranch(1)));
     assert_eq!(with(7, 16), Err(HelloError::InvalidPathGroup(16)));
     assert_eq!(with(8, 3), Err(HelloError::InvalidClass(3)));
-    assert_eq!(with(9, 1), Err(HelloError::Reserved(1)));
+    // Byte 9 is the connection index: 0..MAX_CONNECTIONS_PER_GROUP.
+    assert_eq!(with(9, 8), Err(HelloError::InvalidIndex(8)));
+    assert_eq!(with(9, 255), Err(HelloError::InvalidIndex(255)));
+    let (h, n) = with(9, 7).unwrap().unwrap();
+    assert_eq!((h.index, n), (7, 12));
+    let mut out = BytesMut::new();
+    h.encode(&mut out).unwrap();
+    assert_eq!(out[9], 7);
+    let over = Hello { index: 8, ..h };
+    assert_eq!(
+        over.encode(&mut BytesMut::new()),
+        Err(EncodeError::InvalidIndex(8))
+    );
     let mut long = good;
     long[10..12].copy_from_slice(&513u16.to_be_bytes());
     assert_eq!(Hello::decode(&long), Err(HelloError::AuthTooLong(513)));
@@ -465,6 +478,7 @@ fn arb_hello() -> impl Strategy<Value = Hello> {
                 dst_branch: b(d),
                 path_group: pg(g),
                 class,
+                index: 0,
                 auth,
             }
         })
@@ -552,6 +566,7 @@ fn inbound_connection_hello_then_frames() {
         dst_branch: b(2),
         path_group: pg(3),
         class: Class::TypeII,
+        index: 0,
         auth: Vec::new(),
     };
     let mut wire = BytesMut::new();
@@ -585,6 +600,7 @@ fn inbound_connection_refuses_and_stays_closed() {
         dst_branch: b(3),
         path_group: pg(0),
         class: Class::TypeI,
+        index: 0,
         auth: Vec::new(),
     }
     .encode(&mut wire)
@@ -607,6 +623,7 @@ fn inbound_connection_refuses_and_stays_closed() {
         dst_branch: b(2),
         path_group: pg(0),
         class: Class::TypeI,
+        index: 0,
         auth: Vec::new(),
     }
     .encode(&mut wire)
@@ -640,6 +657,7 @@ fn inbound_connection_checks_the_port_group() {
             dst_branch: b(2),
             path_group: pg(g),
             class: Class::TypeI,
+            index: 0,
             auth: Vec::new(),
         }
         .encode(&mut w)

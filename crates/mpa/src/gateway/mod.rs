@@ -97,7 +97,7 @@ use crate::{BranchId, Class, PathGroupId};
 /// The classes that get a connection per path group (Type III is never tunnelled).
 pub const CLASSES: [Class; 2] = [Class::TypeI, Class::TypeII];
 
-/// A tunnel connection's identity: (remote branch, path group, class). For an outbound
+/// A tunnel connection's identity: (remote branch, path group, class, index). For an outbound
 /// connection the remote is its destination, for an inbound one the source of its hello.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConnKey {
@@ -107,6 +107,21 @@ pub struct ConnKey {
     pub group: PathGroupId,
     /// Type I or Type II.
     pub class: Class,
+    /// Which of the (branch, group, class)'s connections: 0..`connections_per_group`
+    /// ([`crate::config::Config::connections_per_group`]; the hello's index).
+    pub index: u8,
+}
+
+impl ConnKey {
+    /// The first (often the only) connection of (`branch`, `group`, `class`).
+    pub fn first(branch: BranchId, group: PathGroupId, class: Class) -> Self {
+        ConnKey {
+            branch,
+            group,
+            class,
+            index: 0,
+        }
+    }
 }
 
 /// Who opened a connection.

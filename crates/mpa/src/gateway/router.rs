@@ -2,7 +2,7 @@
 //! Held by the driver's TUN reader task; its output goes to the [`super::ConnCore`] of the
 //! connection it names.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
@@ -67,7 +67,8 @@ pub struct Plan {
     pub weights: Vec<(BranchId, PathGroupId, u32)>,
 }
 
-/// Every outbound connection a config asks for: one per (remote branch, path group, class).
+/// Every outbound connection a config asks for: per (remote branch, path group, class) its
+/// [`Config::connections_per_group`].
 pub fn conn_keys(config: &Config) -> BTreeSet<ConnKey> {
     let mut out = BTreeSet::new();
     for r in &config.remote {
@@ -79,15 +80,25 @@ pub fn conn_keys(config: &Config) -> BTreeSet<ConnKey> {
                 continue;
             };
             for class in CLASSES {
-                out.insert(ConnKey {
-                    branch,
-                    group,
-                    class,
-                });
+                for index in 0..config.connections_per_group(class) {
+                    out.insert(ConnKey {
+                        branch,
+                        group,
+                        class,
+                        index,
+                    });
+                }
             }
         }
     }
     out
+}
+
+fn pool_sizes(config: &Config) -> BTreeMap<Class, u8> {
+    CLASSES
+        .iter()
+        .map(|&c| (c, config.connections_per_group(c)))
+        .collect()
 }
 
 /// The TUN-side core: owns the [`Agent`] (classifier, flow table, schedulers) and which outbound
@@ -97,6 +108,8 @@ pub struct Router {
     agent: Agent,
     offload: bool,
     conns: BTreeSet<ConnKey>,
+    /// Connections per (branch, group) of each class ([`Config::connections_per_group`]).
+    pool_sizes: BTreeMap<Class, u8>,
     up: BTreeSet<ConnKey>,
     /// Up connections with no live subflow ([`Router::handle_conn_paths`]).
     pathless: BTreeSet<ConnKey>,
@@ -119,6 +132,7 @@ impl Router {
             agent: Agent::new(config),
             offload,
             conns: conn_keys(config),
+            pool_sizes: pool_sizes(config),
             up: BTreeSet::new(),
             pathless: BTreeSet::new(),
             flow_hasher,
@@ -190,17 +204,33 @@ impl Router {
             RouteError::External => PacketDrop::External,
             RouteError::NoGroupUp(_) => PacketDrop::NoGroupUp,
         })?;
-        let conn = ConnKey {
-            branch: route.branch,
-            group: route.group,
-            class: route.class,
-        };
-        if !self.up.contains(&conn) {
-            return Err(PacketDrop::NoConnection);
-        }
+        let conn = self.pick_conn(&route).ok_or(PacketDrop::NoConnection)?;
         // The 5-tuple the classifier already parsed (ports are 0 without them): hashed once here.
         let flow = self.flow_hasher.hash(&route.info.flow);
         Ok((conn, frame_type, route.seq, route.info.ect(), flow))
+    }
+
+    /// The connection of a routed packet: of the group's connections of its class, the one its
+    /// lane names when that is up with live subflows, else the next such one after it, else the
+    /// next one up (the group stays up while any is, [`Router::refresh_branch`]).
+    fn pick_conn(&self, route: &crate::agent::Route) -> Option<ConnKey> {
+        let n = self
+            .pool_sizes
+            .get(&route.class)
+            .copied()
+            .unwrap_or(1)
+            .max(1);
+        let start = route.lane % n;
+        let key = |i: u8| ConnKey {
+            branch: route.branch,
+            group: route.group,
+            class: route.class,
+            index: (start + i) % n,
+        };
+        let live = (0..n)
+            .map(key)
+            .find(|k| self.up.contains(k) && !self.pathless.contains(k));
+        live.or_else(|| (0..n).map(key).find(|k| self.up.contains(k)))
     }
 
     /// Outbound connection `conn` is established: its group goes up when every class connection
@@ -257,16 +287,27 @@ impl Router {
             .filter(|k| k.branch == branch)
             .map(|k| k.group)
             .collect();
-        let keys = |group: PathGroupId| {
-            CLASSES.map(|class| ConnKey {
+        // Per class, the group's connections (its pool).
+        let pool = |r: &Self, group: PathGroupId, class: Class| {
+            let n = r.pool_sizes.get(&class).copied().unwrap_or(1).max(1);
+            (0..n).map(move |index| ConnKey {
                 branch,
                 group,
                 class,
+                index,
             })
         };
-        let connected = |r: &Self, g: PathGroupId| keys(g).iter().all(|k| r.up.contains(k));
+        // Connected: every class has a connection up; healthy: every class has one up with
+        // live subflows.
+        let connected = |r: &Self, g: PathGroupId| {
+            CLASSES
+                .iter()
+                .all(|&c| pool(r, g, c).any(|k| r.up.contains(&k)))
+        };
         let healthy = |r: &Self, g: PathGroupId| {
-            connected(r, g) && !keys(g).iter().any(|k| r.pathless.contains(k))
+            CLASSES
+                .iter()
+                .all(|&c| pool(r, g, c).any(|k| r.up.contains(&k) && !r.pathless.contains(&k)))
         };
         let any_healthy = groups.iter().any(|&g| healthy(self, g));
         let mut events = Vec::new();
@@ -293,6 +334,7 @@ impl Router {
         let plan_close: Vec<ConnKey> = self.conns.difference(&wanted).copied().collect();
         self.agent.reconfigure(config);
         self.conns = wanted;
+        self.pool_sizes = pool_sizes(config);
         self.up.retain(|k| self.conns.contains(k));
         self.pathless.retain(|k| self.conns.contains(k));
         let branches: BTreeSet<BranchId> = self.conns.iter().map(|k| k.branch).collect();

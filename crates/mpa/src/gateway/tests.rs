@@ -22,6 +22,7 @@ fn key(group: u8, class: Class) -> ConnKey {
         branch: BranchId::new(2).unwrap(),
         group: PathGroupId::new(group).unwrap(),
         class,
+        index: 0,
     }
 }
 
@@ -510,4 +511,73 @@ fn the_reverse_of_a_resequenced_flow_takes_the_lowest_delay_group() {
     r.handle_conn_up(key(0, Class::TypeI));
     let later = t0 + Duration::from_secs(3_600);
     assert_eq!(group(&mut r, 4000, later), g0);
+}
+
+#[test]
+fn new_flows_take_a_groups_connections_in_turn_and_skip_one_that_is_down() {
+    let t0 = Instant::now();
+    let mut c = config();
+    c.connections_per_group = 3;
+    c.validate().unwrap();
+    // Type II gets 3 connections per group, Type I keeps one.
+    let keys = conn_keys(&c);
+    let nth = |group: u8, class: Class, index: u8| ConnKey {
+        index,
+        ..key(group, class)
+    };
+    assert!(keys.contains(&nth(0, Class::TypeII, 2)));
+    assert!(!keys.contains(&nth(0, Class::TypeII, 3)));
+    assert!(!keys.contains(&nth(0, Class::TypeI, 1)));
+    let mut r = Router::new(&c, false);
+    let g0 = PathGroupId::new(0).unwrap();
+    // Group 0 only (group 1's connections stay down), its first Type II connection not yet up:
+    // the group is up with one of the pool, and every flow goes to an up connection.
+    r.handle_conn_up(key(0, Class::TypeI));
+    r.handle_conn_up(nth(0, Class::TypeII, 1));
+    let conn = |r: &mut Router, sport: u16| {
+        r.handle_tun_packet(t0, tun_read(None, &udp(sport)))
+            .unwrap()
+            .conn
+    };
+    for p in 1..=3u16 {
+        assert_eq!(conn(&mut r, p), nth(0, Class::TypeII, 1), "flow {p}");
+    }
+    r.handle_conn_up(nth(0, Class::TypeII, 0));
+    r.handle_conn_up(nth(0, Class::TypeII, 2));
+    // New flows: lanes 3, 4, 5 of group 0 -> connections 0, 1, 2, then round again.
+    let got: Vec<u8> = (10..16u16).map(|p| conn(&mut r, p).index).collect();
+    assert_eq!(got, [0, 1, 2, 0, 1, 2]);
+    // A flow stays on its connection.
+    assert_eq!(conn(&mut r, 11).index, 1);
+    assert_eq!(conn(&mut r, 11).group, g0);
+    // Its connection loses every subflow: the flow goes to the next live one of the pool, the
+    // group stays up (the others are healthy), and it comes back when the paths do.
+    assert_eq!(r.handle_conn_paths(nth(0, Class::TypeII, 1), false), []);
+    assert_eq!(conn(&mut r, 11).index, 2);
+    assert_eq!(r.handle_conn_paths(nth(0, Class::TypeII, 1), true), []);
+    assert_eq!(conn(&mut r, 11).index, 1);
+    // Down: same; all three down: the group goes down.
+    assert_eq!(r.handle_conn_down(nth(0, Class::TypeII, 1)), []);
+    assert_eq!(conn(&mut r, 11).index, 2);
+    r.handle_conn_down(nth(0, Class::TypeII, 0));
+    let down = r.handle_conn_down(nth(0, Class::TypeII, 2));
+    assert_eq!(
+        down,
+        [Event::Group {
+            branch: BranchId::new(2).unwrap(),
+            group: g0,
+            up: false
+        }]
+    );
+    assert_eq!(r.counters().drops(PacketDrop::NoConnection), 0);
+}
+
+#[test]
+fn connections_per_group_is_checked() {
+    for (k, ok) in [(0u8, false), (1, true), (8, true), (9, false)] {
+        let mut c = config();
+        c.connections_per_group = k;
+        assert_eq!(c.validate().is_ok(), ok, "{k}");
+    }
+    assert_eq!(config().connections_per_group, 1, "the default");
 }

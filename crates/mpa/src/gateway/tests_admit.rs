@@ -145,6 +145,7 @@ fn the_gateway_drops_spoofed_frames_before_tun_striped_or_not() {
         branch: b(2),
         group: PathGroupId::new(0).unwrap(),
         class: Class::TypeII,
+        index: 0,
     });
     gw.handle_conn_up(conn, now);
     gw.handle_frame(
@@ -184,6 +185,7 @@ fn apply_rebuilds_the_source_table() {
         branch: b(2),
         group: PathGroupId::new(0).unwrap(),
         class: Class::TypeII,
+        index: 0,
     });
     gw.handle_conn_up(conn, now);
     let p = udp_from([198, 19, 4, 1]);
