@@ -88,6 +88,8 @@ pub struct System {
     pub static_configs: bool,
     /// How many path groups go from branch 1 to branch 2 (4 with Table II).
     pub groups_1_2: usize,
+    /// Every `mmsg`'s `connections_per_group` ([`Options::connections_per_group`]).
+    pub connections_per_group: u8,
     /// The gateway-channel socket of `ssc` (controller mode; `mmsg` connects to it).
     pub gw_socket: PathBuf,
     /// The run's CA and the gateways' TLS files ([`Options::tls`]); `ssc` runs this CA (`[ca]
@@ -104,7 +106,13 @@ pub struct System {
 /// Whether one `mmsg status` shows gateway `b` fully up ([`System::wait_tunnels_up`]); else why not.
 /// In controller mode with TLS that includes running `ssc`'s CRL (the provisioned one has
 /// `crl_number` 0, every list `ssc` signs a higher one) and having refused none of its pushes.
-fn tunnels_ready(s: &Value, static_configs: bool, b: u8, groups: usize) -> Result<(), String> {
+fn tunnels_ready(
+    s: &Value,
+    static_configs: bool,
+    b: u8,
+    groups: usize,
+    connections_per_group: u8,
+) -> Result<(), String> {
     if !static_configs {
         let src = s.pointer("/controller/source").unwrap_or(&Value::Null);
         if src != "controller" {
@@ -130,7 +138,7 @@ fn tunnels_ready(s: &Value, static_configs: bool, b: u8, groups: usize) -> Resul
             }
         }
     }
-    let want = expected_connections_with(static_configs, b, groups);
+    let want = expected_connections_with(static_configs, b, groups, connections_per_group);
     let conns = s["connections"].as_array().map_or(0, Vec::len);
     if conns != want {
         return Err(format!("{conns} of {want} connections"));
@@ -278,6 +286,7 @@ impl System {
                 .collect::<BTreeSet<u8>>()
                 .len(),
             routes,
+            connections_per_group: opts.connections_per_group,
             static_configs: opts.static_configs,
             gw_socket: log_dir.join("ssc-gw.sock"),
             tls_dir: opts.tls.then(|| log_dir.join("tls")),
@@ -502,7 +511,7 @@ impl System {
                 match mmsg::status(&self.mmsg, &g.control) {
                     Ok(s) => {
                         if let Err(why) =
-                            tunnels_ready(&s, self.static_configs, g.branch, self.groups_1_2)
+                            tunnels_ready(&s, self.static_configs, g.branch, self.groups_1_2, self.connections_per_group)
                         {
                             ok = false;
                             let _ = write!(last, "gw{}: {why}; ", g.branch);

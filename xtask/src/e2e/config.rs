@@ -116,17 +116,25 @@ fn config_head(
 /// Controller: only the pairs with a path group in `examples/paths-paper-table2.toml` (1 ⇄ 2,
 /// 16 each); branches 3..5 have no remotes (pure transit, 0).
 pub fn expected_connections(static_configs: bool, b: u8) -> usize {
-    expected_connections_with(static_configs, b, 4)
+    expected_connections_with(static_configs, b, 4, 1)
 }
 
-/// [`expected_connections`] when the paths file defines `groups_1_2` groups from branch 1 to 2.
-pub fn expected_connections_with(static_configs: bool, b: u8, groups_1_2: usize) -> usize {
+/// [`expected_connections`] when the paths file defines `groups_1_2` groups from branch 1 to 2
+/// and every gateway runs `connections_per_group` (one Type I plus that many Type II
+/// connections per group and direction).
+pub fn expected_connections_with(
+    static_configs: bool,
+    b: u8,
+    groups_1_2: usize,
+    connections_per_group: u8,
+) -> usize {
     let groups = |r: u8| if table2_pair(b, r) { groups_1_2 } else { 1 };
+    let per_group = 1 + usize::from(connections_per_group.max(1));
     let one_way: usize = BRANCHES
         .iter()
         .filter(|&&r| r != b)
         .filter(|&&r| static_configs || table2_pair(b, r))
-        .map(|&r| groups(r) * 2)
+        .map(|&r| groups(r) * per_group)
         .sum();
     2 * one_way
 }
@@ -216,6 +224,8 @@ mod tests {
         assert_eq!(expected_connections(true, 3), 16);
         assert_eq!(expected_connections(false, 2), 16);
         assert_eq!(expected_connections(false, 4), 0);
+        // One group 1 -> 2, 8 Type II connections beside the Type I one, both directions.
+        assert_eq!(expected_connections_with(false, 1, 1, 8), 18);
     }
 
     #[test]
