@@ -510,9 +510,13 @@ impl System {
                 }
                 match mmsg::status(&self.mmsg, &g.control) {
                     Ok(s) => {
-                        if let Err(why) =
-                            tunnels_ready(&s, self.static_configs, g.branch, self.groups_1_2, self.connections_per_group)
-                        {
+                        if let Err(why) = tunnels_ready(
+                            &s,
+                            self.static_configs,
+                            g.branch,
+                            self.groups_1_2,
+                            self.connections_per_group,
+                        ) {
                             ok = false;
                             let _ = write!(last, "gw{}: {why}; ", g.branch);
                         }
