@@ -8,7 +8,6 @@
 //! [`crate::framing`].
 
 use std::collections::BTreeMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Instant;
 
 use thiserror::Error;
@@ -38,16 +37,8 @@ pub struct Route {
     pub seq: Option<u32>,
     /// The flow's lane ([`crate::flow_table::FlowEntry::lane`]): which of the group's
     /// connections carries it (lane modulo their number). A flow the table does not remember
-    /// (full) gets its 5-tuple's hash.
+    /// (full) gets its 5-tuple's hash ([`crate::flow_table::FlowTable::assign_lane`]).
     pub lane: u8,
-}
-
-/// The lane of a flow the table does not remember: a hash of its 5-tuple, salted so that it is
-/// independent of the group the same hash picked ([`Scheduler::select_by_hash`]).
-fn lane_of(flow: &FlowKey) -> u8 {
-    let mut h = DefaultHasher::new();
-    (flow, "lane").hash(&mut h);
-    h.finish().to_be_bytes()[0]
 }
 
 /// Why a packet from TUN is not tunnelled (count per variant).
@@ -135,9 +126,9 @@ impl Agent {
             .branches
             .get_mut(&branch)
             .ok_or(RouteError::NoGroupUp(branch))?;
-        let (mut group, assignment) = self
+        let (mut group, assignment, lane) = self
             .flows
-            .assign(now, c.info.flow, branch, packet.len(), sched)
+            .assign_lane(now, c.info.flow, branch, packet.len(), sched)
             .ok_or(RouteError::NoGroupUp(branch))?;
         let mut seq = None;
         if let Some(st) = &self.striping {
@@ -149,10 +140,6 @@ impl Agent {
                 }
             }
         }
-        let lane = match self.flows.get(&c.info.flow) {
-            Some(e) if assignment != Assignment::Untracked => e.lane,
-            _ => lane_of(&c.info.flow),
-        };
         Ok(Route {
             branch,
             group,

@@ -11,6 +11,7 @@
 //! keeps its packets on one group as long as the set of up groups does not change.
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use crate::classifier::FlowKey;
@@ -22,6 +23,26 @@ use crate::{BranchId, PathGroupId};
 /// buckets of `size_of::<(FlowKey, FlowEntry)>()` (120 B on x86-64, with the rate window, the
 /// striping state and the lane) + 1 control byte ≈ **15.1 MiB**, allocated once at start-up by [`FlowTable::new`].
 pub const MAX_FLOWS: usize = 65_536;
+
+/// The lane of the next new flow on (`branch`, `group`) ([`FlowEntry::lane`]).
+fn take_lane(
+    next: &mut HashMap<(BranchId, PathGroupId), u8>,
+    branch: BranchId,
+    group: PathGroupId,
+) -> u8 {
+    let n = next.entry((branch, group)).or_insert(0);
+    let lane = *n;
+    *n = n.wrapping_add(1);
+    lane
+}
+
+/// The lane of a flow the table does not remember: a hash of its 5-tuple, salted so that it is
+/// independent of the group the same hash picked ([`Scheduler::select_by_hash`]).
+fn hash_lane(flow: &FlowKey) -> u8 {
+    let mut h = DefaultHasher::new();
+    (flow, "lane").hash(&mut h);
+    h.finish().to_be_bytes()[0]
+}
 
 /// How often idle flows are swept. Each sweep scans the table (≤ 65,536 entries, well under a
 /// millisecond); once a second keeps a flow's actual lifetime within 1 s of its timeout.
@@ -147,14 +168,6 @@ impl FlowTable {
         }
     }
 
-    /// The lane of the next new flow on (`branch`, `group`).
-    fn take_lane(&mut self, branch: BranchId, group: PathGroupId) -> u8 {
-        let n = self.next_lanes.entry((branch, group)).or_insert(0);
-        let lane = *n;
-        *n = n.wrapping_add(1);
-        lane
-    }
-
     /// Changes the idle timeout (a config reload); remembered flows stay.
     pub fn set_idle_timeout(&mut self, idle_timeout: Duration) {
         self.idle_timeout = idle_timeout;
@@ -185,6 +198,7 @@ impl FlowTable {
 
     /// The group for a packet of `bytes` bytes of flow `key` to `branch`, whose groups `sched` holds.
     /// `None` when no group towards `branch` is up (drop and count).
+    /// [`FlowTable::assign_lane`] without the lane.
     pub fn assign(
         &mut self,
         now: Instant,
@@ -193,6 +207,20 @@ impl FlowTable {
         bytes: usize,
         sched: &mut Scheduler,
     ) -> Option<(PathGroupId, Assignment)> {
+        self.assign_lane(now, key, branch, bytes, sched)
+            .map(|(g, how, _)| (g, how))
+    }
+
+    /// [`FlowTable::assign`] plus the flow's [`FlowEntry::lane`] (for a flow the table does not
+    /// remember: a hash of its 5-tuple), in the same lookup.
+    pub fn assign_lane(
+        &mut self,
+        now: Instant,
+        key: FlowKey,
+        branch: BranchId,
+        bytes: usize,
+        sched: &mut Scheduler,
+    ) -> Option<(PathGroupId, Assignment, u8)> {
         let bytes = bytes as u64;
         let timeout = self.idle_timeout;
         if let Some(e) = self.flows.get_mut(&key) {
@@ -219,16 +247,14 @@ impl FlowTable {
             };
             if how == Assignment::New {
                 let low_delay = e.low_delay && e.branch == branch;
-                let n = self.next_lanes.entry((branch, group)).or_insert(0);
-                let lane = *n;
-                *n = n.wrapping_add(1);
-                *e = FlowEntry::new(branch, group, now, bytes, lane);
+                *e = FlowEntry::new(branch, group, now, bytes, 0);
+                e.lane = take_lane(&mut self.next_lanes, branch, group);
                 e.low_delay = low_delay;
             } else {
                 e.count(now, bytes);
                 e.group = group;
             }
-            return Some((group, how));
+            return Some((group, how, e.lane));
         }
         if self.flows.len() >= self.max_flows {
             self.expire(now);
@@ -236,14 +262,14 @@ impl FlowTable {
         if self.flows.len() >= self.max_flows {
             return sched
                 .select_by_hash(&key)
-                .map(|g| (g, Assignment::Untracked));
+                .map(|g| (g, Assignment::Untracked, hash_lane(&key)));
         }
         let group = sched.select()?;
-        let lane = self.take_lane(branch, group);
+        let lane = take_lane(&mut self.next_lanes, branch, group);
         self.flows
             .insert(key, FlowEntry::new(branch, group, now, bytes, lane));
         self.next_sweep.get_or_insert(now + SWEEP_INTERVAL);
-        Some((group, Assignment::New))
+        Some((group, Assignment::New, lane))
     }
 
     /// Striping (seed 001 §III-C): when flow `key` is striped or its measured rate now exceeds
@@ -292,7 +318,7 @@ impl FlowTable {
         let Some(group) = sched.select_low_delay(None).or_else(|| sched.select()) else {
             return false;
         };
-        let lane = self.take_lane(branch, group);
+        let lane = take_lane(&mut self.next_lanes, branch, group);
         let mut e = FlowEntry::new(branch, group, now, 0, lane);
         e.packets = 0;
         e.low_delay = true;

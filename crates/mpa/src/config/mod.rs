@@ -138,6 +138,15 @@ fn default_connections_per_group() -> u8 {
     1
 }
 
+/// Tunnel connections of `class` per (remote branch, path group) under a
+/// `connections_per_group` setting: the setting for Type II, 1 for Type I.
+pub fn pool_size(connections_per_group: u8, class: Class) -> u8 {
+    match class {
+        Class::TypeII => connections_per_group.max(1),
+        _ => 1,
+    }
+}
+
 impl Config {
     /// Parses TOML and validates it.
     pub fn parse(toml_text: &str) -> Result<Config, ConfigError> {
@@ -154,10 +163,7 @@ impl Config {
     /// How many tunnel connections of `class` go to each (remote branch, path group)
     /// ([`Config::connections_per_group`] for Type II, 1 for Type I).
     pub fn connections_per_group(&self, class: Class) -> u8 {
-        match class {
-            Class::TypeII => self.connections_per_group.max(1),
-            _ => 1,
-        }
+        pool_size(self.connections_per_group, class)
     }
 
     /// The flow idle timeout.

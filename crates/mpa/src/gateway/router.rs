@@ -2,13 +2,13 @@
 //! Held by the driver's TUN reader task; its output goes to the [`super::ConnCore`] of the
 //! connection it names.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 
 use crate::agent::{Agent, RouteError};
-use crate::config::Config;
+use crate::config::{pool_size, Config};
 use crate::framing::{encode_header_in_place, FrameType, FRAME_HEADER_LEN, VIRTIO_NET_HDR_LEN};
 use crate::queue::{FlowHash, FlowHasher};
 use crate::{BranchId, Class, PathGroupId};
@@ -94,13 +94,6 @@ pub fn conn_keys(config: &Config) -> BTreeSet<ConnKey> {
     out
 }
 
-fn pool_sizes(config: &Config) -> BTreeMap<Class, u8> {
-    CLASSES
-        .iter()
-        .map(|&c| (c, config.connections_per_group(c)))
-        .collect()
-}
-
 /// The TUN-side core: owns the [`Agent`] (classifier, flow table, schedulers) and which outbound
 /// connections are up.
 #[derive(Debug, Clone)]
@@ -108,8 +101,8 @@ pub struct Router {
     agent: Agent,
     offload: bool,
     conns: BTreeSet<ConnKey>,
-    /// Connections per (branch, group) of each class ([`Config::connections_per_group`]).
-    pool_sizes: BTreeMap<Class, u8>,
+    /// The config's `connections_per_group` ([`crate::config::pool_size`] per class).
+    connections_per_group: u8,
     up: BTreeSet<ConnKey>,
     /// Up connections with no live subflow ([`Router::handle_conn_paths`]).
     pathless: BTreeSet<ConnKey>,
@@ -132,7 +125,7 @@ impl Router {
             agent: Agent::new(config),
             offload,
             conns: conn_keys(config),
-            pool_sizes: pool_sizes(config),
+            connections_per_group: config.connections_per_group,
             up: BTreeSet::new(),
             pathless: BTreeSet::new(),
             flow_hasher,
@@ -214,12 +207,7 @@ impl Router {
     /// lane names when that is up with live subflows, else the next such one after it, else the
     /// next one up (the group stays up while any is, [`Router::refresh_branch`]).
     fn pick_conn(&self, route: &crate::agent::Route) -> Option<ConnKey> {
-        let n = self
-            .pool_sizes
-            .get(&route.class)
-            .copied()
-            .unwrap_or(1)
-            .max(1);
+        let n = pool_size(self.connections_per_group, route.class);
         let start = route.lane % n;
         let key = |i: u8| ConnKey {
             branch: route.branch,
@@ -289,7 +277,7 @@ impl Router {
             .collect();
         // Per class, the group's connections (its pool).
         let pool = |r: &Self, group: PathGroupId, class: Class| {
-            let n = r.pool_sizes.get(&class).copied().unwrap_or(1).max(1);
+            let n = pool_size(r.connections_per_group, class);
             (0..n).map(move |index| ConnKey {
                 branch,
                 group,
@@ -334,7 +322,7 @@ impl Router {
         let plan_close: Vec<ConnKey> = self.conns.difference(&wanted).copied().collect();
         self.agent.reconfigure(config);
         self.conns = wanted;
-        self.pool_sizes = pool_sizes(config);
+        self.connections_per_group = config.connections_per_group;
         self.up.retain(|k| self.conns.contains(k));
         self.pathless.retain(|k| self.conns.contains(k));
         let branches: BTreeSet<BranchId> = self.conns.iter().map(|k| k.branch).collect();
