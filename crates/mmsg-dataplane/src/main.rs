@@ -232,10 +232,11 @@ struct RunArgs {
     #[arg(long, env = "MMSG_SEND_TIME_STALL_COVER", default_value = "50ms")]
     send_time_stall_cover: humantime::Duration,
     /// With --send-time-budget: re-measure a subflow's minimum RTT when its smoothed RTT stays
-    /// above the budget's aim for a second (a path that got longer under a live subflow; the
-    /// kernel keeps the old minimum for 300 s): for three smoothed RTTs (at least 200 ms) the
-    /// budget drops below the paths' BDP so their queues drain (docs/mmsg.md "A path whose RTT
-    /// rises"); `false`: trust the kernel's minimum.
+    /// above the budget's aim for a second, or is above it when the budget's start-up ends (a
+    /// path that got longer under a live subflow, or other senders' queue on it; the kernel
+    /// keeps the minimum of an idle path for 300 s): for three smoothed RTTs (at least 200 ms)
+    /// the budget halves so that our queues drain (docs/mmsg.md "A path whose RTT rises");
+    /// `false`: trust the kernel's minimum.
     #[arg(long, env = "MMSG_SEND_TIME_RTT_PROBE", default_value_t = true, action = clap::ArgAction::Set)]
     send_time_rtt_probe: bool,
     /// Pace each tunnel connection's writer at its paths' measured bottleneck rate (the

@@ -167,6 +167,9 @@ pub struct InflightBudget<K> {
     probe_on: bool,
     /// Subflows the last probe found longer than the kernel's minimum.
     raised: usize,
+    /// Start-up ended at the last sample: a smoothed RTT above the aim now starts a probe at
+    /// once (see [`InflightBudget::maybe_probe`]).
+    after_startup: bool,
 }
 
 /// What a minimum RTT probe found ([`InflightBudget::take_probed`]).
@@ -205,6 +208,7 @@ impl<K: Ord + Copy> InflightBudget<K> {
             probe: RttProbe::default(),
             probed: None,
             probe_on: true,
+            after_startup: false,
             raised: 0,
         }
     }
@@ -306,6 +310,7 @@ impl<K: Ord + Copy> InflightBudget<K> {
         let backlogged_dt = if backlogged { dt } else { Duration::ZERO };
         self.maybe_probe(now, backlogged_dt, allowance, fastest);
         let probing = self.probe.probing();
+        let last = (self.budget, self.rate);
         let (mut budget, mut rate, mut excess) = (0.0f64, 0.0f64, 0u64);
         let mut queue_weighted = 0.0f64;
         for e in self.subflows.values() {
@@ -314,10 +319,20 @@ impl<K: Ord + Copy> InflightBudget<K> {
             rate += r;
             queue_weighted += r * e.srtt.saturating_sub(min_rtt).as_secs_f64();
             let target = self.gain * min_rtt.as_secs_f64() + allowance.as_secs_f64();
-            // In a probe, below the BDP (a slow subflow's excess stays its own: the others
-            // must keep sending for their RTT to be measured).
+            // In a probe, half the in-flight the subflow's round trip needs now, beyond the
+            // allowance: where the queue is ours (the smoothed RTT at the aim, gain × min RTT +
+            // allowance) that is at most the BDP and the queue drains; where it is not (cross
+            // traffic holds it, the kernel's minimum is from an idle path) every subflow keeps
+            // sending at half its rate and gets the ACKs that measure it. An over-fed subflow
+            // queues by itself: half its minimum RTT's worth (its excess stays its own, the
+            // others must keep sending for their RTT to be measured).
             let share = if probing {
-                r * PROBE_GAIN * min_rtt.as_secs_f64()
+                let rtt = if e.held as f64 > OVERFED * floor_share(r * target, r, last) {
+                    min_rtt
+                } else {
+                    e.srtt.saturating_sub(allowance).max(min_rtt)
+                };
+                r * PROBE_GAIN * rtt.as_secs_f64()
             } else {
                 r * target
             };
@@ -350,6 +365,8 @@ impl<K: Ord + Copy> InflightBudget<K> {
             return;
         }
         let (gain, busy) = (self.gain, self.busy);
+        let last = (self.budget, self.rate);
+        let after_startup = std::mem::take(&mut self.after_startup);
         let mut due = false;
         for e in self.subflows.values_mut() {
             let aim = e.rtt.min_rtt().mul_f64(gain) + allowance;
@@ -358,13 +375,19 @@ impl<K: Ord + Copy> InflightBudget<K> {
             // is well above its minimum (2 Mbit/s: 5.6 ms per packet), and the MPTCP scheduler
             // over-feeds it (see `excess`); neither says the minimum is stale.
             let r = e.decayed(busy);
-            let share = r * aim.as_secs_f64();
+            let share = floor_share(r * aim.as_secs_f64(), r, last);
             let srtt = if r < SLOW_SHARE * fastest || e.held as f64 > OVERFED * share {
                 Duration::ZERO
             } else {
                 e.srtt
             };
             due |= e.rtt.suspect(srtt, aim, dt) | e.rtt.probed().is_some();
+            // Right after start-up a smoothed RTT above the aim is either start-up's own queue
+            // (the probe drains it within a few round trips and finds the kernel's minimum) or
+            // another sender's, which the kernel's minimum from an idle path does not know:
+            // the budget made of that minimum is then below a round trip, and waiting for
+            // SUSPECT_AFTER let the inner flows meet a second of CoDel drops (Table VI).
+            due |= after_startup && srtt > aim;
         }
         if due && self.probe.may_start(now) {
             let longest = self
@@ -403,7 +426,8 @@ impl<K: Ord + Copy> InflightBudget<K> {
         self.probed.take()
     }
 
-    /// Whether a minimum RTT probe runs (the budget is [`PROBE_GAIN`] × min RTT worth of rate).
+    /// Whether a minimum RTT probe runs (the budget is [`PROBE_GAIN`] × the subflows' round
+    /// trips' worth of rate, [`super::min_rtt`]).
     pub fn probing(&self) -> bool {
         self.probe.probing()
     }
@@ -429,6 +453,7 @@ impl<K: Ord + Copy> InflightBudget<K> {
         }
         if self.full_for >= STARTUP_FULL && queue >= STARTUP_QUEUE {
             self.startup = false;
+            self.after_startup = true;
         }
     }
 
@@ -481,6 +506,20 @@ pub struct SubflowQueue {
     pub mss: u32,
     /// `tcpi_notsent_bytes`: bytes in its send queue not sent yet.
     pub notsent: u32,
+}
+
+/// A subflow's share of the budget: `share` (its rate × the budget's time), or its part of the
+/// last budget by rate where that is more: `last` = (budget, rate) of the last round. The
+/// budget's floor ([`MIN_BUDGET`]) is shared too; without it a subflow whose rate collapsed to
+/// what the floor carries looked over-fed by the floor alone (and so never made its stale
+/// minimum RTT suspect: a queue that is not ours, docs/results.md).
+fn floor_share(share: f64, rate: f64, last: (u64, f64)) -> f64 {
+    let (budget, total) = last;
+    if total > 0.0 {
+        share.max(budget as f64 * rate / total)
+    } else {
+        share
+    }
 }
 
 /// Bytes a connection has on its paths: not yet handed to a subflow (`unsent`, `SIOCOUTQNSD` of the
@@ -918,10 +957,23 @@ mod tests {
         kernel_ms: u32,
         secs: u64,
     ) -> (InflightBudget<u8>, f64) {
+        let (b, r, _) = shared_loop(probe, base_ms, kernel_ms, secs);
+        (b, r)
+    }
+
+    /// [`closed_loop`] where `base_ms` is the path's round trip with the queue other senders
+    /// keep on it (cross traffic: it does not drain when we send less) and `cap` is our share.
+    /// Also returns the lowest delivery rate while a probe ran (`cap` if none ran).
+    fn shared_loop(
+        probe: bool,
+        base_ms: f64,
+        kernel_ms: u32,
+        secs: u64,
+    ) -> (InflightBudget<u8>, f64, f64) {
         let cap = 1_250_000.0f64;
         let t0 = Instant::now();
         let mut b = steady(2.0).with_rtt_probe(probe);
-        let (mut acked, mut last_sec) = (0.0f64, 0.0f64);
+        let (mut acked, mut last_sec, mut probe_low) = (0.0f64, 0.0f64, cap);
         let samples = secs * 20;
         for i in 0..=samples {
             let inflight = b.budget() as f64;
@@ -931,6 +983,9 @@ mod tests {
             if i + 20 > samples {
                 last_sec += rate / 20.0;
             }
+            if b.probing() {
+                probe_low = probe_low.min(rate);
+            }
             let s = held(acked as u64, kernel_ms, 0, inflight as u64);
             let s = DeliverySample {
                 srtt_us: (srtt_ms * 1e3) as u32,
@@ -938,7 +993,84 @@ mod tests {
             };
             b.handle_sample(t0 + SAMPLE_PERIOD * i as u32, true, [(1u8, s)]);
         }
-        (b, last_sec)
+        (b, last_sec, probe_low)
+    }
+
+    /// Other senders keep 95 ms of queue on a 20 ms path that was idle when the subflow came
+    /// up (the kernel's minimum says 20): the budget (rate × 45 ms) is below a round trip and
+    /// the rate falls to what [`MIN_BUDGET`] carries within the first second; the subflow then
+    /// holds the whole floor, and counted against its own collapsed share it looked over-fed,
+    /// so it never made the minimum suspect (no probe, the rate stayed at the floor). With the
+    /// floor shared by rate it does: the probe finds 115 ms and the rate comes back.
+    #[test]
+    fn a_queue_that_is_not_ours_is_probed_and_the_rate_comes_back() {
+        let cap = 1_250_000.0;
+        let (mut b, r, _) = shared_loop(true, 115.0, 20, 10);
+        assert!(r > 0.95 * cap, "{r} of {cap}");
+        assert_eq!(b.take_probed().map(|p| p.min_rtt), Some(115 * MS));
+    }
+
+    /// While a probe runs, a subflow's part is half the in-flight its round trip needs now
+    /// beyond the allowance, not half its (stale) minimum RTT's worth: where the queue is not
+    /// ours it keeps sending at about half its rate and gets the ACKs that measure its path
+    /// (beside other subflows, the MPTCP scheduler gave one with a part of a few kB nothing
+    /// at all). Where the queue is ours the smoothed RTT is at the aim, 2 × min RTT +
+    /// allowance, and the part is one BDP: the queue drains. An over-fed subflow keeps half
+    /// its minimum's worth.
+    #[test]
+    fn a_probe_keeps_half_the_in_flight_of_the_round_trip() {
+        let t0 = Instant::now();
+        let probe_budget = |srtt_ms: u32, queued: u64| {
+            let mut b = steady(2.0);
+            b.handle_sample(t0, true, [(1u8, held(0, 20, srtt_ms, queued))]);
+            b.handle_sample(
+                t0 + 100 * MS,
+                true,
+                [(1u8, held(125_000, 20, srtt_ms, queued))],
+            );
+            assert!(b.probe.may_start(t0));
+            b.probe.start(t0 + 100 * MS, 200 * MS);
+            b.handle_sample(
+                t0 + 150 * MS,
+                true,
+                [(1u8, held(187_500, 20, srtt_ms, queued))],
+            );
+            assert!(b.probing());
+            b.budget()
+        };
+        // 1.25 MB/s (aged by the 50 ms since its sample: × 0.966).
+        let about = |got: u64, want: f64| (got as f64 / (want * 0.966) - 1.0).abs() < 0.01;
+        // Cross traffic's 115 ms: 0.5 × 110 ms of it (with the minimum's worth: 12.5 kB).
+        let b = probe_budget(115, 50_000);
+        assert!(about(b, 68_750.0), "{b}");
+        // Our own queue at the aim (45 ms): 0.5 × 40 ms = the BDP of the 20 ms path.
+        let b = probe_budget(45, 50_000);
+        assert!(about(b, 25_000.0), "{b}");
+        // Over-fed (2 MB held against a share of 56 kB): 0.5 × 20 ms, under the floor.
+        assert_eq!(probe_budget(115, 2_000_000), MIN_BUDGET);
+    }
+
+    /// Start-up ends on paths whose smoothed RTT is above the aim: the next sample starts a
+    /// probe, not SUSPECT_AFTER later. Where the RTT at the end of start-up is within the aim,
+    /// nothing is probed.
+    #[test]
+    fn start_up_that_ends_above_the_aim_probes_at_once() {
+        let t0 = Instant::now();
+        let run = |srtt_ms: u32| {
+            let mut b = InflightBudget::new(5 * MS, 2.0);
+            let mut i = 0u32;
+            while b.in_startup() {
+                assert!(i < 40, "start-up did not end");
+                let s = held(62_500 * u64::from(i), 20, srtt_ms, 50_000);
+                b.handle_sample(t0 + SAMPLE_PERIOD * i, true, [(1u8, s)]);
+                i += 1;
+            }
+            let s = held(62_500 * u64::from(i), 20, srtt_ms, 50_000);
+            b.handle_sample(t0 + SAMPLE_PERIOD * i, true, [(1u8, s)]);
+            b.probing()
+        };
+        assert!(run(115), "another sender's queue: probe at once");
+        assert!(!run(40), "within the aim of 45 ms: no probe");
     }
 
     /// The path's RTT rose from 20 to 60 ms under a live subflow; the kernel still says 20. The

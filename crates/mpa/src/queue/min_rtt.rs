@@ -15,8 +15,14 @@
 //! [`SUSPECT_AFTER`] of backlogged time has a path longer than its minimum says, or a queue the
 //! budget did not make (another sender's, a rate that fell). Then the connection probes, like
 //! BBR's PROBE_RTT but gentler: for [`PROBE_RTTS`] × the subflows' longest smoothed RTT (at
-//! least [`PROBE_TIME`]) the budget is [`PROBE_GAIN`] × min RTT worth of each subflow's rate,
-//! below the paths' BDP, so their queues drain while they stay nearly busy; each subflow's
+//! least [`PROBE_TIME`]) the budget is [`PROBE_GAIN`] × each subflow's smoothed RTT less the
+//! budget's allowance worth of its rate: where the queue is ours (the smoothed RTT at the
+//! budget's aim, gain × min RTT + allowance) that is one BDP, so the queues drain while the
+//! paths stay nearly busy; where another sender's queue holds the RTT up it is half the
+//! in-flight the subflow needs, so every subflow keeps sending and gets the ACKs that measure
+//! it (with half the kernel's stale minimum's worth, a few kB, the MPTCP scheduler gave the
+//! slower subflows nothing and their minimum stayed stale: Table VI, docs/results.md "A queue
+//! that is not ours"). An over-fed subflow gets half its minimum RTT's worth. Each subflow's
 //! lowest smoothed RTT during the probe, among samples with fresh ACKs, is its path's RTT
 //! without our queue. Where that is at least [`RAISED`] × the kernel's
 //! minimum, it replaces it until the next probe, [`PROBED_KEEP`] later (the path may have come
@@ -37,8 +43,9 @@ pub const PROBE_TIME: Duration = Duration::from_millis(200);
 /// queues drain in about one, the ACKs of what is sent then take another, and the smoothed RTT
 /// needs a third to come down to them).
 pub const PROBE_RTTS: u32 = 3;
-/// The budget during a probe: this × min RTT worth of rate (below the BDP, even where the min
-/// RTT in use is a probe's that came out somewhat long: the queues drain).
+/// The budget during a probe: this × (smoothed RTT − allowance) worth of each subflow's rate
+/// (the BDP where the queue is ours and the RTT at the budget's aim: the queues drain; half
+/// the in-flight needed where the queue is another sender's).
 pub const PROBE_GAIN: f64 = 0.5;
 /// A probed RTT replaces the kernel's minimum only when it is at least this factor above it
 /// (smaller rises still fit in the budget's gain).
