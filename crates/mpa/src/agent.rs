@@ -37,7 +37,7 @@ pub struct Route {
     pub seq: Option<u32>,
     /// The flow's lane ([`crate::flow_table::FlowEntry::lane`]): which of the group's
     /// connections carries it (lane modulo their number). A flow the table does not remember
-    /// (full) gets its 5-tuple's hash ([`crate::flow_table::FlowTable::assign_lane`]).
+    /// (full) gets its 5-tuple's hash ([`crate::flow_table::FlowTable::assign`]).
     pub lane: u8,
 }
 
@@ -128,7 +128,7 @@ impl Agent {
             .ok_or(RouteError::NoGroupUp(branch))?;
         let (mut group, assignment, lane) = self
             .flows
-            .assign_lane(now, c.info.flow, branch, packet.len(), sched)
+            .assign(now, c.info.flow, branch, packet.len(), sched)
             .ok_or(RouteError::NoGroupUp(branch))?;
         let mut seq = None;
         if let Some(st) = &self.striping {

@@ -196,24 +196,10 @@ impl FlowTable {
             .count()
     }
 
-    /// The group for a packet of `bytes` bytes of flow `key` to `branch`, whose groups `sched` holds.
-    /// `None` when no group towards `branch` is up (drop and count).
-    /// [`FlowTable::assign_lane`] without the lane.
+    /// The group for a packet of `bytes` bytes of flow `key` to `branch`, whose groups `sched` holds,
+    /// and the flow's [`FlowEntry::lane`] (for a flow the table does not remember: a hash of its
+    /// 5-tuple), in one lookup. `None` when no group towards `branch` is up (drop and count).
     pub fn assign(
-        &mut self,
-        now: Instant,
-        key: FlowKey,
-        branch: BranchId,
-        bytes: usize,
-        sched: &mut Scheduler,
-    ) -> Option<(PathGroupId, Assignment)> {
-        self.assign_lane(now, key, branch, bytes, sched)
-            .map(|(g, how, _)| (g, how))
-    }
-
-    /// [`FlowTable::assign`] plus the flow's [`FlowEntry::lane`] (for a flow the table does not
-    /// remember: a hash of its 5-tuple), in the same lookup.
-    pub fn assign_lane(
         &mut self,
         now: Instant,
         key: FlowKey,
@@ -368,6 +354,18 @@ mod tests {
         }
     }
 
+    /// [`FlowTable::assign`] towards branch 2 without the lane.
+    fn pick(
+        ft: &mut FlowTable,
+        now: Instant,
+        k: FlowKey,
+        bytes: usize,
+        s: &mut Scheduler,
+    ) -> Option<(PathGroupId, Assignment)> {
+        ft.assign(now, k, b2(), bytes, s)
+            .map(|(g, how, _)| (g, how))
+    }
+
     fn sched(n: u8) -> Scheduler {
         let cfg: Vec<PathGroupConfig> =
             (0..n).map(|id| PathGroupConfig { id, weight: 1 }).collect();
@@ -402,7 +400,7 @@ mod tests {
         let mut seqs = Vec::new();
         for i in 0..30u32 {
             let now = t + Duration::from_millis(10) * i;
-            ft.assign(now, key(1), b2(), 1_000, &mut s).unwrap();
+            pick(&mut ft, now, key(1), 1_000, &mut s).unwrap();
             seqs.push(ft.stripe(&key(1), threshold));
         }
         let first = seqs.iter().position(Option::is_some).unwrap();
@@ -417,11 +415,17 @@ mod tests {
         );
         // Sticky: slowing down keeps it striped (no switching back and forth).
         let later = t + Duration::from_secs(2);
-        ft.assign(later, key(1), b2(), 1, &mut s).unwrap();
+        pick(&mut ft, later, key(1), 1, &mut s).unwrap();
         assert_eq!(ft.stripe(&key(1), threshold), Some(20));
         // A slow flow is not striped; an unknown flow neither.
         for i in 0..30u32 {
-            ft.assign(t + Duration::from_millis(50) * i, key(2), b2(), 100, &mut s);
+            pick(
+                &mut ft,
+                t + Duration::from_millis(50) * i,
+                key(2),
+                100,
+                &mut s,
+            );
         }
         assert_eq!(ft.stripe(&key(2), threshold), None);
         assert_eq!(ft.stripe(&key(3), threshold), None);
@@ -433,17 +437,17 @@ mod tests {
         let mut s = sched(2);
         let mut ft = FlowTable::new(Duration::from_secs(60), 100);
         assert_eq!(
-            ft.assign(t, key(1), b2(), 100, &mut s),
+            pick(&mut ft, t, key(1), 100, &mut s),
             Some((g(0), Assignment::New))
         );
         assert_eq!(
-            ft.assign(t, key(2), b2(), 100, &mut s),
+            pick(&mut ft, t, key(2), 100, &mut s),
             Some((g(1), Assignment::New))
         );
         for i in 0..10 {
             let now = t + Duration::from_secs(i);
             assert_eq!(
-                ft.assign(now, key(1), b2(), 100, &mut s),
+                pick(&mut ft, now, key(1), 100, &mut s),
                 Some((g(0), Assignment::Existing))
             );
         }
@@ -457,12 +461,12 @@ mod tests {
         let mut s = sched(2);
         let mut ft = FlowTable::new(Duration::from_secs(60), 100);
         for p in 0..10 {
-            ft.assign(t, key(p), b2(), 100, &mut s);
+            pick(&mut ft, t, key(p), 100, &mut s);
         }
         assert_eq!((ft.flows_on(b2(), g(0)), ft.flows_on(b2(), g(1))), (5, 5));
         s.set_up(g(1), false);
         for p in 0..10 {
-            let (grp, how) = ft.assign(t, key(p), b2(), 100, &mut s).unwrap();
+            let (grp, how) = pick(&mut ft, t, key(p), 100, &mut s).unwrap();
             assert_eq!(grp, g(0));
             if p % 2 == 0 {
                 assert_eq!(how, Assignment::Existing);
@@ -474,18 +478,18 @@ mod tests {
         s.set_up(g(1), true);
         for p in 0..10 {
             assert_eq!(
-                ft.assign(t, key(p), b2(), 100, &mut s),
+                pick(&mut ft, t, key(p), 100, &mut s),
                 Some((g(0), Assignment::Existing))
             );
         }
         assert_eq!(
-            ft.assign(t, key(100), b2(), 100, &mut s).unwrap().1,
+            pick(&mut ft, t, key(100), 100, &mut s).unwrap().1,
             Assignment::New
         );
         // No group up: no assignment.
         s.set_up(g(0), false);
         s.set_up(g(1), false);
-        assert_eq!(ft.assign(t, key(1), b2(), 100, &mut s), None);
+        assert_eq!(pick(&mut ft, t, key(1), 100, &mut s), None);
     }
 
     #[test]
@@ -494,8 +498,8 @@ mod tests {
         let mut s = sched(2);
         let mut ft = FlowTable::new(Duration::from_secs(5), 100);
         assert_eq!(ft.poll_timeout(), None);
-        ft.assign(t, key(1), b2(), 1, &mut s);
-        ft.assign(t + Duration::from_secs(3), key(2), b2(), 1, &mut s);
+        pick(&mut ft, t, key(1), 1, &mut s);
+        pick(&mut ft, t + Duration::from_secs(3), key(2), 1, &mut s);
         assert_eq!(ft.poll_timeout(), Some(t + SWEEP_INTERVAL));
         assert_eq!(ft.handle_timeout(t), 0, "not due");
         assert_eq!(ft.handle_timeout(t + Duration::from_secs(6)), 1);
@@ -510,10 +514,8 @@ mod tests {
         let t = Instant::now();
         let mut s = sched(2);
         let mut ft = FlowTable::new(Duration::from_secs(5), 100);
-        ft.assign(t, key(1), b2(), 1, &mut s);
-        let (_, how) = ft
-            .assign(t + Duration::from_secs(6), key(1), b2(), 1, &mut s)
-            .unwrap();
+        pick(&mut ft, t, key(1), 1, &mut s);
+        let (_, how) = pick(&mut ft, t + Duration::from_secs(6), key(1), 1, &mut s).unwrap();
         assert_eq!(how, Assignment::New);
         assert_eq!(ft.get(&key(1)).unwrap().packets, 1);
     }
@@ -525,24 +527,20 @@ mod tests {
         let mut ft = FlowTable::new(Duration::from_secs(60), 4);
         for p in 0..4 {
             assert_eq!(
-                ft.assign(t, key(p), b2(), 1, &mut s).unwrap().1,
+                pick(&mut ft, t, key(p), 1, &mut s).unwrap().1,
                 Assignment::New
             );
         }
-        let first = ft.assign(t, key(99), b2(), 1, &mut s).unwrap();
+        let first = pick(&mut ft, t, key(99), 1, &mut s).unwrap();
         assert_eq!(first.1, Assignment::Untracked);
         for _ in 0..5 {
-            assert_eq!(
-                ft.assign(t, key(99), b2(), 1, &mut s),
-                Some(first),
-                "stable"
-            );
+            assert_eq!(pick(&mut ft, t, key(99), 1, &mut s), Some(first), "stable");
         }
         assert_eq!(ft.len(), 4);
         // Once the old flows expire there is room again.
         let later = t + Duration::from_secs(61);
         assert_eq!(
-            ft.assign(later, key(99), b2(), 1, &mut s).unwrap().1,
+            pick(&mut ft, later, key(99), 1, &mut s).unwrap().1,
             Assignment::New
         );
         assert_eq!(ft.len(), 1);
