@@ -581,14 +581,14 @@ pub fn run(name: &str, opts: &RunOptions) -> anyhow::Result<Report> {
                 let eta = elapsed * (n_cases - done) as u64 / done as u64;
                 println!(
                 "[{done}/{n_cases}] {} case {}: {} ({} conn.): IPoMP {:.1} Mbit/s, baseline {:.1} \
-                 Mbit/s ({:.2}x){}   elapsed {}, left ~{}",
+                 Mbit/s ({}){}   elapsed {}, left ~{}",
                 case.figure,
                 case.id,
                 plot::describe_case(case),
                 case.connections,
                 ipomp.median,
                 base.median,
-                ipomp.median / base.median,
+                plot::fmt_ratio(ipomp.median / base.median),
                 Spread::of(&udp)
                     .map(|u| format!(", UDP {:.1}", u.median))
                     .unwrap_or_default(),

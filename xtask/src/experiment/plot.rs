@@ -31,6 +31,16 @@ pub fn describe_case(c: &Case) -> String {
     }
 }
 
+/// IPoMP over the baseline as `2.35x`; `–` when it is undefined (a baseline that measured 0, or
+/// a ratio read back from JSON as NaN): "infx" tells an engineer nothing.
+pub fn fmt_ratio(ratio: f64) -> String {
+    if ratio.is_finite() {
+        format!("{ratio:.2}x")
+    } else {
+        "–".to_owned()
+    }
+}
+
 fn cell(v: Option<f64>) -> String {
     v.filter(|x| x.is_finite())
         .map_or_else(|| "–".to_owned(), |x| format!("{x:.1}"))
@@ -116,7 +126,7 @@ pub fn markdown(r: &Report) -> String {
                 },
                 spread(&c.ipomp),
                 spread(&c.baseline),
-                format!("{:.2}x", c.ratio),
+                fmt_ratio(c.ratio),
                 format!(
                     "{} / {}",
                     cell(Some(c.model_ipomp_mbps)),
@@ -356,5 +366,32 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("IPoMP ≥ baseline in 1 of 1 cases"));
+    }
+
+    #[test]
+    fn a_baseline_of_zero_has_no_ratio() {
+        assert_eq!(fmt_ratio(2.345), "2.35x");
+        assert_eq!(fmt_ratio(0.9 / 0.0), "–");
+        assert_eq!(fmt_ratio(f64::NAN), "–");
+        let r = Report {
+            name: "case-b".into(),
+            title: "Case B".into(),
+            started: "now".into(),
+            duration_secs: 60.0,
+            secs: 8,
+            omit_secs: 2,
+            reps: 1,
+            machine: Default::default(),
+            figures: vec![FigureResult {
+                id: "fig10a".into(),
+                title: "Fig. 10(a)".into(),
+                table: "Table III(a)".into(),
+                cases: vec![result(25, 0.9, 0.0)],
+            }],
+            merged_runs: Vec::new(),
+        };
+        let md = markdown(&r);
+        assert!(md.contains("| 0.0 | – |"), "{md}");
+        assert!(!md.contains("inf"), "{md}");
     }
 }
