@@ -324,6 +324,27 @@ mod tests {
         }
     }
 
+    /// A Case A report of one figure with these cases.
+    fn report(cases: Vec<CaseResult>) -> Report {
+        Report {
+            name: "case-a".into(),
+            title: "Case A".into(),
+            started: "now".into(),
+            duration_secs: 60.0,
+            secs: 8,
+            omit_secs: 2,
+            reps: 2,
+            machine: Default::default(),
+            figures: vec![FigureResult {
+                id: "fig10a".into(),
+                title: "Fig. 10(a)".into(),
+                table: "Table III(a)".into(),
+                cases,
+            }],
+            merged_runs: Vec::new(),
+        }
+    }
+
     #[test]
     fn svg_has_two_bars_per_case_and_is_well_formed() {
         let f = FigureResult {
@@ -343,24 +364,7 @@ mod tests {
 
     #[test]
     fn markdown_rows_carry_settings_ratio_and_bound() {
-        let r = Report {
-            name: "case-a".into(),
-            title: "Case A".into(),
-            started: "now".into(),
-            duration_secs: 60.0,
-            secs: 8,
-            omit_secs: 2,
-            reps: 2,
-            machine: Default::default(),
-            figures: vec![FigureResult {
-                id: "fig10a".into(),
-                title: "Fig. 10(a)".into(),
-                table: "Table III(a)".into(),
-                cases: vec![result(4, 70.0, 20.0)],
-            }],
-            merged_runs: Vec::new(),
-        };
-        let md = markdown(&r);
+        let md = markdown(&report(vec![result(4, 70.0, 20.0)]));
         assert!(
             md.contains("| 4 | PG 8/8/6/2 | 4 | 70.5 (70.0–71.0) | 20.0 | 3.50x | 80.0 / 24.0 |"),
             "{md}"
@@ -373,24 +377,7 @@ mod tests {
         assert_eq!(fmt_ratio(2.345), "2.35x");
         assert_eq!(fmt_ratio(0.9 / 0.0), "–");
         assert_eq!(fmt_ratio(f64::NAN), "–");
-        let r = Report {
-            name: "case-b".into(),
-            title: "Case B".into(),
-            started: "now".into(),
-            duration_secs: 60.0,
-            secs: 8,
-            omit_secs: 2,
-            reps: 1,
-            machine: Default::default(),
-            figures: vec![FigureResult {
-                id: "fig10a".into(),
-                title: "Fig. 10(a)".into(),
-                table: "Table III(a)".into(),
-                cases: vec![result(25, 0.9, 0.0)],
-            }],
-            merged_runs: Vec::new(),
-        };
-        let md = markdown(&r);
+        let md = markdown(&report(vec![result(25, 0.9, 0.0)]));
         assert!(md.contains("| 0.0 | – |"), "{md}");
         assert!(!md.contains("inf"), "{md}");
     }
