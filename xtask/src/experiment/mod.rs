@@ -76,8 +76,15 @@ pub struct RunOptions {
 }
 
 /// Merges `old` into `new`: every case of `old` that `new` did not run is kept, in the order of
-/// the experiment file (figure order of `exp`, case order within each figure).
+/// the experiment file (figure order of `exp`, case order within each figure). Each kept case
+/// stays listed under the run that measured it: `old`'s own run, or a run `old` had kept from
+/// before (a run whose cases were all re-run is dropped).
 pub fn merge_reports(exp: &Experiment, old: Report, mut new: Report) -> Report {
+    let rerun: BTreeSet<String> = new
+        .figures
+        .iter()
+        .flat_map(|f| f.cases.iter().map(move |c| format!("{}:{}", f.id, c.id)))
+        .collect();
     let mut kept = Vec::new();
     for of in old.figures {
         let pos = new.figures.iter().position(|f| f.id == of.id);
@@ -118,7 +125,16 @@ pub fn merge_reports(exp: &Experiment, old: Report, mut new: Report) -> Report {
         f.cases
             .sort_by_key(|c| order.iter().position(|&i| i == c.id).unwrap_or(usize::MAX));
     }
-    new.merged_runs = old.merged_runs;
+    let older: BTreeSet<&String> = old.merged_runs.iter().flat_map(|m| &m.cases).collect();
+    kept.retain(|c| !older.contains(c));
+    new.merged_runs = old
+        .merged_runs
+        .into_iter()
+        .filter_map(|mut m| {
+            m.cases.retain(|c| !rerun.contains(c));
+            (!m.cases.is_empty()).then_some(m)
+        })
+        .collect();
     if !kept.is_empty() {
         new.merged_runs.push(MergedRun {
             started: old.started,
@@ -950,6 +966,20 @@ mod tests {
                 vec![result("fig10a", 3, 30.0), result("fig10a", 2, 20.0)],
             )],
         );
+        // Runs the old report had kept: one whose case is re-run now, one whose case is not.
+        let mut old = old;
+        old.merged_runs = vec![
+            MergedRun {
+                started: "older".into(),
+                machine: BTreeMap::new(),
+                cases: vec!["fig10b:1".into()],
+            },
+            MergedRun {
+                started: "oldest".into(),
+                machine: BTreeMap::new(),
+                cases: vec!["fig10a:3".into()],
+            },
+        ];
         let m = merge_reports(&exp, old, new);
         let ids: Vec<(String, Vec<(u32, f64)>)> = m
             .figures
@@ -969,13 +999,25 @@ mod tests {
             ]
         );
         assert_eq!(m.started, "new");
-        assert_eq!(m.merged_runs.len(), 1);
-        assert_eq!(m.merged_runs[0].started, "old");
-        assert_eq!(m.merged_runs[0].cases, vec!["fig10b:1", "fig10a:1"]);
+        let runs: Vec<(&str, Vec<&str>)> = m
+            .merged_runs
+            .iter()
+            .map(|r| {
+                (
+                    r.started.as_str(),
+                    r.cases.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            runs,
+            vec![("older", vec!["fig10b:1"]), ("old", vec!["fig10a:1"])],
+            "each kept case under the run that measured it; a run whose cases were re-run is gone"
+        );
         // The report survives a JSON round trip (what --merge and --replot read back).
         let back: Report = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(back.figures.len(), 2);
-        assert_eq!(back.merged_runs[0].cases.len(), 2);
+        assert_eq!(back.merged_runs.len(), 2);
     }
 
     #[test]
