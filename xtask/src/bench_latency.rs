@@ -142,6 +142,8 @@ pub struct Variant {
     /// `[qos] shaping_percent` with every `wan[k].rate_mbit` set to the emulated rate; `None`:
     /// no shaping (no `rate_mbit`).
     pub shape_percent: Option<u8>,
+    /// `[qos] sparse_lane_kbit` (`sparse=KBIT`); `None`: the config's default.
+    pub sparse_lane_kbit: Option<u32>,
 }
 
 /// The socket defaults of `mmsg run` before issue #16, as flags (fixed 4 MiB buffers, 128 KiB
@@ -152,7 +154,8 @@ pub const OLD_FLAGS: &str =
 impl Variant {
     /// `NAME` (one of the named sets: `default` = the binary's defaults, `old` = [`OLD_FLAGS`],
     /// `shaped` = the defaults + shaping at 95 %, `old-shaped`) or `NAME:SPEC` where SPEC is
-    /// space-separated `mmsg run` flags, plus `shape=P` for shaping at P %.
+    /// space-separated `mmsg run` flags, plus `shape=P` for shaping at P % and `sparse=KBIT` for
+    /// `[qos] sparse_lane_kbit` (`sparse=0`: the sparse lane off).
     pub fn parse(s: &str) -> anyhow::Result<Variant> {
         let (name, spec) = match s.split_once(':') {
             Some((n, spec)) => (n, spec.to_owned()),
@@ -177,8 +180,19 @@ impl Variant {
             name: name.to_owned(),
             args: Vec::new(),
             shape_percent: None,
+            sparse_lane_kbit: None,
         };
         for tok in spec.split_whitespace() {
+            if let Some(k) = tok.strip_prefix("sparse=") {
+                let k: u32 = k.parse().context("sparse=KBIT")?;
+                ensure!(
+                    k <= mpa::config::MAX_SPARSE_LANE_KBIT,
+                    "sparse= takes 0..={}",
+                    mpa::config::MAX_SPARSE_LANE_KBIT
+                );
+                v.sparse_lane_kbit = Some(k);
+                continue;
+            }
             if let Some(p) = tok.strip_prefix("shape=") {
                 let p: u8 = p.parse().context("shape=PERCENT")?;
                 ensure!((1..=100).contains(&p), "shape= takes 1..=100");
@@ -200,6 +214,11 @@ impl Variant {
         match self.shape_percent {
             Some(p) => s.push_str(&format!("; WAN egress shaped at {p} % of the uplink rate")),
             None => s.push_str("; no gateway shaping"),
+        }
+        match self.sparse_lane_kbit {
+            Some(0) => s.push_str("; sparse lane off"),
+            Some(k) => s.push_str(&format!("; sparse lane {k} kbit/s per flow")),
+            None => {}
         }
         s
     }
@@ -372,6 +391,9 @@ fn gateway_config(
             w.rate_mbit = Some(r.round().max(1.0) as u32);
         }
         c.qos.shaping_percent = p;
+    }
+    if let Some(k) = v.sparse_lane_kbit {
+        c.qos.sparse_lane_kbit = k;
     }
     let path = testbed::state_dir(&opts.prefix).join(format!("latency-gw{b}-{}.toml", v.name));
     mmsg::write_config(
@@ -832,6 +854,12 @@ mod tests {
         assert!(Variant::parse("nope").is_err());
         assert!(Variant::parse("a b:--x").is_err());
         assert!(Variant::parse("x:shape=0").is_err());
+        let v = Variant::parse("y:shape=95 sparse=0").unwrap();
+        assert_eq!(
+            (v.args.len(), v.shape_percent, v.sparse_lane_kbit),
+            (0, Some(95), Some(0))
+        );
+        assert!(Variant::parse("y:sparse=10001").is_err());
     }
 
     #[test]

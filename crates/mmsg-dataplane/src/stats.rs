@@ -71,6 +71,9 @@ counters! {
     /// `IpVirtio` frames from a peer whose virtio header does not fit the packet (flags, GSO
     /// type, sizes, checksum offsets), dropped before TUN.
     drop_bad_virtio,
+    /// Type II packets sent on their path group's Type I connection: the sparse lane
+    /// (`[qos] sparse_lane_kbit`; docs/mmsg.md "The sparse lane").
+    sparse_lane_packets,
     /// Frames written to tunnels (IP packets).
     frames_tx,
     /// Frames received from tunnels (IP packets).

@@ -187,6 +187,9 @@ fn handle_tun_packet(
     };
     let ip_len = pkt.len().saturating_sub(FRAME_HEADER_LEN + vnet);
     let res = router.handle_tun_packet(now, pkt).and_then(|out| {
+        if out.conn.class != out.packet.class() {
+            Stats::inc(&st.sparse_lane_packets);
+        }
         let oq = queues.get(&out.conn).ok_or(PacketDrop::NoConnection)?;
         let mut core = oq.core.lock().map_err(|_| PacketDrop::NoConnection)?;
         core.enqueue(now, out.packet)?;

@@ -36,7 +36,7 @@ pub use internet::{
 };
 pub use ovs::{OvsConfig, DEFAULT_OVS_DB};
 pub use problems::{ConfigError, Problem, ValidationError, MAX_PREFIXES_PER_BRANCH};
-pub use queue::{QosConfig, QueueConfig};
+pub use queue::{QosConfig, QueueConfig, MAX_SPARSE_LANE_KBIT};
 pub use remote::{PathGroupConfig, RemoteBranch, SelectionPolicy, MAX_WEIGHT};
 pub use security::{TlsPolicyError, TunnelSecurity, INSECURE_CLEAR_FLAG};
 pub use striping::{Auto, StripingConfig};

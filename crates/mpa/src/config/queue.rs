@@ -15,6 +15,15 @@ pub struct QosConfig {
     /// the bottleneck. Default: 95.
     #[serde(default = "default_shaping_percent")]
     pub shaping_percent: u8,
+    /// The sparse lane (`mpa::gateway::sparse`): a Type II flow that sends at most this many
+    /// kbit/s rides its path group's Type I connection (no wait behind the bulk's socket queue;
+    /// band 0 of a shaped port) until it sends more; 0: off. Default: 256.
+    #[serde(default = "default_sparse_lane_kbit")]
+    pub sparse_lane_kbit: u32,
+    /// The most all flows in the sparse lane carry together, kbit/s (the gateway's, towards
+    /// every branch; flows beyond it leave the lane); 0: off. Default: 2048.
+    #[serde(default = "default_sparse_lane_total_kbit")]
+    pub sparse_lane_total_kbit: u32,
 }
 
 impl Default for QosConfig {
@@ -22,12 +31,20 @@ impl Default for QosConfig {
         Self {
             enabled: true,
             shaping_percent: default_shaping_percent(),
+            sparse_lane_kbit: default_sparse_lane_kbit(),
+            sparse_lane_total_kbit: default_sparse_lane_total_kbit(),
         }
     }
 }
 
 fn default_shaping_percent() -> u8 {
     95
+}
+fn default_sparse_lane_kbit() -> u32 {
+    256
+}
+fn default_sparse_lane_total_kbit() -> u32 {
+    2048
 }
 
 /// The per-connection queues' AQM, applied per inner flow (see [`crate::queue`]: FQ-CoDel; the
@@ -66,6 +83,9 @@ fn default_true() -> bool {
     true
 }
 
+/// The largest per-flow rate of the sparse lane, kbit/s: a "sparse" flow above it is a bulk one.
+pub const MAX_SPARSE_LANE_KBIT: u32 = 10_000;
+
 impl QosConfig {
     /// `qos.shaping_percent` in 1..=100.
     pub(super) fn validate(&self, p: &mut Problems) {
@@ -73,6 +93,27 @@ impl QosConfig {
             p.push(
                 "qos.shaping_percent",
                 format!("{} is out of range 1..=100", self.shaping_percent),
+            );
+        }
+        if self.sparse_lane_kbit > MAX_SPARSE_LANE_KBIT {
+            p.push(
+                "qos.sparse_lane_kbit",
+                format!(
+                    "{} is out of range 0..={MAX_SPARSE_LANE_KBIT}",
+                    self.sparse_lane_kbit
+                ),
+            );
+        }
+        if self.sparse_lane_kbit > 0
+            && self.sparse_lane_total_kbit > 0
+            && self.sparse_lane_total_kbit < self.sparse_lane_kbit
+        {
+            p.push(
+                "qos.sparse_lane_total_kbit",
+                format!(
+                    "{} is below qos.sparse_lane_kbit ({}): one flow could never use its rate",
+                    self.sparse_lane_total_kbit, self.sparse_lane_kbit
+                ),
             );
         }
     }

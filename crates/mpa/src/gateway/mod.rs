@@ -73,6 +73,7 @@
 mod conn;
 mod receiver;
 mod router;
+pub mod sparse;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -266,6 +267,9 @@ pub struct Counters {
     pub tun_tx_bytes: u64,
     /// Connections declared dead by liveness.
     pub dead: u64,
+    /// Type II packets sent on their group's Type I connection (the sparse lane,
+    /// [`sparse`]).
+    pub sparse_lane_packets: u64,
     drops: [u64; PacketDrop::ALL.len()],
 }
 
@@ -301,6 +305,7 @@ impl Counters {
         self.tun_tx_packets += o.tun_tx_packets;
         self.tun_tx_bytes += o.tun_tx_bytes;
         self.dead += o.dead;
+        self.sparse_lane_packets += o.sparse_lane_packets;
         for (a, b) in self.drops.iter_mut().zip(o.drops) {
             *a += b;
         }

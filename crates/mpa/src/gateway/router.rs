@@ -13,6 +13,7 @@ use crate::framing::{encode_header_in_place, FrameType, FRAME_HEADER_LEN, VIRTIO
 use crate::queue::{FlowHash, FlowHasher};
 use crate::{BranchId, Class, PathGroupId};
 
+use super::sparse::{SparseLane, SparseLaneConfig};
 use super::{ConnKey, Counters, Event, PacketDrop, CLASSES};
 
 /// A packet routed and framed, ready for [`super::ConnCore::enqueue`] of connection `conn`.
@@ -108,7 +109,13 @@ pub struct Router {
     pathless: BTreeSet<ConnKey>,
     /// Keyed per gateway, so LAN hosts cannot aim flows at one queue bucket.
     flow_hasher: FlowHasher,
+    /// `[qos] sparse_lane_kbit`: small Type II flows ride the group's Type I connection.
+    sparse: Option<SparseLane>,
     counters: Counters,
+}
+
+fn sparse_config(config: &Config) -> Option<SparseLaneConfig> {
+    SparseLaneConfig::from_kbit(config.qos.sparse_lane_kbit, config.qos.sparse_lane_total_kbit)
 }
 
 impl Router {
@@ -129,6 +136,7 @@ impl Router {
             up: BTreeSet::new(),
             pathless: BTreeSet::new(),
             flow_hasher,
+            sparse: sparse_config(config).map(SparseLane::new),
             counters: Counters::default(),
         }
     }
@@ -147,12 +155,15 @@ impl Router {
         if let Err(d) = r {
             self.counters.drop(d);
         }
-        let (conn, frame_type, seq, ect, flow) = r?;
+        let (conn, class, frame_type, seq, ect, flow) = r?;
         let ip_at = match frame_type {
             FrameType::IpVirtio => FRAME_HEADER_LEN + VIRTIO_NET_HDR_LEN,
             _ => FRAME_HEADER_LEN,
         };
-        if encode_header_in_place(&mut buf, frame_type, conn.class, seq).is_err() {
+        if conn.class != class {
+            self.counters.sparse_lane_packets += 1;
+        }
+        if encode_header_in_place(&mut buf, frame_type, class, seq).is_err() {
             self.counters.drop(PacketDrop::Encode);
             return Err(PacketDrop::Encode);
         }
@@ -161,7 +172,7 @@ impl Router {
             packet: QueuedPacket {
                 frame: buf,
                 ip_at,
-                class: conn.class,
+                class,
                 ect,
                 flow,
             },
@@ -172,7 +183,7 @@ impl Router {
         &mut self,
         now: Instant,
         buf: &mut BytesMut,
-    ) -> Result<(ConnKey, FrameType, Option<u32>, bool, FlowHash), PacketDrop> {
+    ) -> Result<(ConnKey, Class, FrameType, Option<u32>, bool, FlowHash), PacketDrop> {
         let mut frame_type = FrameType::Ip;
         if self.offload {
             let vnet = buf
@@ -197,22 +208,35 @@ impl Router {
             RouteError::External => PacketDrop::External,
             RouteError::NoGroupUp(_) => PacketDrop::NoGroupUp,
         })?;
-        let conn = self.pick_conn(&route).ok_or(PacketDrop::NoConnection)?;
         // The 5-tuple the classifier already parsed (ports are 0 without them): hashed once here.
         let flow = self.flow_hasher.hash(&route.info.flow);
-        Ok((conn, frame_type, route.seq, route.info.ect(), flow))
+        let lane = match self.sparse.as_mut() {
+            Some(lane) if route.class == Class::TypeII && route.seq.is_none() => {
+                lane.admit(now, flow, ip.len())
+            }
+            _ => false,
+        };
+        let conn = lane
+            .then(|| self.pick_conn_of(&route, Class::TypeI))
+            .flatten()
+            .filter(|k| !self.pathless.contains(k))
+            .or_else(|| self.pick_conn_of(&route, route.class))
+            .ok_or(PacketDrop::NoConnection)?;
+        Ok((conn, route.class, frame_type, route.seq, route.info.ect(), flow))
     }
 
     /// The connection of a routed packet: of the group's connections of its class, the one its
     /// lane names when that is up with live subflows, else the next such one after it, else the
     /// next one up (the group stays up while any is, [`Router::refresh_branch`]).
-    fn pick_conn(&self, route: &crate::agent::Route) -> Option<ConnKey> {
-        let n = pool_size(self.connections_per_group, route.class);
+    ///
+    /// `class` is the route's own, or Type I for a packet in the sparse lane ([`super::sparse`]).
+    fn pick_conn_of(&self, route: &crate::agent::Route, class: Class) -> Option<ConnKey> {
+        let n = pool_size(self.connections_per_group, class);
         let start = route.lane % n;
         let key = |i: u8| ConnKey {
             branch: route.branch,
             group: route.group,
-            class: route.class,
+            class,
             index: (start + i) % n,
         };
         let live = (0..n)
@@ -323,6 +347,10 @@ impl Router {
         self.agent.reconfigure(config);
         self.conns = wanted;
         self.connections_per_group = config.connections_per_group;
+        match (self.sparse.as_mut(), sparse_config(config)) {
+            (Some(lane), Some(c)) => lane.set_config(c),
+            (_, c) => self.sparse = c.map(SparseLane::new),
+        }
         self.up.retain(|k| self.conns.contains(k));
         self.pathless.retain(|k| self.conns.contains(k));
         let branches: BTreeSet<BranchId> = self.conns.iter().map(|k| k.branch).collect();
