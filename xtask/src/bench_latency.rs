@@ -152,7 +152,8 @@ pub const OLD_FLAGS: &str =
     "--socket-buffer 4194304 --notsent-lowat 131072 --max-batch 262144 --send-budget 0 --send-time-budget 0s";
 
 impl Variant {
-    /// `NAME` (one of the named sets: `default` = the binary's defaults, `old` = [`OLD_FLAGS`],
+    /// `NAME` (one of the named sets: `default` = the binary's defaults, `old` = [`OLD_FLAGS`]
+    /// and no sparse lane,
     /// `shaped` = the defaults + shaping at 95 %, `old-shaped`) or `NAME:SPEC` where SPEC is
     /// space-separated `mmsg run` flags, plus `shape=P` for shaping at P % and `sparse=KBIT` for
     /// `[qos] sparse_lane_kbit` (`sparse=0`: the sparse lane off).
@@ -163,9 +164,9 @@ impl Variant {
                 s,
                 match s {
                     "default" => String::new(),
-                    "old" => OLD_FLAGS.to_owned(),
+                    "old" => format!("{OLD_FLAGS} sparse=0"),
                     "shaped" => "shape=95".to_owned(),
-                    "old-shaped" => format!("{OLD_FLAGS} shape=95"),
+                    "old-shaped" => format!("{OLD_FLAGS} sparse=0 shape=95"),
                     _ => bail!(
                         "unknown variant {s:?}: default, old, shaped, old-shaped or NAME:FLAGS"
                     ),
@@ -340,8 +341,9 @@ fn counters(s: &Option<serde_json::Value>) -> BTreeMap<String, u64> {
 }
 
 /// Counters of gw1 whose growth matters for latency and goodput (drops, dead connections,
-/// subflows demoted, closed or made again during a load).
-const WATCH: [&str; 9] = [
+/// subflows demoted, closed or made again during a load; packets in the sparse lane).
+const WATCH: [&str; 10] = [
+    "sparse_lane_packets",
     "drop_queue_full",
     "drop_codel",
     "codel_marks",
@@ -845,7 +847,7 @@ mod tests {
     fn variants_parse() {
         let v = Variant::parse("old").unwrap();
         assert_eq!(v.args.join(" "), OLD_FLAGS);
-        assert_eq!(v.shape_percent, None);
+        assert_eq!((v.shape_percent, v.sparse_lane_kbit), (None, Some(0)));
         let v = Variant::parse("x:--notsent-lowat 16384 shape=90").unwrap();
         assert_eq!(
             (v.name.as_str(), v.args.len(), v.shape_percent),

@@ -240,9 +240,9 @@ enum BenchCmd {
         /// Variants of mmsg's levers, in order (the first one's figures are the JSON's top
         /// level): `default`, `old` (the socket defaults before issue #16: `--socket-buffer
         /// 4194304 --notsent-lowat 131072 --max-batch 262144 --send-budget 0 --send-time-budget
-        /// 0s`), `shaped` (WAN
-        /// egress shaping at 95 % of the uplink rate), `old-shaped`, or `NAME:FLAGS` with `mmsg
-        /// run` flags and `shape=PERCENT`, e.g. `k1:--send-budget 1`.
+        /// 0s`, and no sparse lane), `shaped` (WAN egress shaping at 95 % of the uplink rate),
+        /// `old-shaped`, or `NAME:FLAGS` with `mmsg run` flags, `shape=PERCENT` and
+        /// `sparse=KBIT` (`[qos] sparse_lane_kbit`, 0: off), e.g. `k1:--send-budget 1`.
         #[arg(long = "variant", default_values_t = ["default".to_owned(), "old".to_owned()])]
         variants: Vec<String>,
         /// Loads to run (comma-separated subset of idle,bulk1,bulk4,udp2x).

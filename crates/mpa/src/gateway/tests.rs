@@ -8,7 +8,15 @@ use super::*;
 use crate::framing::{Deframer, FrameHeader, FrameType, FRAME_HEADER_LEN, VIRTIO_NET_HDR_LEN};
 use crate::keepalive::{DEAD_AFTER, KEEPALIVE_INTERVAL};
 
+/// The example config with the sparse lane off: these tests route by class (the lane's own
+/// test turns it on).
 fn config() -> Config {
+    let mut c = config_with_lane();
+    c.qos.sparse_lane_kbit = 0;
+    c
+}
+
+fn config_with_lane() -> Config {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/mmsg-branch1.toml"
@@ -580,4 +588,46 @@ fn connections_per_group_is_checked() {
         assert_eq!(c.validate().is_ok(), ok, "{k}");
     }
     assert_eq!(config().connections_per_group, 1, "the default");
+}
+
+#[test]
+fn a_sparse_type2_flow_rides_the_type1_connection_until_it_sends_more() {
+    let t0 = Instant::now();
+    let mut r = Router::new(&config_with_lane(), false);
+    r.handle_conn_up(key(0, Class::TypeI));
+    r.handle_conn_up(key(0, Class::TypeII));
+    let send = |r: &mut Router, sport: u16, len: usize, at: Instant| {
+        let mut p = udp(sport);
+        p.resize(len, 0);
+        p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        r.handle_tun_packet(at, tun_read(None, &p)).unwrap()
+    };
+    // A voice-like flow: 200 B every 20 ms for 2 s, all on the Type I connection, framed and
+    // queued as Type II (the receiver and the queue's strict priority see its own class).
+    for i in 0..100u32 {
+        let out = send(&mut r, 5000, 200, t0 + Duration::from_millis(20) * i);
+        assert_eq!(out.conn, key(0, Class::TypeI), "voice packet {i}");
+        assert_eq!(out.packet.class(), Class::TypeII);
+        let h = decode(out.packet.frame).header;
+        assert_eq!(h.class, Class::TypeII);
+    }
+    assert_eq!(r.counters().sparse_lane_packets, 100);
+    // A bulk flow: its first packets ride the lane, then it stays on its own class's connection.
+    let conns: Vec<Class> = (0..50u64)
+        .map(|i| send(&mut r, 6000, 1_400, t0 + Duration::from_millis(i)).conn.class)
+        .collect();
+    let lane = conns.iter().take_while(|c| **c == Class::TypeI).count();
+    assert!((1..=6).contains(&lane), "{conns:?}");
+    assert!(conns[lane..].iter().all(|c| *c == Class::TypeII), "{conns:?}");
+    // Without live subflows on the Type I connection the voice flow goes to its own connection.
+    let t1 = t0 + Duration::from_secs(3);
+    assert_eq!(r.handle_conn_paths(key(0, Class::TypeI), false), []);
+    assert_eq!(send(&mut r, 5000, 200, t1).conn, key(0, Class::TypeII));
+    assert_eq!(r.handle_conn_paths(key(0, Class::TypeI), true), []);
+    assert_eq!(send(&mut r, 5000, 200, t1).conn, key(0, Class::TypeI));
+    // `[qos] sparse_lane_kbit = 0` turns the lane off on a config change.
+    let mut off = config_with_lane();
+    off.qos.sparse_lane_kbit = 0;
+    r.apply(&off, &mut Vec::new());
+    assert_eq!(send(&mut r, 5000, 200, t1).conn, key(0, Class::TypeII));
 }
