@@ -115,7 +115,10 @@ pub struct Router {
 }
 
 fn sparse_config(config: &Config) -> Option<SparseLaneConfig> {
-    SparseLaneConfig::from_kbit(config.qos.sparse_lane_kbit, config.qos.sparse_lane_total_kbit)
+    SparseLaneConfig::from_kbit(
+        config.qos.sparse_lane_kbit,
+        config.qos.sparse_lane_total_kbit,
+    )
 }
 
 impl Router {
@@ -222,7 +225,14 @@ impl Router {
             .filter(|k| !self.pathless.contains(k))
             .or_else(|| self.pick_conn_of(&route, route.class))
             .ok_or(PacketDrop::NoConnection)?;
-        Ok((conn, route.class, frame_type, route.seq, route.info.ect(), flow))
+        Ok((
+            conn,
+            route.class,
+            frame_type,
+            route.seq,
+            route.info.ect(),
+            flow,
+        ))
     }
 
     /// The connection of a routed packet: of the group's connections of its class, the one its

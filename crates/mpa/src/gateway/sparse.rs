@@ -70,7 +70,10 @@ impl Tokens {
             Some(t) if now.saturating_duration_since(t) < IDLE_RESET => {
                 let dt = now.saturating_duration_since(t);
                 let earned = u128::from(rate) * dt.as_nanos() / 1_000_000_000;
-                burst.min(self.bytes.saturating_add(u64::try_from(earned).unwrap_or(u64::MAX)))
+                burst.min(
+                    self.bytes
+                        .saturating_add(u64::try_from(earned).unwrap_or(u64::MAX)),
+                )
             }
             _ => burst,
         };
@@ -139,7 +142,8 @@ impl SparseLane {
         if f.out {
             return false;
         }
-        f.tokens.refill(now, c.flow_bytes_per_s, burst(c.flow_bytes_per_s));
+        f.tokens
+            .refill(now, c.flow_bytes_per_s, burst(c.flow_bytes_per_s));
         self.total
             .refill(now, c.total_bytes_per_s, burst(c.total_bytes_per_s));
         if f.tokens.bytes >= len && self.total.bytes >= len {

@@ -614,11 +614,18 @@ fn a_sparse_type2_flow_rides_the_type1_connection_until_it_sends_more() {
     assert_eq!(r.counters().sparse_lane_packets, 100);
     // A bulk flow: its first packets ride the lane, then it stays on its own class's connection.
     let conns: Vec<Class> = (0..50u64)
-        .map(|i| send(&mut r, 6000, 1_400, t0 + Duration::from_millis(i)).conn.class)
+        .map(|i| {
+            send(&mut r, 6000, 1_400, t0 + Duration::from_millis(i))
+                .conn
+                .class
+        })
         .collect();
     let lane = conns.iter().take_while(|c| **c == Class::TypeI).count();
     assert!((1..=6).contains(&lane), "{conns:?}");
-    assert!(conns[lane..].iter().all(|c| *c == Class::TypeII), "{conns:?}");
+    assert!(
+        conns[lane..].iter().all(|c| *c == Class::TypeII),
+        "{conns:?}"
+    );
     // Without live subflows on the Type I connection the voice flow goes to its own connection.
     let t1 = t0 + Duration::from_secs(3);
     assert_eq!(r.handle_conn_paths(key(0, Class::TypeI), false), []);

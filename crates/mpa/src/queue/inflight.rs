@@ -848,14 +848,20 @@ mod tests {
         feed_held(&mut b, (&mut t, &mut acked), 100_000.0, 60, 5_000, 2.0);
         assert!(b.in_startup(), "a trickle");
         feed_held(&mut b, (&mut t, &mut acked), 2_750_000.0, 60, 300_000, 0.5);
-        assert!(!b.in_startup(), "300 kB held, 40 ms of queue, flat for 500 ms");
+        assert!(
+            !b.in_startup(),
+            "300 kB held, 40 ms of queue, flat for 500 ms"
+        );
         let over = b.rate();
         assert!(over > 2_500_000, "{over}");
         // The paths carry 2.2 MB/s; the budget made of 2.75 (124 kB) is above what the flow's
         // window holds now (100 kB), so nothing waits: the rate ages to the paths' all the same.
         feed_held(&mut b, (&mut t, &mut acked), 2_200_000.0, 45, 100_000, 3.0);
         let rate = b.rate() as f64;
-        assert!((rate - 2_200_000.0).abs() < 0.05 * 2_200_000.0, "{rate} from {over}");
+        assert!(
+            (rate - 2_200_000.0).abs() < 0.05 * 2_200_000.0,
+            "{rate} from {over}"
+        );
         // Holding less than half the budget (an application's own rate): no ageing.
         let kept = b.rate();
         feed_held(&mut b, (&mut t, &mut acked), 200_000.0, 21, 4_000, 5.0);
