@@ -142,7 +142,8 @@ pub struct Variant {
     /// `[qos] shaping_percent` with every `wan[k].rate_mbit` set to the emulated rate; `None`:
     /// no shaping (no `rate_mbit`).
     pub shape_percent: Option<u8>,
-    /// `[qos] sparse_lane_kbit` (`sparse=KBIT`); `None`: the config's default.
+    /// `[qos] sparse_lane_kbit` (`sparse=KBIT`); `None`: the config's default (on with
+    /// `shape=`, off without).
     pub sparse_lane_kbit: Option<u32>,
 }
 
@@ -395,7 +396,7 @@ fn gateway_config(
         c.qos.shaping_percent = p;
     }
     if let Some(k) = v.sparse_lane_kbit {
-        c.qos.sparse_lane_kbit = k;
+        c.qos.sparse_lane_kbit = Some(k);
     }
     let path = testbed::state_dir(&opts.prefix).join(format!("latency-gw{b}-{}.toml", v.name));
     mmsg::write_config(

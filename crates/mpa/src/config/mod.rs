@@ -36,7 +36,7 @@ pub use internet::{
 };
 pub use ovs::{OvsConfig, DEFAULT_OVS_DB};
 pub use problems::{ConfigError, Problem, ValidationError, MAX_PREFIXES_PER_BRANCH};
-pub use queue::{QosConfig, QueueConfig, MAX_SPARSE_LANE_KBIT};
+pub use queue::{QosConfig, QueueConfig, DEFAULT_SPARSE_LANE_KBIT, MAX_SPARSE_LANE_KBIT};
 pub use remote::{PathGroupConfig, RemoteBranch, SelectionPolicy, MAX_WEIGHT};
 pub use security::{TlsPolicyError, TunnelSecurity, INSECURE_CLEAR_FLAG};
 pub use striping::{Auto, StripingConfig};
@@ -148,6 +148,20 @@ pub fn pool_size(connections_per_group: u8, class: Class) -> u8 {
 }
 
 impl Config {
+    /// The sparse lane's per-flow rate in effect, kbit/s (0: off): `[qos] sparse_lane_kbit`,
+    /// or when unset [`DEFAULT_SPARSE_LANE_KBIT`] if the gateway shapes a WAN port
+    /// (`[qos] enabled` and a `wan[k].rate_mbit`), else 0 (docs/mmsg.md "The sparse lane").
+    pub fn sparse_lane_kbit(&self) -> u32 {
+        self.qos.sparse_lane_kbit.unwrap_or_else(|| {
+            let shaped = self.qos.enabled && self.wan.iter().any(|w| w.rate_mbit.is_some());
+            if shaped {
+                DEFAULT_SPARSE_LANE_KBIT
+            } else {
+                0
+            }
+        })
+    }
+
     /// Parses TOML and validates it.
     pub fn parse(toml_text: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(toml_text)?;

@@ -17,9 +17,12 @@ pub struct QosConfig {
     pub shaping_percent: u8,
     /// The sparse lane (`mpa::gateway::sparse`): a Type II flow that sends at most this many
     /// kbit/s rides its path group's Type I connection (no wait behind the bulk's socket queue;
-    /// band 0 of a shaped port) until it sends more; 0: off. Default: 256.
-    #[serde(default = "default_sparse_lane_kbit")]
-    pub sparse_lane_kbit: u32,
+    /// band 0 of a shaped port) until it sends more; 0: off. Default (unset):
+    /// [`DEFAULT_SPARSE_LANE_KBIT`] on a gateway that shapes a WAN port (`rate_mbit` and
+    /// `enabled`), else off ([`super::Config::sparse_lane_kbit`]): behind a modem's queue the
+    /// lane gains a few ms on alike uplinks and costs tail latency on unequal ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse_lane_kbit: Option<u32>,
     /// The most all flows in the sparse lane carry together, kbit/s (the gateway's, towards
     /// every branch; flows beyond it leave the lane); 0: off. Default: 2048.
     #[serde(default = "default_sparse_lane_total_kbit")]
@@ -31,7 +34,7 @@ impl Default for QosConfig {
         Self {
             enabled: true,
             shaping_percent: default_shaping_percent(),
-            sparse_lane_kbit: default_sparse_lane_kbit(),
+            sparse_lane_kbit: None,
             sparse_lane_total_kbit: default_sparse_lane_total_kbit(),
         }
     }
@@ -39,9 +42,6 @@ impl Default for QosConfig {
 
 fn default_shaping_percent() -> u8 {
     95
-}
-fn default_sparse_lane_kbit() -> u32 {
-    256
 }
 fn default_sparse_lane_total_kbit() -> u32 {
     2048
@@ -85,6 +85,9 @@ fn default_true() -> bool {
 
 /// The largest per-flow rate of the sparse lane, kbit/s: a "sparse" flow above it is a bulk one.
 pub const MAX_SPARSE_LANE_KBIT: u32 = 10_000;
+/// The sparse lane's per-flow rate on a gateway that shapes a WAN port, when the config does
+/// not set one, kbit/s.
+pub const DEFAULT_SPARSE_LANE_KBIT: u32 = 256;
 
 impl QosConfig {
     /// `qos.shaping_percent` in 1..=100.
@@ -95,24 +98,19 @@ impl QosConfig {
                 format!("{} is out of range 1..=100", self.shaping_percent),
             );
         }
-        if self.sparse_lane_kbit > MAX_SPARSE_LANE_KBIT {
+        let lane = self.sparse_lane_kbit.unwrap_or(DEFAULT_SPARSE_LANE_KBIT);
+        if lane > MAX_SPARSE_LANE_KBIT {
             p.push(
                 "qos.sparse_lane_kbit",
-                format!(
-                    "{} is out of range 0..={MAX_SPARSE_LANE_KBIT}",
-                    self.sparse_lane_kbit
-                ),
+                format!("{lane} is out of range 0..={MAX_SPARSE_LANE_KBIT}"),
             );
         }
-        if self.sparse_lane_kbit > 0
-            && self.sparse_lane_total_kbit > 0
-            && self.sparse_lane_total_kbit < self.sparse_lane_kbit
-        {
+        if lane > 0 && self.sparse_lane_total_kbit > 0 && self.sparse_lane_total_kbit < lane {
             p.push(
                 "qos.sparse_lane_total_kbit",
                 format!(
-                    "{} is below qos.sparse_lane_kbit ({}): one flow could never use its rate",
-                    self.sparse_lane_total_kbit, self.sparse_lane_kbit
+                    "{} is below qos.sparse_lane_kbit ({lane}): one flow could never use its rate",
+                    self.sparse_lane_total_kbit
                 ),
             );
         }

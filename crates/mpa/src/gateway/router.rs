@@ -109,16 +109,25 @@ pub struct Router {
     pathless: BTreeSet<ConnKey>,
     /// Keyed per gateway, so LAN hosts cannot aim flows at one queue bucket.
     flow_hasher: FlowHasher,
-    /// `[qos] sparse_lane_kbit`: small Type II flows ride the group's Type I connection.
+    /// `[qos] sparse_lane_kbit` ([`Config::sparse_lane_kbit`]): small Type II flows ride the
+    /// group's Type I connection.
     sparse: Option<SparseLane>,
     counters: Counters,
 }
 
+/// A routed packet's decisions ([`Router::route`]): its connection (of its class, or the group's
+/// Type I one in the sparse lane), its own class, framing, sequence number, ECN, flow hash.
+struct Routed {
+    conn: ConnKey,
+    class: Class,
+    frame_type: FrameType,
+    seq: Option<u32>,
+    ect: bool,
+    flow: FlowHash,
+}
+
 fn sparse_config(config: &Config) -> Option<SparseLaneConfig> {
-    SparseLaneConfig::from_kbit(
-        config.qos.sparse_lane_kbit,
-        config.qos.sparse_lane_total_kbit,
-    )
+    SparseLaneConfig::from_kbit(config.sparse_lane_kbit(), config.qos.sparse_lane_total_kbit)
 }
 
 impl Router {
@@ -158,7 +167,14 @@ impl Router {
         if let Err(d) = r {
             self.counters.drop(d);
         }
-        let (conn, class, frame_type, seq, ect, flow) = r?;
+        let Routed {
+            conn,
+            class,
+            frame_type,
+            seq,
+            ect,
+            flow,
+        } = r?;
         let ip_at = match frame_type {
             FrameType::IpVirtio => FRAME_HEADER_LEN + VIRTIO_NET_HDR_LEN,
             _ => FRAME_HEADER_LEN,
@@ -182,11 +198,7 @@ impl Router {
         })
     }
 
-    fn route(
-        &mut self,
-        now: Instant,
-        buf: &mut BytesMut,
-    ) -> Result<(ConnKey, Class, FrameType, Option<u32>, bool, FlowHash), PacketDrop> {
+    fn route(&mut self, now: Instant, buf: &mut BytesMut) -> Result<Routed, PacketDrop> {
         let mut frame_type = FrameType::Ip;
         if self.offload {
             let vnet = buf
@@ -225,14 +237,14 @@ impl Router {
             .filter(|k| !self.pathless.contains(k))
             .or_else(|| self.pick_conn_of(&route, route.class))
             .ok_or(PacketDrop::NoConnection)?;
-        Ok((
+        Ok(Routed {
             conn,
-            route.class,
+            class: route.class,
             frame_type,
-            route.seq,
-            route.info.ect(),
+            seq: route.seq,
+            ect: route.info.ect(),
             flow,
-        ))
+        })
     }
 
     /// The connection of a routed packet: of the group's connections of its class, the one its

@@ -12,11 +12,18 @@ use crate::keepalive::{DEAD_AFTER, KEEPALIVE_INTERVAL};
 /// test turns it on).
 fn config() -> Config {
     let mut c = config_with_lane();
-    c.qos.sparse_lane_kbit = 0;
+    c.qos.sparse_lane_kbit = Some(0);
     c
 }
 
+/// The example config (no `rate_mbit`: the lane is off by default) with the lane on.
 fn config_with_lane() -> Config {
+    let mut c = example();
+    c.qos.sparse_lane_kbit = Some(256);
+    c
+}
+
+fn example() -> Config {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/mmsg-branch1.toml"
@@ -632,9 +639,19 @@ fn a_sparse_type2_flow_rides_the_type1_connection_until_it_sends_more() {
     assert_eq!(send(&mut r, 5000, 200, t1).conn, key(0, Class::TypeII));
     assert_eq!(r.handle_conn_paths(key(0, Class::TypeI), true), []);
     assert_eq!(send(&mut r, 5000, 200, t1).conn, key(0, Class::TypeI));
-    // `[qos] sparse_lane_kbit = 0` turns the lane off on a config change.
-    let mut off = config_with_lane();
-    off.qos.sparse_lane_kbit = 0;
-    r.apply(&off, &mut Vec::new());
+    // Unset, it is off on a gateway without shaping (the example has no `rate_mbit`), on with
+    // a shaped port; a config change applies it.
+    let mut unset = example();
+    assert_eq!(unset.sparse_lane_kbit(), 0);
+    r.apply(&unset, &mut Vec::new());
     assert_eq!(send(&mut r, 5000, 200, t1).conn, key(0, Class::TypeII));
+    unset.wan[0].rate_mbit = Some(10);
+    assert_eq!(
+        unset.sparse_lane_kbit(),
+        crate::config::DEFAULT_SPARSE_LANE_KBIT
+    );
+    r.apply(&unset, &mut Vec::new());
+    assert_eq!(send(&mut r, 5001, 200, t1).conn, key(0, Class::TypeI));
+    unset.qos.enabled = false;
+    assert_eq!(unset.sparse_lane_kbit(), 0);
 }
