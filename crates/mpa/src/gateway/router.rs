@@ -225,13 +225,14 @@ impl Router {
         })?;
         // The 5-tuple the classifier already parsed (ports are 0 without them): hashed once here.
         let flow = self.flow_hasher.hash(&route.info.flow);
-        let lane = match self.sparse.as_mut() {
-            Some(lane) if route.class == Class::TypeII && route.seq.is_none() => {
-                lane.admit(now, flow, ip.len())
+        // The sparse lane (not the route's `lane`, the index of its connection in the pool).
+        let sparse = match self.sparse.as_mut() {
+            Some(s) if route.class == Class::TypeII && route.seq.is_none() => {
+                s.admit(now, flow, ip.len())
             }
             _ => false,
         };
-        let conn = lane
+        let conn = sparse
             .then(|| self.pick_conn_of(&route, Class::TypeI))
             .flatten()
             .filter(|k| !self.pathless.contains(k))

@@ -768,17 +768,29 @@ mod tests {
     /// of `secs` seconds every [`SAMPLE_PERIOD`] from `t`/`acked` on.
     fn feed(
         b: &mut InflightBudget<u8>,
-        (t, acked): (&mut Instant, &mut u64),
+        clock: (&mut Instant, &mut u64),
         rate: f64,
         srtt_ms: u32,
         backlogged: bool,
+        secs: f64,
+    ) {
+        feed_with(b, clock, rate, srtt_ms, (backlogged, 0), secs);
+    }
+
+    /// [`feed`] with the subflow holding `queued` bytes, `backlogged` or not.
+    fn feed_with(
+        b: &mut InflightBudget<u8>,
+        (t, acked): (&mut Instant, &mut u64),
+        rate: f64,
+        srtt_ms: u32,
+        (backlogged, queued): (bool, u64),
         secs: f64,
     ) {
         let n = (secs / SAMPLE_PERIOD.as_secs_f64()).round() as u32;
         for _ in 0..n {
             *t += SAMPLE_PERIOD;
             *acked += (rate * SAMPLE_PERIOD.as_secs_f64()) as u64;
-            b.handle_sample(*t, backlogged, [(1u8, held(*acked, 20, srtt_ms, 0))]);
+            b.handle_sample(*t, backlogged, [(1u8, held(*acked, 20, srtt_ms, queued))]);
         }
     }
 
@@ -818,24 +830,6 @@ mod tests {
         );
     }
 
-    /// Samples of `secs` seconds with the subflow holding `queued` bytes and nothing waiting
-    /// on our side.
-    fn feed_held(
-        b: &mut InflightBudget<u8>,
-        (t, acked): (&mut Instant, &mut u64),
-        rate: f64,
-        srtt_ms: u32,
-        queued: u64,
-        secs: f64,
-    ) {
-        let n = (secs / SAMPLE_PERIOD.as_secs_f64()).round() as u32;
-        for _ in 0..n {
-            *t += SAMPLE_PERIOD;
-            *acked += (rate * SAMPLE_PERIOD.as_secs_f64()) as u64;
-            b.handle_sample(*t, false, [(1u8, held(*acked, 20, srtt_ms, queued))]);
-        }
-    }
-
     /// One inner TCP flow whose window the socket takes whole: nothing ever waits on our side,
     /// but the subflow holds 300 kB with 60 ms of queue on the path. Start-up ends on that
     /// (a trickle holding 5 kB does not), and an over-estimated rate from start-up ages while
@@ -845,9 +839,23 @@ mod tests {
         let mut b = InflightBudget::new(5 * MS, 2.0);
         let (mut t, mut acked) = (Instant::now(), 0u64);
         b.handle_sample(t, false, [(1u8, held(0, 20, 60, 5_000))]);
-        feed_held(&mut b, (&mut t, &mut acked), 100_000.0, 60, 5_000, 2.0);
+        feed_with(
+            &mut b,
+            (&mut t, &mut acked),
+            100_000.0,
+            60,
+            (false, 5_000),
+            2.0,
+        );
         assert!(b.in_startup(), "a trickle");
-        feed_held(&mut b, (&mut t, &mut acked), 2_750_000.0, 60, 300_000, 0.5);
+        feed_with(
+            &mut b,
+            (&mut t, &mut acked),
+            2_750_000.0,
+            60,
+            (false, 300_000),
+            0.5,
+        );
         assert!(
             !b.in_startup(),
             "300 kB held, 40 ms of queue, flat for 500 ms"
@@ -856,7 +864,14 @@ mod tests {
         assert!(over > 2_500_000, "{over}");
         // The paths carry 2.2 MB/s; the budget made of 2.75 (124 kB) is above what the flow's
         // window holds now (100 kB), so nothing waits: the rate ages to the paths' all the same.
-        feed_held(&mut b, (&mut t, &mut acked), 2_200_000.0, 45, 100_000, 3.0);
+        feed_with(
+            &mut b,
+            (&mut t, &mut acked),
+            2_200_000.0,
+            45,
+            (false, 100_000),
+            3.0,
+        );
         let rate = b.rate() as f64;
         assert!(
             (rate - 2_200_000.0).abs() < 0.05 * 2_200_000.0,
@@ -864,7 +879,14 @@ mod tests {
         );
         // Holding less than half the budget (an application's own rate): no ageing.
         let kept = b.rate();
-        feed_held(&mut b, (&mut t, &mut acked), 200_000.0, 21, 4_000, 5.0);
+        feed_with(
+            &mut b,
+            (&mut t, &mut acked),
+            200_000.0,
+            21,
+            (false, 4_000),
+            5.0,
+        );
         assert_eq!(b.rate(), kept);
     }
 
