@@ -143,8 +143,11 @@ pub struct Variant {
     /// no shaping (no `rate_mbit`).
     pub shape_percent: Option<u8>,
     /// `[qos] sparse_lane_kbit` (`sparse=KBIT`); `None`: the config's default (on with
-    /// `shape=`, off without).
+    /// `shape=` or `autorate`, off without).
     pub sparse_lane_kbit: Option<u32>,
+    /// `[qos] autorate` (`autorate`): every port shaped at a rate that follows the uplink,
+    /// from `rate_mbit` × P % with `shape=P`, else from 1 Gbit/s.
+    pub autorate: bool,
 }
 
 /// The socket defaults of `mmsg run` before issue #16, as flags (fixed 4 MiB buffers, 128 KiB
@@ -155,9 +158,10 @@ pub const OLD_FLAGS: &str =
 impl Variant {
     /// `NAME` (one of the named sets: `default` = the binary's defaults, `old` = [`OLD_FLAGS`]
     /// and no sparse lane,
-    /// `shaped` = the defaults + shaping at 95 %, `old-shaped`) or `NAME:SPEC` where SPEC is
-    /// space-separated `mmsg run` flags, plus `shape=P` for shaping at P % and `sparse=KBIT` for
-    /// `[qos] sparse_lane_kbit` (`sparse=0`: the sparse lane off).
+    /// `shaped` = the defaults + shaping at 95 %, `old-shaped`, `autorate` = the defaults +
+    /// `[qos] autorate` without a rate) or `NAME:SPEC` where SPEC is space-separated `mmsg run`
+    /// flags, plus `shape=P` for shaping at P %, `sparse=KBIT` for `[qos] sparse_lane_kbit`
+    /// (`sparse=0`: the sparse lane off) and `autorate` for `[qos] autorate`.
     pub fn parse(s: &str) -> anyhow::Result<Variant> {
         let (name, spec) = match s.split_once(':') {
             Some((n, spec)) => (n, spec.to_owned()),
@@ -168,8 +172,10 @@ impl Variant {
                     "old" => format!("{OLD_FLAGS} sparse=0"),
                     "shaped" => "shape=95".to_owned(),
                     "old-shaped" => format!("{OLD_FLAGS} sparse=0 shape=95"),
+                    "autorate" => "autorate".to_owned(),
                     _ => bail!(
-                        "unknown variant {s:?}: default, old, shaped, old-shaped or NAME:FLAGS"
+                        "unknown variant {s:?}: default, old, shaped, old-shaped, autorate or \
+                         NAME:FLAGS"
                     ),
                 },
             ),
@@ -183,8 +189,13 @@ impl Variant {
             args: Vec::new(),
             shape_percent: None,
             sparse_lane_kbit: None,
+            autorate: false,
         };
         for tok in spec.split_whitespace() {
+            if tok == "autorate" {
+                v.autorate = true;
+                continue;
+            }
             if let Some(k) = tok.strip_prefix("sparse=") {
                 let k: u32 = k.parse().context("sparse=KBIT")?;
                 ensure!(
@@ -213,9 +224,15 @@ impl Variant {
         } else {
             format!("mmsg run {}", self.args.join(" "))
         };
-        match self.shape_percent {
-            Some(p) => s.push_str(&format!("; WAN egress shaped at {p} % of the uplink rate")),
-            None => s.push_str("; no gateway shaping"),
+        match (self.shape_percent, self.autorate) {
+            (Some(p), false) => {
+                s.push_str(&format!("; WAN egress shaped at {p} % of the uplink rate"))
+            }
+            (Some(p), true) => s.push_str(&format!(
+                "; WAN egress shaped automatically, at most {p} % of the uplink rate"
+            )),
+            (None, true) => s.push_str("; WAN egress shaped automatically, no rate configured"),
+            (None, false) => s.push_str("; no gateway shaping"),
         }
         match self.sparse_lane_kbit {
             Some(0) => s.push_str("; sparse lane off"),
@@ -343,8 +360,10 @@ fn counters(s: &Option<serde_json::Value>) -> BTreeMap<String, u64> {
 
 /// Counters of gw1 whose growth matters for latency and goodput (drops, dead connections,
 /// subflows demoted, closed or made again during a load; packets in the sparse lane).
-const WATCH: [&str; 10] = [
+const WATCH: [&str; 12] = [
     "sparse_lane_packets",
+    "autorate_down",
+    "autorate_up",
     "drop_queue_full",
     "drop_codel",
     "codel_marks",
@@ -398,6 +417,7 @@ fn gateway_config(
     if let Some(k) = v.sparse_lane_kbit {
         c.qos.sparse_lane_kbit = Some(k);
     }
+    c.qos.autorate = v.autorate;
     let path = testbed::state_dir(&opts.prefix).join(format!("latency-gw{b}-{}.toml", v.name));
     mmsg::write_config(
         &path,
@@ -598,7 +618,9 @@ fn run_load(
         None => None,
     };
     queues.wan_queue_drops = wan_queue_drops(p).saturating_sub(drops0);
-    let mmsg_counters = counter_growth(&counters(&s0), &counters(&g.status(0)));
+    let s1 = g.status(0);
+    let mmsg_counters = counter_growth(&counters(&s0), &counters(&s1));
+    let autorate_kbit = autorate_rates(&s1);
     let r = LoadResult {
         load: load.to_owned(),
         ping: Probe::from_samples(&ping_s),
@@ -608,6 +630,7 @@ fn run_load(
         bulk_mbps,
         queues: Some(queues),
         mmsg_counters,
+        autorate_kbit,
     };
     let cell = |p: &Probe| {
         p.rtt_ms
@@ -615,7 +638,7 @@ fn run_load(
     };
     eprintln!(
         "bench latency: {load}: ping {} ms, RR {} ms, voice {} ms ({:.2} % lost), Type I {} ms, \
-         {} Mbit/s (aim p99 <= {:.1}); gw1 {:?} {:?}",
+         {} Mbit/s (aim p99 <= {:.1}); gw1 {:?} {:?}{}",
         cell(&r.ping),
         cell(&r.rr),
         cell(&r.sparse),
@@ -625,8 +648,23 @@ fn run_load(
         path_rtt_ms + report::AIM_SLACK_MS,
         r.mmsg_counters,
         r.queues,
+        if r.autorate_kbit.is_empty() {
+            String::new()
+        } else {
+            format!(" autorate kbit/s {:?}", r.autorate_kbit)
+        },
     );
     Ok(r)
+}
+
+/// gw1's `[qos] autorate` rates in `mmsg status --json` (`autorate[].rate_kbit`), in port order.
+fn autorate_rates(s: &Option<serde_json::Value>) -> Vec<u64> {
+    s.as_ref()
+        .and_then(|s| s.get("autorate")?.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.get("rate_kbit")?.as_u64())
+        .collect()
 }
 
 /// Per-flow received goodput (Mbit/s) of an iperf3 TCP client's JSON.
@@ -863,6 +901,14 @@ mod tests {
             (0, Some(95), Some(0))
         );
         assert!(Variant::parse("y:sparse=10001").is_err());
+        let v = Variant::parse("autorate").unwrap();
+        assert!(v.autorate && v.args.is_empty() && v.shape_percent.is_none());
+        let v = Variant::parse("a:autorate shape=100 --pacing").unwrap();
+        assert_eq!(
+            (v.autorate, v.shape_percent, v.args.len()),
+            (true, Some(100), 1)
+        );
+        assert!(!Variant::parse("shaped").unwrap().autorate);
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! `rate_mbit` configured, egress shaped at 95 %): with the sparse lane (on by default where a
 //! port is shaped) the same-class ping's p99 must be near the path RTT (the issue's aim is
 //! 10 ms above it) and well below the unshaped one, and its same-class voice probe rides the lane (the
-//! Type I connection): its median must match the Type I probe's.
+//! Type I connection): its median must match the Type I probe's; and a fifth, `autorate` (`[qos]
+//! autorate`, no rate configured): it must find the uplinks' rate and then meet the same bound
+//! at nearly the unshaped goodput.
 //! A second test runs unequal uplinks (10 + 2 Mbit/s per branch) with the budget and without it:
 //! the budget must keep most of the goodput and still cut the queue. A third runs one flow
 //! from its first second over 40/20 + 30/25 Mbit/s uplinks: with the budget it must carry
@@ -80,23 +82,33 @@ fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
             "paced:--pacing",
             "--variant",
             "shaped",
+            "--variant",
+            "autorate",
         ],
     );
     let path = r["path_rtt_ms"].as_f64().unwrap();
-    let (new, old, paced, shaped) = (
+    let (new, old, paced, shaped, auto) = (
         &r["variants"][0],
         &r["variants"][1],
         &r["variants"][2],
         &r["variants"][3],
+        &r["variants"][4],
     );
     assert_eq!(
         (
             new["name"].as_str(),
             old["name"].as_str(),
             paced["name"].as_str(),
-            shaped["name"].as_str()
+            shaped["name"].as_str(),
+            auto["name"].as_str()
         ),
-        (Some("default"), Some("old"), Some("paced"), Some("shaped"))
+        (
+            Some("default"),
+            Some("old"),
+            Some("paced"),
+            Some("shaped"),
+            Some("autorate")
+        )
     );
     let (udp_new, udp_old) = (p99(new, "udp2x"), p99(old, "udp2x"));
     let bulk_p99 = p99(new, "bulk4");
@@ -167,6 +179,7 @@ fn bulk_flows_do_not_build_a_standing_queue_in_the_tunnel() {
     check_type1(new, path);
     check_lane(shaped, path);
     check_shaped_lane(new, shaped, path);
+    check_autorate(new, auto, path);
     // The latency is not bought with goodput.
     for load in ["bulk4", "udp2x"] {
         assert!(
@@ -292,6 +305,63 @@ fn check_shaped_lane(unshaped: &Value, shaped: &Value, path: f64) {
     assert!(
         loss < SPARSE_LOSS_BOUND_PCT,
         "shaped: voice loss {loss:.2} %"
+    );
+}
+
+/// `[qos] autorate` without any rate configured: every port starts shaped at 1 Gbit/s, the
+/// first transfer finds the 10 Mbit/s uplinks (the modem's queue while loaded lowers the rate to
+/// what the port sent), and from then on the bottleneck queue is the gateway's, with the sparse
+/// lane ahead of it, as with a configured rate. Measured (docs/results.md "Automatic rate"):
+/// ping p99 29.1-30.9 ms with a 20.5 ms path against 51-52 unshaped (0.57-0.60 of it), at
+/// 0.98-0.99 of the unshaped goodput (shaping at 95 %: 0.94); gw1's ports at 9.3-10.3 Mbit/s.
+fn check_autorate(unshaped: &Value, auto: &Value, path: f64) {
+    let mbps = |v: &Value, load: &str| v["bulk_mbps"][load].as_f64().unwrap();
+    for load in ["bulk4", "udp2x"] {
+        let (a, u) = (p99(auto, load), p99(unshaped, load));
+        let rates: Vec<u64> = auto["loads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["load"] == load)
+            .and_then(|l| l["autorate_kbit"].as_array())
+            .map(|r| r.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        eprintln!(
+            "MEASURE {load}: autorate: ping p99 {a:.1} ms (unshaped {u:.1}), {:.1} Mbit/s \
+             (unshaped {:.1}), gw1's rates {rates:?} kbit/s",
+            mbps(auto, load),
+            mbps(unshaped, load)
+        );
+        assert_eq!(
+            rates.len(),
+            2,
+            "{load}: gw1's two ports are under autorate: {rates:?}"
+        );
+        for r in &rates {
+            assert!(
+                (AUTORATE_MIN_KBIT..=AUTORATE_MAX_KBIT).contains(r),
+                "{load}: autorate found {r} kbit/s for a 10 Mbit/s uplink"
+            );
+        }
+        assert!(
+            a < path + SHAPED_P99_ABOVE_PATH_MS,
+            "{load}: autorate ping p99 {a:.1} ms >= path RTT {path:.1} + {SHAPED_P99_ABOVE_PATH_MS} ms"
+        );
+        assert!(
+            a <= SHAPED_P99_RATIO * u,
+            "{load}: autorate ping p99 {a:.1} ms > {SHAPED_P99_RATIO} x the unshaped {u:.1}"
+        );
+        assert!(
+            mbps(auto, load) >= AUTORATE_GOODPUT_RATIO * mbps(unshaped, load),
+            "{load}: autorate goodput {:.1} < {AUTORATE_GOODPUT_RATIO} x the unshaped {:.1}",
+            mbps(auto, load),
+            mbps(unshaped, load)
+        );
+    }
+    let loss = auto["sparse_loss_pct"]["bulk4"].as_f64().unwrap();
+    assert!(
+        loss < SPARSE_LOSS_BOUND_PCT,
+        "autorate: voice loss {loss:.2} %"
     );
 }
 
@@ -691,6 +761,13 @@ const SHAPED_P99_ABOVE_PATH_MS: f64 = 20.0;
 const SHAPED_P99_RATIO: f64 = 0.75;
 /// ... at this share of the unshaped goodput at least (measured 0.94: 95 % shaping).
 const SHAPED_GOODPUT_RATIO: f64 = 0.9;
+/// Autorate's goodput against the unshaped defaults' (measured 0.98-0.99; shaping at a fixed
+/// 95 % gives 0.94, so this also catches a rate that settles too low).
+const AUTORATE_GOODPUT_RATIO: f64 = 0.95;
+/// The range autorate's rate must settle in for the 10 Mbit/s uplinks, kbit/s (htb counts the
+/// Ethernet header: the uplink is ~10.1 Mbit/s of it; measured 9.0-10.3).
+const AUTORATE_MIN_KBIT: u64 = 7_500;
+const AUTORATE_MAX_KBIT: u64 = 12_000;
 /// How far below the same-class voice probe's median the Type I probe's must be with 4 bulk
 /// flows and with UDP at 2x without the sparse lane, ms (measured 4.2-9.7 apart).
 const TYPE1_AHEAD_MS: f64 = 2.0;

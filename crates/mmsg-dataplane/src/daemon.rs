@@ -257,6 +257,7 @@ async fn run_inner(
     // `[controller]`: remotes from the file, else the cache, else none until the controller
     // sends them (crate::gwchan).
     let (config, source, version) = crate::gwchan::initial_config(config);
+    let mut shapers = Vec::new();
     if !opts.no_setup {
         setup::ensure_path_manager(undo, opts.pm == PmMode::Userspace)
             .context("set the MPTCP path manager")?;
@@ -268,7 +269,8 @@ async fn run_inner(
         if opts.pm == PmMode::Kernel {
             kernel_pm_setup(&config, undo).context("in-kernel MPTCP path manager set-up")?;
         }
-        crate::qos::apply(&file_config, undo).context("WAN egress priority ([qos], rate_mbit)")?;
+        shapers = crate::qos::apply(&file_config, undo)
+            .context("WAN egress priority ([qos], rate_mbit)")?;
         if let Some((plan, balancer)) = crate::uplink_lb::setup(&config, undo)
             .context("external traffic load balancing ([internet])")?
         {
@@ -303,6 +305,10 @@ async fn run_inner(
         opts.sockets,
         tls.clone(),
     );
+    // `[qos] autorate`: the shaped ports' rates follow the uplinks.
+    if shapers.iter().any(|s| s.autorate) {
+        tokio::spawn(tunnel::autorate::run(Arc::clone(&sh), shapers));
+    }
     // Hold-time releases of the resequencer (`crate::reseq`; a peer may stripe when we do not).
     let r = &sh.reseq;
     tokio::spawn(Arc::clone(r).run_timer(Arc::clone(&sh.tun), Arc::clone(&sh.stats)));

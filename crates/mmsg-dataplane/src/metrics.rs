@@ -199,6 +199,17 @@ pub fn render(report: &StatusReport, wan: &[Ipv4Addr]) -> String {
             );
         }
     }
+    if !report.autorate.is_empty() {
+        let port = |p: usize| vec![("wan_port", p.to_string())];
+        e.gauge(
+            "autorate_rate_bytes_per_second",
+            "[qos] autorate: the WAN port's shaped rate now",
+            report
+                .autorate
+                .iter()
+                .map(|p| (port(p.port), p.rate_kbit as f64 * 1e3 / 8.0)),
+        );
+    }
     if let Some(i) = &report.internet {
         let port = |p: usize| vec![("wan_port", p.to_string())];
         e.gauge(

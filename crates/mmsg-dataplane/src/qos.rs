@@ -75,8 +75,11 @@ pub use mms_types::dscp::band_of as band_for_dscp;
 pub struct Shaper {
     /// The physical egress interface (`wan[k].name` of the config file).
     pub dev: String,
-    /// The shaped rate in kbit/s.
+    /// The shaped rate in kbit/s (with `autorate`: the start and the maximum).
     pub rate_kbit: u64,
+    /// `[qos] autorate`: the rate of class `1:1` follows the uplink ([`mpa::autorate`],
+    /// `crate::autorate`); the bands' floors are then taken from the lowest rate.
+    pub autorate: bool,
 }
 
 impl Shaper {
@@ -86,9 +89,38 @@ impl Shaper {
         (self.rate_kbit * QUEUE_TIME_MS / 8).max(MIN_QUEUE_BYTES)
     }
 
-    /// Each band's assured rate in kbit/s.
+    /// Each band's assured rate in kbit/s (htb gives a band its floor whatever the parent's rate,
+    /// so with `autorate` it is a share of the lowest rate the port may get).
     pub fn floor_kbit(&self) -> u64 {
-        (self.rate_kbit / FLOOR_DIVISOR).max(MIN_FLOOR_KBIT)
+        let base = if self.autorate {
+            mpa::autorate::MIN_KBIT
+        } else {
+            self.rate_kbit
+        };
+        (base / FLOOR_DIVISOR).max(MIN_FLOOR_KBIT)
+    }
+
+    /// `tc ARGS` that set the port's rate (class `1:1`) to `kbit`; the bands keep their ceiling
+    /// (the start rate, the highest `autorate` may set) and borrow only what `1:1` has.
+    pub fn set_rate(&self, kbit: u64) -> Vec<String> {
+        let rate = format!("{}kbit", kbit.max(MIN_FLOOR_KBIT));
+        strings(&[
+            "class",
+            "change",
+            "dev",
+            &self.dev,
+            "parent",
+            "1:",
+            "classid",
+            "1:1",
+            "htb",
+            "rate",
+            &rate,
+            "ceil",
+            &rate,
+            "quantum",
+            &QUANTUM_BYTES.to_string(),
+        ])
     }
 
     /// `tc ARGS` that removes whatever root qdisc the port has (its failure is expected when
@@ -183,22 +215,29 @@ fn strings(xs: &[&str]) -> Vec<String> {
     xs.iter().map(|x| (*x).to_owned()).collect()
 }
 
-/// The ports to shape: every `wan[k]` with a `rate_mbit`, at `qos.shaping_percent` of it; none
-/// when `qos.enabled` is false. `config` is the file's config (physical interface names), not
-/// the one [`crate::ovs::setup`] returns.
+/// The ports to shape: every `wan[k]` with a `rate_mbit`, at `qos.shaping_percent` of it; with
+/// `qos.autorate` every port, starting from that or from [`mpa::autorate::DEFAULT_MAX_KBIT`];
+/// none when `qos.enabled` is false. `config` is the file's config (physical interface names),
+/// not the one [`crate::ovs::setup`] returns.
 pub fn plan(config: &Config) -> Vec<Shaper> {
     if !config.qos.enabled {
         return Vec::new();
     }
     let percent = u64::from(config.qos.shaping_percent);
+    let auto = config.qos.autorate;
     config
         .wan
         .iter()
         .filter_map(|w| {
-            let mbit = u64::from(w.rate_mbit?);
+            let rate_kbit = match (w.rate_mbit, auto) {
+                (Some(mbit), _) => (u64::from(mbit) * 1000 * percent / 100).max(MIN_FLOOR_KBIT),
+                (None, true) => mpa::autorate::DEFAULT_MAX_KBIT,
+                (None, false) => return None,
+            };
             Some(Shaper {
                 dev: w.name.clone(),
-                rate_kbit: (mbit * 1000 * percent / 100).max(MIN_FLOOR_KBIT),
+                rate_kbit,
+                autorate: auto,
             })
         })
         .collect()
@@ -243,12 +282,12 @@ pub fn ovs_find_args(dev: &str) -> Vec<String> {
 }
 
 /// Installs [`plan`]'s qdiscs (module docs); records their removal in `undo`. `config` is the
-/// file's config (see [`plan`]).
-pub fn apply(config: &Config, undo: &mut Undo) -> anyhow::Result<()> {
+/// file's config (see [`plan`]). Returns the shapers installed (the `autorate` task's ports).
+pub fn apply(config: &Config, undo: &mut Undo) -> anyhow::Result<Vec<Shaper>> {
     let shapers = plan(config);
     if shapers.is_empty() {
         debug!("no WAN port has rate_mbit (or [qos] enabled = false): no egress shaping");
-        return Ok(());
+        return Ok(shapers);
     }
     for s in &shapers {
         if let Some(o) = &config.ovs {
@@ -289,10 +328,11 @@ pub fn apply(config: &Config, undo: &mut Undo) -> anyhow::Result<()> {
             dev = %s.dev,
             rate_kbit = s.rate_kbit,
             queue_bytes = s.queue_bytes(),
+            autorate = s.autorate,
             "WAN egress shaped with strict priority by DSCP"
         );
     }
-    Ok(())
+    Ok(shapers)
 }
 
 #[cfg(test)]
@@ -331,13 +371,60 @@ gateway = "198.18.11.1"
             plan(&c),
             vec![Shaper {
                 dev: "wan0".into(),
-                rate_kbit: 38_000
+                rate_kbit: 38_000,
+                autorate: false,
             }]
         );
+        assert!(c.shapes_wan());
         let c = Config::parse(&format!("{CONFIG}[qos]\nshaping_percent = 50\n")).unwrap();
         assert_eq!(plan(&c)[0].rate_kbit, 20_000);
         let c = Config::parse(&format!("{CONFIG}[qos]\nenabled = false\n")).unwrap();
         assert!(plan(&c).is_empty());
+        assert!(!c.shapes_wan());
+    }
+
+    #[test]
+    fn autorate_shapes_every_port_from_its_rate_or_the_default_maximum() {
+        let c = Config::parse(&format!("{CONFIG}[qos]\nautorate = true\n")).unwrap();
+        assert_eq!(
+            plan(&c),
+            vec![
+                Shaper {
+                    dev: "wan0".into(),
+                    rate_kbit: 38_000,
+                    autorate: true,
+                },
+                Shaper {
+                    dev: "wan1".into(),
+                    rate_kbit: mpa::autorate::DEFAULT_MAX_KBIT,
+                    autorate: true,
+                }
+            ]
+        );
+        assert!(c.shapes_wan());
+        assert_eq!(c.sparse_lane_kbit(), mpa::config::DEFAULT_SPARSE_LANE_KBIT);
+        let unshaped = CONFIG.replace("rate_mbit = 40\n", "");
+        let c = Config::parse(&unshaped).unwrap();
+        assert!(!c.shapes_wan());
+        assert_eq!(c.sparse_lane_kbit(), 0);
+        let c = Config::parse(&format!("{unshaped}[qos]\nautorate = true\n")).unwrap();
+        assert!(
+            c.shapes_wan(),
+            "autorate alone shapes (and turns the sparse lane on)"
+        );
+        assert_eq!(c.sparse_lane_kbit(), mpa::config::DEFAULT_SPARSE_LANE_KBIT);
+        let c = Config::parse(&format!(
+            "{unshaped}[qos]\nautorate = true\nenabled = false\n"
+        ))
+        .unwrap();
+        assert!(plan(&c).is_empty() && !c.shapes_wan());
+        // The bands' floors come from the lowest rate; the port's rate changes on 1:1 alone.
+        let s = &plan(&Config::parse(&format!("{CONFIG}[qos]\nautorate = true\n")).unwrap())[1];
+        assert_eq!(s.floor_kbit(), MIN_FLOOR_KBIT);
+        assert_eq!(
+            s.set_rate(9_500).join(" "),
+            "class change dev wan1 parent 1: classid 1:1 htb rate 9500kbit ceil 9500kbit quantum 1514"
+        );
     }
 
     #[test]
@@ -361,6 +448,7 @@ gateway = "198.18.11.1"
         let s = Shaper {
             dev: "wan0".into(),
             rate_kbit: 38_000,
+            autorate: false,
         };
         assert_eq!(s.teardown().join(" "), "qdisc del dev wan0 root");
         let lines: Vec<String> = s.install().iter().map(|a| a.join(" ")).collect();
@@ -391,6 +479,7 @@ gateway = "198.18.11.1"
         let fast = Shaper {
             dev: "wan0".into(),
             rate_kbit: 1_000_000,
+            autorate: false,
         };
         assert_eq!(fast.queue_bytes(), 2_500_000);
         assert_eq!(fast.floor_kbit(), 10_000);

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 pub use crate::status::{
-    ConnState, ConnStatus, ControllerStatus, InternetStatus, ReseqStatus, StatusReport,
-    SubflowStatus, TlsStatus,
+    ConnState, ConnStatus, ControllerStatus, InternetStatus, PortRateStatus, ReseqStatus,
+    StatusReport, SubflowStatus, TlsStatus,
 };
 
 macro_rules! counters {
@@ -74,6 +74,13 @@ counters! {
     /// Type II packets sent on their path group's Type I connection: the sparse lane
     /// (`[qos] sparse_lane_kbit`; docs/mmsg.md "The sparse lane").
     sparse_lane_packets,
+    /// `[qos] autorate`: times a WAN port's shaped rate was lowered (a queue in the WAN while
+    /// the port was loaded).
+    autorate_down,
+    /// `[qos] autorate`: times a WAN port's shaped rate was raised (the shaper held traffic back).
+    autorate_up,
+    /// `[qos] autorate`: rate changes that `tc` refused.
+    autorate_errors,
     /// Frames written to tunnels (IP packets).
     frames_tx,
     /// Frames received from tunnels (IP packets).
@@ -202,6 +209,7 @@ pub struct Stats {
     insecure_clear: AtomicBool,
     internet: Mutex<Option<InternetStatus>>,
     reseq: Mutex<Option<ReseqStatus>>,
+    autorate: Mutex<Vec<PortRateStatus>>,
 }
 
 impl std::ops::Deref for Stats {
@@ -289,6 +297,13 @@ impl Stats {
         }
     }
 
+    /// Records the WAN ports' automatic rates (`[qos] autorate`).
+    pub fn set_autorate(&self, status: Vec<PortRateStatus>) {
+        if let Ok(mut t) = self.autorate.lock() {
+            *t = status;
+        }
+    }
+
     /// Records the resequencer's `T` in force (`crate::reseq`).
     pub fn set_reseq(&self, status: ReseqStatus) {
         if let Ok(mut t) = self.reseq.lock() {
@@ -324,6 +339,7 @@ impl Stats {
             insecure_clear_tunnels: self.insecure_clear.load(Ordering::Relaxed),
             internet: self.internet.lock().ok().and_then(|t| t.clone()),
             reseq: self.reseq.lock().ok().and_then(|t| *t),
+            autorate: self.autorate.lock().map(|t| t.clone()).unwrap_or_default(),
         }
     }
 }

@@ -185,6 +185,30 @@ pub struct StatusReport {
     /// The resequencer's release threshold in force (`None`: no sequenced frame seen yet).
     #[serde(default)]
     pub reseq: Option<ReseqStatus>,
+    /// `[qos] autorate`: every WAN port's shaped rate as it follows the uplink (empty: off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub autorate: Vec<PortRateStatus>,
+}
+
+/// One WAN port under `[qos] autorate` (`mpa::autorate`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortRateStatus {
+    /// WAN port index.
+    pub port: usize,
+    /// The shaped interface.
+    pub dev: String,
+    /// The shaped rate now, kbit/s.
+    pub rate_kbit: u64,
+    /// The highest rate it may take, kbit/s.
+    pub max_kbit: u64,
+    /// What the port sent over the last sample, kbit/s.
+    pub sent_kbit: u64,
+    /// The queue in the WAN at the last sample, µs (`None`: no loaded subflow to tell).
+    pub wan_queue_us: Option<u64>,
+    /// Times the rate went down (a queue in the WAN while loaded) and up.
+    pub downs: u64,
+    /// Times the rate went up.
+    pub ups: u64,
 }
 
 /// The resequencer's `T` in force (`docs/mpa.md` "Striping"), as of the last sequenced frame.

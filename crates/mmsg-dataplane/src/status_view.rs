@@ -325,6 +325,33 @@ pub fn render(
         let _ = writeln!(s, "\ninternet policy {}\n{t}", i.policy);
     }
 
+    if !now.autorate.is_empty() {
+        let mut t = table(&[
+            "PORT",
+            "DEV",
+            "RATE kbit/s",
+            "MAX kbit/s",
+            "SENT kbit/s",
+            "WAN QUEUE ms",
+            "DOWN",
+            "UP",
+        ]);
+        for p in &now.autorate {
+            t.add_row(vec![
+                format!("wan{}", p.port),
+                p.dev.clone(),
+                p.rate_kbit.to_string(),
+                p.max_kbit.to_string(),
+                p.sent_kbit.to_string(),
+                p.wan_queue_us
+                    .map_or_else(|| "-".to_owned(), |q| format!("{:.1}", q as f64 / 1000.0)),
+                p.downs.to_string(),
+                p.ups.to_string(),
+            ]);
+        }
+        let _ = writeln!(s, "\nautorate (WAN egress shaping follows the uplink)\n{t}");
+    }
+
     let mut t = table(&["COUNTER", "VALUE", "DELTA"]);
     for (k, v) in now.counters.iter().filter(|(_, v)| **v > 0) {
         let delta = prev
@@ -398,6 +425,7 @@ mod tests {
             }),
             internet: None,
             reseq: None,
+            autorate: Vec::new(),
         }
     }
 

@@ -131,7 +131,7 @@ fn event_socket() -> std::io::Result<Socket> {
 }
 
 /// One dump request of `msg`; every answer message goes to `each`.
-fn dump(
+pub(crate) fn dump(
     msg: RouteNetlinkMessage,
     mut each: impl FnMut(RouteNetlinkMessage),
 ) -> std::io::Result<()> {

@@ -8,6 +8,8 @@
 //!
 //! Modules, one per concept of the paper (see `docs/mpa.md` for the full map and call order):
 //! - [`agent`]: the MPA's per-packet decision (TC + flow table + schedulers) behind one call.
+//! - [`autorate`]: the automatic egress rate of a shaped WAN port (bloat lowers it, a limiting
+//!   shaper raises it).
 //! - [`config`]: the static gateway configuration (TOML) and its validation.
 //! - [`classifier`]: the TC: Type I / II / III and the destination branch of an inner IP packet.
 //! - [`flow_table`]: 5-tuple flows, so a flow keeps its path group (no reordering).
@@ -40,6 +42,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod autorate;
 pub mod classifier;
 pub mod config;
 pub mod conn_report;

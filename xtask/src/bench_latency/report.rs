@@ -95,6 +95,10 @@ pub struct LoadResult {
     pub queues: Option<QueueSample>,
     /// Counters of `mmsg` on gw1 that grew during the load (drops, marks).
     pub mmsg_counters: BTreeMap<String, u64>,
+    /// `[qos] autorate`: gw1's shaped rate per WAN port at the end of the load, kbit/s (empty:
+    /// autorate off).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub autorate_kbit: Vec<u64>,
 }
 
 /// What the sending gateway (gw1) held at one moment of a load.

@@ -38,7 +38,10 @@
 //!   the subflows' delivery rates and hands the writer the rate to pace at.
 //! - `reverse`: an accepted connection from a remote behind NAT carries our traffic to it too
 //!   (docs/nat.md).
+//! - `autorate`: the driver of [`mpa::autorate`] (`[qos] autorate`): reads the shaped ports'
+//!   qdiscs and the subflows' queues, sets each port's rate.
 
+pub mod autorate;
 mod batch;
 mod budget;
 mod conn_io;

@@ -250,6 +250,9 @@ pub struct Shared {
     pub(super) preauth: Arc<Mutex<PreAuth>>,
     /// The rate limit of refusal log lines, per source and over all sources.
     pub(super) refusal_log: Mutex<RefusalLog>,
+    /// The smallest queue (`srtt − min_rtt`) a loaded subflow showed per local WAN address since
+    /// the `autorate` task last took it (noted by the fast-failover sampler, `subflows`).
+    pub(super) port_queues: Mutex<mpa::autorate::MinBoard<std::net::Ipv4Addr>>,
 }
 
 impl Shared {
@@ -375,6 +378,7 @@ pub fn build(
                 MAX_PREAUTH_PER_SOURCE,
             ))),
             refusal_log: Mutex::new(RefusalLog::new(LOG_INTERVAL, MAX_LOG_SOURCES)),
+            port_queues: Mutex::new(mpa::autorate::MinBoard::default()),
         }),
         rx,
     )

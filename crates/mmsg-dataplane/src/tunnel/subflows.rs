@@ -421,6 +421,7 @@ async fn check_health(
     let busy = infos
         .iter()
         .any(|t| t.state == sys::TCP_ESTABLISHED && t.unacked > 0);
+    note_port_queues(sh, &present, &infos);
     let path = |(l, r): &SubflowKey| (*l.ip(), *r.ip());
     let samples: Vec<(SubflowKey, HealthSample)> = present
         .iter()
@@ -497,6 +498,29 @@ async fn check_health(
         busy,
         live: Some(live),
         infos,
+    }
+}
+
+/// Notes each loaded subflow's queue under its local address for the `autorate` task
+/// ([`Shared::port_queues`]; nothing when no port is under `[qos] autorate`).
+fn note_port_queues(sh: &Shared, present: &[SubflowKey], infos: &[sys::SubflowTcpInfo]) {
+    if !sh.config().qos.autorate {
+        return;
+    }
+    let mut board = sh
+        .port_queues
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for ((l, _), t) in present.iter().zip(infos) {
+        let q = mpa::autorate::subflow_queue(
+            t.state == sys::TCP_ESTABLISHED,
+            t.unacked,
+            t.rtt_us,
+            t.min_rtt_us,
+        );
+        if let Some(q) = q {
+            board.note(*l.ip(), q);
+        }
     }
 }
 

@@ -150,16 +150,23 @@ pub fn pool_size(connections_per_group: u8, class: Class) -> u8 {
 impl Config {
     /// The sparse lane's per-flow rate in effect, kbit/s (0: off): `[qos] sparse_lane_kbit`,
     /// or when unset [`DEFAULT_SPARSE_LANE_KBIT`] if the gateway shapes a WAN port
-    /// (`[qos] enabled` and a `wan[k].rate_mbit`), else 0 (docs/mmsg.md "The sparse lane").
+    /// ([`Config::shapes_wan`]), else 0 (docs/mmsg.md "The sparse lane").
     pub fn sparse_lane_kbit(&self) -> u32 {
         self.qos.sparse_lane_kbit.unwrap_or_else(|| {
-            let shaped = self.qos.enabled && self.wan.iter().any(|w| w.rate_mbit.is_some());
-            if shaped {
+            if self.shapes_wan() {
                 DEFAULT_SPARSE_LANE_KBIT
             } else {
                 0
             }
         })
+    }
+
+    /// Whether the gateway shapes a WAN port: `[qos] enabled` and a `wan[k].rate_mbit` or
+    /// `[qos] autorate` (which shapes every port).
+    pub fn shapes_wan(&self) -> bool {
+        self.qos.enabled
+            && !self.wan.is_empty()
+            && (self.qos.autorate || self.wan.iter().any(|w| w.rate_mbit.is_some()))
     }
 
     /// Parses TOML and validates it.

@@ -15,11 +15,17 @@ pub struct QosConfig {
     /// the bottleneck. Default: 95.
     #[serde(default = "default_shaping_percent")]
     pub shaping_percent: u8,
+    /// Shape every WAN port, and let the rate follow what the uplink carries
+    /// ([`crate::autorate`]): from `rate_mbit` × `shaping_percent` where the port has one, else
+    /// from [`crate::autorate::DEFAULT_MAX_KBIT`], down while the port's traffic builds a queue in
+    /// the WAN, back up while the shaper holds it back. Default: false.
+    #[serde(default)]
+    pub autorate: bool,
     /// The sparse lane (`mpa::gateway::sparse`): a Type II flow that sends at most this many
     /// kbit/s rides its path group's Type I connection (no wait behind the bulk's socket queue;
     /// band 0 of a shaped port) until it sends more; 0: off. Default (unset):
-    /// [`DEFAULT_SPARSE_LANE_KBIT`] on a gateway that shapes a WAN port (`rate_mbit` and
-    /// `enabled`), else off ([`super::Config::sparse_lane_kbit`]): behind a modem's queue the
+    /// [`DEFAULT_SPARSE_LANE_KBIT`] on a gateway that shapes a WAN port (`enabled` and a
+    /// `rate_mbit` or `autorate`), else off ([`super::Config::sparse_lane_kbit`]): behind a modem's queue the
     /// lane gains a few ms on alike uplinks and costs tail latency on unequal ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sparse_lane_kbit: Option<u32>,
@@ -34,6 +40,7 @@ impl Default for QosConfig {
         Self {
             enabled: true,
             shaping_percent: default_shaping_percent(),
+            autorate: false,
             sparse_lane_kbit: None,
             sparse_lane_total_kbit: default_sparse_lane_total_kbit(),
         }
