@@ -25,9 +25,10 @@
 //!   waited for its paths, [`PortSample::backlogged`]: our traffic builds the queue; a port that
 //!   carries only what its flows offer cannot cure a queue others fill, e.g. a download on the
 //!   same modem): the rate drops to [`DOWN_FACTOR`] × the achieved rate (what the uplink
-//!   carried: the most the port sent in one of the last [`SENT_WINDOW`] samples, so a dip of
-//!   the traffic in one sample, a flow's loss recovery, does not cut the rate below the
-//!   uplink's), then holds for [`SETTLE`] while that queue drains;
+//!   carried: the median of what the port sent in the last [`SENT_WINDOW`] samples, so neither a
+//!   dip of the traffic in one sample, a flow's loss recovery, cuts the rate below the uplink's
+//!   nor a burst the qdisc let through at a high rate keeps it above), then holds for [`SETTLE`]
+//!   while that queue drains;
 //! - otherwise, while the local delay is at least [`LIMITED`] and did not shrink below
 //!   [`DRAINING`] of the last sample's (the shaper is the bottleneck: above the uplink's rate its
 //!   queue drains into the modem's) and the WAN queue is below [`BLOAT`] / 2: the rate rises by
@@ -64,7 +65,7 @@ pub const BLOAT_TICKS: u8 = 2;
 pub const LOADED_SHARE: f64 = 0.5;
 /// On bloat the rate becomes this many times the achieved rate.
 pub const DOWN_FACTOR: f64 = 0.95;
-/// The achieved rate a drop starts from is the largest of this many samples.
+/// The achieved rate a drop starts from is the median of this many samples.
 pub const SENT_WINDOW: usize = 3;
 /// After a drop the rate holds this long (the WAN queue drains; the smoothed RTT follows).
 pub const SETTLE: Duration = Duration::from_millis(600);
@@ -246,11 +247,11 @@ impl Autorate {
         if self.bloated >= BLOAT_TICKS {
             self.bloated = 0;
             self.up_streak = 0;
-            let achieved = self
-                .recent_sent
-                .iter()
+            let mut recent = self.recent_sent;
+            recent.sort_unstable();
+            let achieved = recent
+                .get(SENT_WINDOW / 2)
                 .copied()
-                .max()
                 .unwrap_or(self.sent_kbit);
             let to = ((achieved as f64 * DOWN_FACTOR) as u64).clamp(MIN_KBIT, self.max_kbit);
             if to < self.rate_kbit {
@@ -448,6 +449,11 @@ mod tests {
         p.feed(10_000, 0, Some(20 * MS));
         // The bloated sample that drops the rate saw a flow's recovery: 6 Mbit/s sent.
         assert_eq!(p.feed(6_000, 0, Some(20 * MS)), Change::Down(9_500));
+        // Nor does a burst the qdisc let through (the first transfer at 1 Gbit/s).
+        let mut p = Port::new(DEFAULT_MAX_KBIT);
+        p.feed(9_000, 0, Some(2 * MS));
+        p.feed(14_000, 0, Some(20 * MS));
+        assert_eq!(p.feed(10_000, 0, Some(20 * MS)), Change::Down(9_500));
     }
 
     #[test]
