@@ -7,6 +7,7 @@
 //! ([`Shaper::set_rate`]). The figures go to `mmsg status` and `/metrics`.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
@@ -69,6 +70,7 @@ pub async fn run(sh: Arc<Shared>, shapers: Vec<Shaper>) {
         return;
     }
     info!(ports = ports.len(), "automatic WAN egress rate running");
+    sh.autorate_on.store(true, Ordering::Relaxed);
     let mut backlogs: BTreeMap<ConnKey, Backlog> = BTreeMap::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

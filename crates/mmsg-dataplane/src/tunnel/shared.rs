@@ -253,6 +253,8 @@ pub struct Shared {
     /// The smallest queue (`srtt − min_rtt`) a loaded subflow showed per local WAN address since
     /// the `autorate` task last took it (noted by the fast-failover sampler, `subflows`).
     pub(super) port_queues: Mutex<mpa::autorate::MinBoard<std::net::Ipv4Addr>>,
+    /// Set by the `autorate` task while it runs: the samplers note into `port_queues`.
+    pub(super) autorate_on: AtomicBool,
 }
 
 impl Shared {
@@ -379,6 +381,7 @@ pub fn build(
             ))),
             refusal_log: Mutex::new(RefusalLog::new(LOG_INTERVAL, MAX_LOG_SOURCES)),
             port_queues: Mutex::new(mpa::autorate::MinBoard::default()),
+            autorate_on: AtomicBool::new(false),
         }),
         rx,
     )

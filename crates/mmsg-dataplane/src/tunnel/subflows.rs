@@ -504,7 +504,7 @@ async fn check_health(
 /// Notes each loaded subflow's queue under its local address for the `autorate` task
 /// ([`Shared::port_queues`]; nothing when no port is under `[qos] autorate`).
 fn note_port_queues(sh: &Shared, present: &[SubflowKey], infos: &[sys::SubflowTcpInfo]) {
-    if !sh.config().qos.autorate {
+    if !sh.autorate_on.load(Ordering::Relaxed) {
         return;
     }
     let mut board = sh
