@@ -16,7 +16,7 @@ use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcStats2};
 use netlink_packet_route::RouteNetlinkMessage;
 use tracing::{debug, info, warn};
 
-use super::shared::{Backlog, ConnKey, Shared};
+use super::shared::{Backlog, ConnKey, PathManagement, Shared};
 use crate::qos::Shaper;
 use crate::stats::Stats;
 use crate::status::PortRateStatus;
@@ -68,6 +68,12 @@ pub async fn run(sh: Arc<Shared>, shapers: Vec<Shaper>) {
         .collect();
     if ports.is_empty() {
         return;
+    }
+    if matches!(sh.pm, PathManagement::Kernel) {
+        warn!(
+            "[qos] autorate needs the userspace path manager (its subflow RTTs come from the \
+             fast-failover sampler): the ports stay at their start rate"
+        );
     }
     info!(ports = ports.len(), "automatic WAN egress rate running");
     sh.autorate_on.store(true, Ordering::Relaxed);
