@@ -103,10 +103,16 @@ impl Shaper {
     /// `tc ARGS` that set the port's rate (class `1:1`) to `kbit`; the bands keep their ceiling
     /// (the start rate, the highest `autorate` may set) and borrow only what `1:1` has.
     pub fn set_rate(&self, kbit: u64) -> Vec<String> {
-        let rate = format!("{}kbit", kbit.max(MIN_FLOOR_KBIT));
+        self.root_class("change", kbit.max(MIN_FLOOR_KBIT))
+    }
+
+    /// `tc class VERB` of class `1:1` at `kbit` (rate = ceil): installed with `replace`, changed
+    /// with `change`.
+    fn root_class(&self, verb: &str, kbit: u64) -> Vec<String> {
+        let rate = format!("{kbit}kbit");
         strings(&[
             "class",
-            "change",
+            verb,
             "dev",
             &self.dev,
             "parent",
@@ -141,10 +147,7 @@ impl Shaper {
             strings(&[
                 "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", &default,
             ]),
-            strings(&[
-                "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate",
-                &rate, "ceil", &rate, "quantum", &quantum,
-            ]),
+            self.root_class("replace", self.rate_kbit),
         ];
         for band in 0..BANDS {
             let classid = format!("1:1{band}");
